@@ -1,0 +1,186 @@
+#!/usr/bin/env node
+// Entry point of every root script. Runs on any Node >= 18: when the running Node is older than the
+// project needs, it installs the pinned Node from the npm registry into .toolchain/ and re-runs itself
+// with it; then it provides the pinned pnpm, installs the workspace and runs the requested task.
+import { spawnSync } from "node:child_process"
+import { createHash } from "node:crypto"
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
+import { delimiter, dirname, join, resolve } from "node:path"
+import { fileURLToPath } from "node:url"
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..")
+const toolchain = join(root, ".toolchain")
+const manifest = JSON.parse(readFileSync(join(root, "package.json"), "utf8"))
+const MIN_NODE = [22, 19, 0]
+
+const log = (message) => process.stderr.write(`[keyway] ${message}\n`)
+
+const fail = (message) => {
+  log(message)
+  process.exit(1)
+}
+
+const versionAtLeast = (version, minimum) => {
+  const parts = version.replace(/^v/, "").split(".").map(Number)
+  for (let i = 0; i < minimum.length; i++) {
+    if ((parts[i] ?? 0) !== minimum[i]) return (parts[i] ?? 0) > minimum[i]
+  }
+  return true
+}
+
+const run = (command, args, options = {}) => {
+  const result = spawnSync(command, args, { stdio: "inherit", cwd: root, ...options })
+  if (result.error) fail(`could not start ${command}: ${result.error.message}`)
+  return result.status ?? 1
+}
+
+/** Installs one npm package into its own folder under .toolchain/ unless it is already there. */
+const ensureToolPackage = (folder, spec, probe) => {
+  const prefix = join(toolchain, folder)
+  const target = join(prefix, "node_modules", probe)
+  if (existsSync(target)) return target
+  log(`installing ${spec} into .toolchain/${folder} (once)`)
+  mkdirSync(prefix, { recursive: true })
+  writeFileSync(join(prefix, "package.json"), '{"private":true}\n')
+  const npm = process.platform === "win32" ? "npm.cmd" : "npm"
+  const status = run(npm, ["install", "--no-save", "--no-audit", "--no-fund", "--prefix", prefix, spec], {
+    cwd: prefix,
+  })
+  if (status !== 0 || !existsSync(target)) fail(`installing ${spec} failed`)
+  return target
+}
+
+const ensureNode = () => {
+  if (versionAtLeast(process.version, MIN_NODE)) return
+  if (process.env.KEYWAY_BOOTSTRAPPED) fail(`re-run still on Node ${process.version}`)
+  const version = manifest.keyway.node
+  const pkg = `node-${process.platform}-${process.arch}`
+  const installed = ensureToolPackage(`node-${version}`, `${pkg}@${version}`, join(pkg, "bin", "node"))
+  log(`Node ${process.version} is older than ${MIN_NODE.join(".")}; using Node ${version} from .toolchain/`)
+  const env = { ...process.env, KEYWAY_BOOTSTRAPPED: "1", PATH: `${dirname(installed)}${delimiter}${process.env.PATH}` }
+  const result = spawnSync(installed, process.argv.slice(1), { stdio: "inherit", env })
+  process.exit(result.status ?? 1)
+}
+
+/** Puts the pinned pnpm, and a `pnpm` command for child processes, into .toolchain/bin. */
+const ensurePnpm = () => {
+  const spec = manifest.packageManager
+  const version = spec.split("@")[1]
+  const cli = ensureToolPackage(`pnpm-${version}`, spec, join("pnpm", "bin", "pnpm.cjs"))
+  const bin = join(toolchain, "bin")
+  mkdirSync(bin, { recursive: true })
+  const shim = join(bin, "pnpm")
+  const body = `#!/bin/sh\nexec "${process.execPath}" "${cli}" "$@"\n`
+  if (!existsSync(shim) || readFileSync(shim, "utf8") !== body) {
+    writeFileSync(shim, body)
+    chmodSync(shim, 0o755)
+  }
+  process.env.PATH = [bin, dirname(process.execPath), join(root, "node_modules", ".bin"), process.env.PATH].join(
+    delimiter,
+  )
+  return cli
+}
+
+const workspaceFingerprint = () => {
+  const hash = createHash("sha256")
+  hash.update(process.version)
+  for (const file of ["pnpm-lock.yaml", "package.json", "pnpm-workspace.yaml"]) {
+    if (existsSync(join(root, file))) hash.update(readFileSync(join(root, file)))
+  }
+  return hash.digest("hex")
+}
+
+const ensureInstall = (pnpm) => {
+  const stamp = join(toolchain, "install.stamp")
+  const fingerprint = workspaceFingerprint()
+  if (existsSync(join(root, "node_modules")) && existsSync(stamp) && readFileSync(stamp, "utf8") === fingerprint) return
+  log("installing the workspace (pnpm install --frozen-lockfile)")
+  if (pnpm(["install", "--frozen-lockfile"]) !== 0) fail("pnpm install failed")
+  writeFileSync(stamp, fingerprint)
+}
+
+/** Sums the vitest JSON reports that the test targets wrote (or that Nx restored from its cache). */
+const summarize = (extraFailures) => {
+  const reports = []
+  const walk = (dir, depth) => {
+    if (depth > 4 || !existsSync(dir)) return
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      if (!entry.isDirectory() || entry.name === "node_modules" || entry.name.startsWith(".git")) continue
+      const report = join(dir, entry.name, ".reports", "vitest.json")
+      if (existsSync(report)) reports.push(report)
+      walk(join(dir, entry.name), depth + 1)
+    }
+  }
+  for (const top of ["packages", "apps", "tools"]) walk(join(root, top), 0)
+  let passed = 0
+  let failed = extraFailures.length
+  let skipped = 0
+  for (const report of reports) {
+    const data = JSON.parse(readFileSync(report, "utf8"))
+    passed += data.numPassedTests ?? 0
+    failed += (data.numFailedTests ?? 0) + (data.numFailedTestSuites ?? 0) + (data.numRuntimeErrorTestSuites ?? 0)
+    skipped += (data.numPendingTests ?? 0) + (data.numTodoTests ?? 0)
+  }
+  for (const step of extraFailures) log(`failed step: ${step}`)
+  return { passed, failed, skipped }
+}
+
+const main = () => {
+  ensureNode()
+  const cli = ensurePnpm()
+  const pnpm = (args) => run(process.execPath, [cli, ...args])
+  const [task = "test", ...rest] = process.argv.slice(2)
+  process.env.NX_DAEMON ??= "false"
+  process.env.NX_NO_CLOUD = "true"
+  process.env.NX_TUI = "false"
+  process.env.NX_SKIP_NX_CACHE ??= process.env.KEYWAY_NO_CACHE ? "true" : ""
+  if (!process.env.NX_SKIP_NX_CACHE) delete process.env.NX_SKIP_NX_CACHE
+
+  if (task === "pnpm") process.exit(pnpm(rest))
+  ensureInstall(pnpm)
+  const exec = (args) => pnpm(["exec", ...args])
+
+  switch (task) {
+    case "exec":
+      process.exit(exec(rest))
+      break
+    case "build":
+      process.exit(exec(["nx", "run-many", "-t", "build", "--outputStyle=static", ...rest]))
+      break
+    case "check":
+      process.exit(exec(["biome", "check", ...rest]))
+      break
+    case "docs":
+      process.exit(exec(["nx", "run-many", "-t", "build", "--outputStyle=static"]) || exec(["typedoc"]))
+      break
+    case "test": {
+      const failures = []
+      const step = (name, args) => {
+        log(`step: ${name}`)
+        if (exec(args) !== 0) failures.push(name)
+      }
+      step("format and lint (biome ci)", ["biome", "ci", "."])
+      step("lint, typecheck, build, test (nx)", [
+        "nx",
+        "run-many",
+        "-t",
+        "lint",
+        "typecheck",
+        "build",
+        "test",
+        "--outputStyle=static",
+        "--nxBail=false",
+        ...rest,
+      ])
+      step("API docs (typedoc)", ["typedoc"])
+      const { passed, failed, skipped } = summarize(failures)
+      process.stdout.write(`\n${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ""}\n`)
+      process.exit(failed === 0 && failures.length === 0 ? 0 : 1)
+      break
+    }
+    default:
+      fail(`unknown task "${task}" (test, build, check, docs, exec, pnpm)`)
+  }
+}
+
+main()
