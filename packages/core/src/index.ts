@@ -5,5 +5,26 @@
  * @packageDocumentation
  */
 
+/** Canonical server URIs: parse, validate, canonicalise, compare (RFC 8707 §2, RFC 3986 §6). */
+export * as CanonicalUri from "./CanonicalUri.js"
+
+/** WWW-Authenticate challenges and the Bearer parameters (RFC 9110 §11.6.1, RFC 6750 §3, RFC 9728 §5.1). */
+export * as Challenge from "./Challenge.js"
+
+/** The OAuth error codes, their HTTP statuses and the typed error (RFC 6749 §5.2). */
+export * as OAuthError from "./OAuthError.js"
+
 /** PKCE S256 (RFC 7636). */
 export * as Pkce from "./Pkce.js"
+
+/** Revisions of the MCP specification and the authorization behaviours that differ between them. */
+export * as Revision from "./Revision.js"
+
+/** Scope strings and order-preserving scope-set operations (RFC 6749 §3.3). */
+export * as Scope from "./Scope.js"
+
+/** Well-known metadata locations (RFC 9728 §3, RFC 8414 §3, OpenID Connect Discovery §4). */
+export * as WellKnown from "./WellKnown.js"
+
+/** zod schemas of the wire documents and the helpers that decode them (RFC 9728, RFC 8414, RFC 7591, ...). */
+export * as Wire from "./Wire.js"

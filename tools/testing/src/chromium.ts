@@ -1,0 +1,36 @@
+import { type Browser, chromium } from "playwright-core"
+import { ensureDebianPackage } from "./system.js"
+
+/** Where Debian's `chromium` package puts the browser. */
+export const CHROMIUM_PATH = "/usr/bin/chromium"
+
+/** A headless Chromium; playwright gives every launch a fresh temporary profile and removes it on close. */
+export interface HeadlessChromium {
+  readonly browser: Browser
+  readonly close: () => Promise<void>
+}
+
+/**
+ * Launches Debian's Chromium headless, installing the package when it is missing. The flags keep start-up fast on a
+ * closed network (no background networking, updates or sync) and allow running as root (no sandbox).
+ */
+export const launchChromium = async (): Promise<HeadlessChromium> => {
+  ensureDebianPackage("chromium", CHROMIUM_PATH)
+  const browser = await chromium.launch({
+    executablePath: CHROMIUM_PATH,
+    headless: true,
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+  })
+  return {
+    browser,
+    close: () => browser.close(),
+  }
+}
