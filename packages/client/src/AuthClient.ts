@@ -1,0 +1,515 @@
+/**
+ * The whole client flow as one service: a `fetch` that adds the Bearer token, answers 401 by discovering,
+ * registering, authorizing and exchanging the code, refreshes tokens before they expire and when rejected (one
+ * refresh at a time per server), and steps up on 403 `insufficient_scope` within a per-operation limit.
+ *
+ * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#authorization-flow-steps | MCP authorization flow}
+ * @module
+ */
+import { CanonicalUri, Challenge, Scope } from "@keyway/core"
+import { Context, Deferred, Effect, Layer, ManagedRuntime, Result } from "effect"
+import { AuthError } from "./AuthError.js"
+import { buildRequest, selectScope, validateCallback } from "./Authorization.js"
+import { ClientConfig, type ClientInformation, type ClientOptions, type FetchLike } from "./ClientConfig.js"
+import { type AuthorizationServer, discoverAuthorizationServer, discoverProtectedResource } from "./Discovery.js"
+import { DiscoveryCache } from "./DiscoveryCache.js"
+import { send } from "./internal/http.js"
+import { findClient, obtainClient } from "./Registration.js"
+import { exchangeCode, refresh } from "./TokenEndpoint.js"
+import { type Backend, file as fileBackend, memory, type Pending, TokenStore, type Tokens } from "./TokenStore.js"
+import { browser, UserAgent } from "./UserAgent.js"
+
+/**
+ * Options of one authorization.
+ *
+ * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#scope-selection-strategy | MCP scope selection}
+ */
+export interface AuthorizeOptions {
+  /** The parameters of the Bearer challenge that triggered it. */
+  readonly challenge?: Challenge.BearerParams | undefined
+  /** Scopes to request, overriding the selection rules. */
+  readonly scope?: string | undefined
+  /** Re-fetch discovery documents even when cached ones are fresh. */
+  readonly force?: boolean | undefined
+}
+
+/**
+ * The first phase of a two-phase authorization: where to send the user.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.1 | OAuth 2.1 §4.1.1}
+ */
+export interface Begun {
+  readonly url: string
+  readonly state: string
+}
+
+/**
+ * The client service.
+ *
+ * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization | MCP authorization}
+ */
+export class AuthClient extends Context.Service<
+  AuthClient,
+  {
+    /** A fetch that authorizes as needed; typed errors for everything it cannot fix. */
+    readonly fetch: (input: string | URL | Request, init?: RequestInit) => Effect.Effect<Response, AuthError>
+    /** Runs the authorization flow for a server and stores the tokens. */
+    readonly authorize: (serverUrl: string, options?: AuthorizeOptions) => Effect.Effect<Tokens, AuthError>
+    /** The tokens held for a server. */
+    readonly tokens: (serverUrl: string) => Effect.Effect<Tokens | undefined, AuthError>
+    /** Forgets the tokens held for a server. */
+    readonly logout: (serverUrl: string) => Effect.Effect<void, AuthError>
+    /** Starts an authorization without running the user agent; the pending state is persisted. */
+    readonly begin: (serverUrl: string, options?: AuthorizeOptions) => Effect.Effect<Begun, AuthError>
+    /** Completes an authorization started with `begin` from the URL the user was redirected to. */
+    readonly complete: (callbackUrl: string) => Effect.Effect<Tokens, AuthError>
+    /** The access token to send now (refreshed when close to expiry), without authorizing. */
+    readonly accessToken: (serverUrl: string) => Effect.Effect<string | undefined, AuthError>
+    /**
+     * Reacts to a 401 the caller received itself (for transports that manage headers): refreshes the held token
+     * when possible, else runs a fresh authorization with the response's challenge.
+     */
+    readonly unauthorized: (serverUrl: string, response: Response) => Effect.Effect<void, AuthError>
+  }
+>()("@keyway/client/AuthClient") {
+  /** The client built on {@link ClientConfig}, {@link TokenStore}, {@link DiscoveryCache} and {@link UserAgent}. */
+  static readonly layer: Layer.Layer<AuthClient, never, ClientConfig | TokenStore | DiscoveryCache | UserAgent> =
+    Layer.effect(
+      AuthClient,
+      Effect.suspend(() => make),
+    )
+}
+
+/** The storage key of the tokens held for a server. */
+export const tokensKey = (server: string): string => `tokens:${server}`
+const pendingKey = (state: string): string => `pending:${state}`
+
+/** How long a two-phase authorization may stay pending: long enough for a login, short enough to limit replay. */
+export const PENDING_LIFETIME_MS = 10 * 60_000
+
+const serverKey = (raw: string): Effect.Effect<string, AuthError> => {
+  const result = CanonicalUri.validate(raw)
+  return Result.isSuccess(result)
+    ? Effect.succeed(result.success)
+    : Effect.fail(
+        new AuthError({
+          step: "request",
+          reason: "invalid-input",
+          url: raw,
+          message: `"${raw}" is not a usable MCP server URL: ${result.failure.message}`,
+        }),
+      )
+}
+
+/**
+ * The operation of an MCP request for step-up accounting: the JSON-RPC method, and the tool name for `tools/call`.
+ *
+ * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#step-up-authorization-flow | MCP step-up}
+ */
+export const operationOf = (body: string | undefined): string => {
+  if (body === undefined || body === "") return "*"
+  try {
+    const parsed = JSON.parse(body) as unknown
+    const message = Array.isArray(parsed) ? parsed[0] : parsed
+    if (typeof message !== "object" || message === null) return "*"
+    const { method, params } = message as { method?: unknown; params?: { name?: unknown } }
+    if (typeof method !== "string") return "*"
+    if (method === "tools/call" && typeof params?.name === "string") return `${method} ${params.name}`
+    return method
+  } catch {
+    return "*"
+  }
+}
+
+const make = Effect.gen(function* () {
+  const config = yield* ClientConfig
+  const store = yield* TokenStore
+  const cache = yield* DiscoveryCache
+  const userAgent = yield* UserAgent
+  const provide = <A, E>(
+    effect: Effect.Effect<A, E, ClientConfig | TokenStore | DiscoveryCache>,
+  ): Effect.Effect<A, E, never> =>
+    effect.pipe(
+      Effect.provideService(ClientConfig, config),
+      Effect.provideService(TokenStore, store),
+      Effect.provideService(DiscoveryCache, cache),
+    )
+  const inflight = new Map<string, Deferred.Deferred<Tokens | undefined, AuthError>>()
+  const authorizing = new Map<string, Deferred.Deferred<Tokens, AuthError>>()
+  const stepUps = new Map<string, number>()
+
+  const readTokens = (key: string) => store.get(tokensKey(key)).pipe(Effect.map((value) => value as Tokens | undefined))
+
+  const prepare = Effect.fnUntraced(function* (serverUrl: string, options: AuthorizeOptions, redirectUri: string) {
+    const key = yield* serverKey(serverUrl)
+    const resource = yield* provide(
+      discoverProtectedResource(serverUrl, options.challenge, { force: options.force ?? false }),
+    )
+    const server = yield* provide(
+      discoverAuthorizationServer(resource.issuer, { legacy: resource.legacy, force: options.force ?? false }),
+    )
+    const client = yield* provide(obtainClient(server, redirectUri))
+    const scope = selectScope({
+      explicit: options.scope ?? config.scope,
+      challenge: options.challenge?.scope,
+      resourceMetadata: resource.metadata,
+      serverMetadata: server.metadata,
+      offlineAccess: config.offlineAccess,
+    })
+    const request = yield* buildRequest({
+      resource: { ...resource, serverUrl: key },
+      server,
+      client,
+      redirectUri,
+      scope,
+    })
+    yield* store.set(pendingKey(request.pending.state), request.pending)
+    return { key, server, client, request }
+  })
+
+  const finish = Effect.fnUntraced(function* (
+    callbackUrl: string,
+    pending: Pending,
+    known?: { readonly server: AuthorizationServer; readonly client: ClientInformation },
+  ) {
+    const code = yield* validateCallback(callbackUrl, pending)
+    yield* store.delete(pendingKey(pending.state))
+    const server =
+      known?.server ??
+      (yield* provide(discoverAuthorizationServer(pending.issuer, { legacy: pending.legacy === true })))
+    const client = known?.client ?? (yield* provide(findClient(pending.issuer, pending.client_id)))
+    if (client === undefined) {
+      return yield* new AuthError({
+        step: "token",
+        reason: "no-client",
+        url: server.metadata.token_endpoint as string,
+        message: `the client ${pending.client_id} used to start this authorization is no longer registered with ${pending.issuer}; start again`,
+      })
+    }
+    const tokens = yield* provide(exchangeCode(server, client, pending, code))
+    yield* store.set(tokensKey(pending.server), tokens)
+    return tokens
+  })
+
+  const authorize = Effect.fn("AuthClient.authorize")(function* (serverUrl: string, options: AuthorizeOptions = {}) {
+    const session = yield* userAgent.open
+    return yield* Effect.gen(function* () {
+      const { request, server, client } = yield* prepare(serverUrl, options, session.redirectUri)
+      const callbackUrl = yield* session
+        .run(request.url)
+        .pipe(
+          Effect.tapError((error) =>
+            error.reason === "interaction-required" ? Effect.void : store.delete(pendingKey(request.pending.state)),
+          ),
+        )
+      return yield* finish(callbackUrl, request.pending, { server, client }).pipe(
+        Effect.tapError(() => store.delete(pendingKey(request.pending.state))),
+      )
+    }).pipe(Effect.ensuring(session.close))
+  })
+
+  const begin = Effect.fn("AuthClient.begin")(function* (serverUrl: string, options: AuthorizeOptions = {}) {
+    const session = yield* userAgent.open
+    const { request } = yield* prepare(serverUrl, options, session.redirectUri).pipe(Effect.ensuring(session.close))
+    return { url: request.url, state: request.pending.state } as Begun
+  })
+
+  const complete = Effect.fn("AuthClient.complete")(function* (callbackUrl: string) {
+    const url = URL.parse(callbackUrl)
+    const state = url?.searchParams.get("state") ?? null
+    const where = url === null ? callbackUrl : `${url.origin}${url.pathname}`
+    if (state === null) {
+      return yield* new AuthError({
+        step: "callback",
+        reason: "state-missing",
+        url: where,
+        message: `the authorization response at ${where} carries no state; it was discarded (it may be forged or from another request)`,
+      })
+    }
+    const pending = (yield* store.get(pendingKey(state))) as Pending | undefined
+    if (pending !== undefined && Date.now() - pending.created_at > PENDING_LIFETIME_MS) {
+      yield* store.delete(pendingKey(state))
+      return yield* new AuthError({
+        step: "callback",
+        reason: "expired",
+        url: where,
+        message: `the authorization response at ${where} arrived more than ${PENDING_LIFETIME_MS / 60_000} minutes after the request; start the authorization again`,
+      })
+    }
+    if (pending === undefined) {
+      return yield* new AuthError({
+        step: "callback",
+        reason: "state-mismatch",
+        url: where,
+        message: `the authorization response at ${where} carries a state that matches no pending authorization; it was discarded (it may be forged, replayed, or from another request)`,
+      })
+    }
+    return yield* finish(callbackUrl, pending)
+  })
+
+  /** Runs an effect once per key at a time: callers arriving while it runs share its outcome. */
+  const singleFlight = <A>(
+    running: Map<string, Deferred.Deferred<A, AuthError>>,
+    key: string,
+    effect: Effect.Effect<A, AuthError>,
+  ): Effect.Effect<A, AuthError> =>
+    Effect.suspend(() => {
+      const current = running.get(key)
+      if (current !== undefined) return Deferred.await(current)
+      const deferred = Deferred.makeUnsafe<A, AuthError>()
+      running.set(key, deferred)
+      return effect.pipe(
+        Effect.onExit((exit) =>
+          Effect.sync(() => {
+            running.delete(key)
+          }).pipe(Effect.andThen(Deferred.done(deferred, exit))),
+        ),
+      )
+    })
+
+  /** Concurrent requests that all need an authorization share one (one browser tab, not one per request). */
+  const authorizeShared = (key: string, serverUrl: string, options: AuthorizeOptions) =>
+    singleFlight(authorizing, key, authorize(serverUrl, options))
+
+  /** Refreshes the tokens of a server; concurrent callers share one refresh. Undefined means re-authorize. */
+  const refreshShared = (key: string, stale: Tokens): Effect.Effect<Tokens | undefined, AuthError> =>
+    singleFlight(
+      inflight,
+      key,
+      Effect.gen(function* () {
+        const current = yield* readTokens(key)
+        // Someone else already replaced the token: use theirs rather than spending the refresh token again.
+        if (current !== undefined && current.access_token !== stale.access_token) return current
+        const server = yield* provide(
+          discoverAuthorizationServer(stale.issuer, {
+            legacy: config.legacyFallback && stale.issuer === CanonicalUri.origin(stale.resource),
+          }),
+        )
+        const client = yield* provide(findClient(stale.issuer, stale.client_id))
+        if (client === undefined || stale.refresh_token === undefined) {
+          yield* store.delete(tokensKey(key))
+          return undefined
+        }
+        const fresh = yield* provide(refresh(server, client, stale)).pipe(
+          Effect.catchIf(
+            (error) => error.reason === "invalid-grant",
+            () => store.delete(tokensKey(key)).pipe(Effect.as(undefined)),
+          ),
+        )
+        // Saved before anyone uses it, so a rotated refresh token is never lost.
+        if (fresh !== undefined) yield* store.set(tokensKey(key), fresh)
+        return fresh
+      }),
+    )
+
+  /** The tokens to send now: refreshed proactively when they expire within the configured skew. */
+  const usableTokens = Effect.fnUntraced(function* (key: string) {
+    const tokens = yield* readTokens(key)
+    if (tokens === undefined || tokens.expires_at === undefined) return tokens
+    const now = Date.now()
+    if (tokens.expires_at - config.refreshSkewSeconds * 1000 > now) return tokens
+    if (tokens.refresh_token !== undefined) {
+      // An early refresh that fails for another reason than a dead grant must not block a token that still works.
+      return yield* refreshShared(key, tokens).pipe(
+        Effect.catchIf(
+          () => tokens.expires_at !== undefined && tokens.expires_at > Date.now(),
+          () => Effect.succeed(tokens),
+        ),
+      )
+    }
+    return tokens.expires_at > now ? tokens : undefined
+  })
+
+  const stepUpLimit = (url: string, operation: string, attempts: number) =>
+    new AuthError({
+      step: "step-up",
+      reason: "step-up-limit",
+      url,
+      status: 403,
+      message: `${url} still answers 403 insufficient_scope for ${operation} after ${attempts} step-up authorizations; giving up (the server may not grant the scopes it asks for)`,
+    })
+
+  const fetchWithAuth = Effect.fn("AuthClient.fetch")(function* (input: string | URL | Request, init?: RequestInit) {
+    const original = new Request(input, init)
+    const key = yield* serverKey(original.url)
+    const body =
+      original.method === "GET" || original.method === "HEAD"
+        ? undefined
+        : yield* Effect.promise(() => original.arrayBuffer())
+    const bodyText = body === undefined ? undefined : new TextDecoder().decode(body)
+    const operation = operationOf(bodyText)
+    const stepKey = `${key} ${operation}`
+    let authorized = false
+    let refreshed = false
+    for (let round = 0; round < config.maxStepUpAttempts + 4; round++) {
+      const tokens = yield* usableTokens(key)
+      const headers = new Headers(original.headers)
+      if (tokens !== undefined) headers.set("authorization", `Bearer ${tokens.access_token}`)
+      else headers.delete("authorization")
+      const response = yield* send(config.fetch, "request", original.url, {
+        method: original.method,
+        headers,
+        // Redirects are followed only when the caller asked for it; by default they are handed back, so a token
+        // never travels to wherever a redirect points.
+        redirect: init?.redirect ?? (input instanceof Request ? input.redirect : "manual"),
+        signal: original.signal,
+        ...(body !== undefined ? { body } : {}),
+      })
+      if (response.status !== 401 && response.status !== 403) {
+        if (response.ok) stepUps.delete(stepKey)
+        return response
+      }
+      const parsed = Challenge.fromHeaders(response.headers)
+      const challenge = Result.isSuccess(parsed) ? parsed.success : undefined
+      const foreign =
+        Result.isSuccess(parsed) && challenge === undefined && response.headers.get("www-authenticate") !== null
+      if (response.status === 403) {
+        if (challenge?.error !== "insufficient_scope" || tokens === undefined) return response
+        const attempts = stepUps.get(stepKey) ?? 0
+        if (attempts >= config.maxStepUpAttempts) {
+          yield* Effect.promise(() => response.body?.cancel() ?? Promise.resolve())
+          return yield* stepUpLimit(original.url, operation, attempts)
+        }
+        stepUps.set(stepKey, attempts + 1)
+        yield* Effect.promise(() => response.body?.cancel() ?? Promise.resolve())
+        const scope = Scope.format(Scope.union(Scope.parse(tokens.scope), Scope.parse(challenge.scope)))
+        yield* authorizeShared(key, original.url, { challenge, scope })
+        continue
+      }
+      // 401: a challenge for another scheme is not ours to answer.
+      if (foreign) return response
+      yield* Effect.promise(() => response.body?.cancel() ?? Promise.resolve())
+      if (tokens !== undefined) {
+        const current = yield* readTokens(key)
+        if (current !== undefined && current.access_token !== tokens.access_token) continue
+        if (!refreshed && tokens.refresh_token !== undefined) {
+          refreshed = true
+          const fresh = yield* refreshShared(key, tokens)
+          if (fresh !== undefined) continue
+        }
+      }
+      if (authorized) {
+        return yield* new AuthError({
+          step: "request",
+          reason: "unauthorized",
+          url: original.url,
+          status: 401,
+          message: `${original.url} rejected the token obtained by a fresh authorization; the server and its authorization server disagree about the token (audience, issuer or scope)`,
+        })
+      }
+      authorized = true
+      const latest = yield* readTokens(key)
+      // Another request finished an authorization meanwhile: try its token before asking the user again.
+      if (latest !== undefined && latest.access_token !== tokens?.access_token) continue
+      yield* authorizeShared(key, original.url, { challenge, force: tokens !== undefined })
+    }
+    return yield* stepUpLimit(original.url, operation, stepUps.get(stepKey) ?? 0)
+  })
+
+  const unauthorized = Effect.fn("AuthClient.unauthorized")(function* (serverUrl: string, response: Response) {
+    const key = yield* serverKey(serverUrl)
+    const parsed = Challenge.fromHeaders(response.headers)
+    const challenge = Result.isSuccess(parsed) ? parsed.success : undefined
+    const tokens = yield* readTokens(key)
+    if (tokens?.refresh_token !== undefined && challenge?.error === "invalid_token") {
+      const fresh = yield* refreshShared(key, tokens)
+      if (fresh !== undefined) return
+    }
+    yield* authorize(serverUrl, { challenge, force: tokens !== undefined })
+  })
+
+  return AuthClient.of({
+    fetch: fetchWithAuth,
+    accessToken: (serverUrl) =>
+      serverKey(serverUrl).pipe(
+        Effect.flatMap(usableTokens),
+        Effect.map((tokens) => tokens?.access_token),
+      ),
+    unauthorized,
+    authorize,
+    begin,
+    complete,
+    tokens: (serverUrl) => serverKey(serverUrl).pipe(Effect.flatMap(readTokens)),
+    logout: (serverUrl) => serverKey(serverUrl).pipe(Effect.flatMap((key) => store.delete(tokensKey(key)))),
+  })
+})
+
+/**
+ * Options of {@link createAuthClient}: the client options plus where to store and how to reach the user.
+ *
+ * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization | MCP authorization}
+ */
+export interface CreateOptions extends ClientOptions {
+  /** "memory" (default), `{ file: path }` for one owner-only JSON file, or a custom {@link Backend}. */
+  readonly store?: "memory" | { readonly file: string } | Backend
+  /** The user agent; a system browser with a loopback listener by default. */
+  readonly userAgent?: UserAgent["Service"]
+}
+
+/**
+ * The plain face of the client: Promise methods and a drop-in `fetch`. Errors are {@link AuthError}s.
+ *
+ * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization | MCP authorization}
+ */
+export interface PlainAuthClient {
+  /** A drop-in fetch for MCP transports: adds the Bearer token, authorizes on 401, refreshes, steps up on 403. */
+  readonly fetch: FetchLike
+  readonly authorize: (serverUrl: string, options?: AuthorizeOptions) => Promise<Tokens>
+  readonly tokens: (serverUrl: string) => Promise<Tokens | undefined>
+  readonly logout: (serverUrl: string) => Promise<void>
+  readonly begin: (serverUrl: string, options?: AuthorizeOptions) => Promise<Begun>
+  readonly complete: (callbackUrl: string) => Promise<Tokens>
+  /** The access token to send now (refreshed when close to expiry), without authorizing. */
+  readonly accessToken: (serverUrl: string) => Promise<string | undefined>
+  /** Reacts to a 401 received by the caller: refresh when possible, else authorize with the response's challenge. */
+  readonly unauthorized: (serverUrl: string, response: Response) => Promise<void>
+  /** Releases the client's runtime. */
+  readonly dispose: () => Promise<void>
+}
+
+/**
+ * Builds a client for any number of MCP servers.
+ *
+ * @example
+ * ```ts
+ * const auth = createAuthClient({ clientName: "my-cli", store: { file: `${homedir()}/.my-cli/auth.json` } })
+ * const response = await auth.fetch("https://mcp.example.com/mcp", { method: "POST", body })
+ * ```
+ * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization | MCP authorization}
+ */
+export const createAuthClient = (options: CreateOptions = {}): PlainAuthClient => {
+  const backend =
+    options.store === undefined || options.store === "memory"
+      ? memory()
+      : "file" in options.store
+        ? fileBackend(options.store.file)
+        : options.store
+  const layer = AuthClient.layer.pipe(
+    Layer.provide(
+      Layer.mergeAll(
+        ClientConfig.layer(options),
+        TokenStore.layerBackend(backend),
+        DiscoveryCache.layerMemory,
+        Layer.succeed(UserAgent, options.userAgent ?? browser()),
+      ),
+    ),
+  )
+  const runtime = ManagedRuntime.make(layer)
+  const run = <A>(f: (client: AuthClient["Service"]) => Effect.Effect<A, AuthError>): Promise<A> =>
+    runtime.runPromise(
+      Effect.gen(function* () {
+        return yield* f(yield* AuthClient)
+      }),
+    )
+  return {
+    fetch: (input, init) => run((client) => client.fetch(input, init)),
+    authorize: (serverUrl, authorizeOptions) => run((client) => client.authorize(serverUrl, authorizeOptions)),
+    tokens: (serverUrl) => run((client) => client.tokens(serverUrl)),
+    logout: (serverUrl) => run((client) => client.logout(serverUrl)),
+    begin: (serverUrl, authorizeOptions) => run((client) => client.begin(serverUrl, authorizeOptions)),
+    complete: (callbackUrl) => run((client) => client.complete(callbackUrl)),
+    accessToken: (serverUrl) => run((client) => client.accessToken(serverUrl)),
+    unauthorized: (serverUrl, response) => run((client) => client.unauthorized(serverUrl, response)),
+    dispose: () => runtime.dispose(),
+  }
+}

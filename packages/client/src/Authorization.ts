@@ -1,0 +1,204 @@
+/**
+ * The authorization request (PKCE S256, `state`, `resource`, scope selection) and the validation of the
+ * authorization response at the redirect URI (`state`, RFC 9207 `iss`, errors, code).
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1 | OAuth 2.1 §4.1}
+ * @module
+ */
+import { timingSafeEqual } from "node:crypto"
+import { Pkce, Scope, type Wire } from "@keyway/core"
+import { Effect } from "effect"
+import { AuthError } from "./AuthError.js"
+import type { ClientInformation } from "./ClientConfig.js"
+import type { AuthorizationServer, ProtectedResource } from "./Discovery.js"
+import { randomToken } from "./internal/http.js"
+import type { Pending } from "./TokenStore.js"
+
+/**
+ * Inputs of scope selection.
+ *
+ * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#scope-selection-strategy | MCP scope selection}
+ */
+export interface ScopeInputs {
+  /** Scopes the caller insists on (configuration, or the union computed for step-up). */
+  readonly explicit?: string | undefined
+  /** The `scope` of the challenge that triggered authorization. */
+  readonly challenge?: string | undefined
+  readonly resourceMetadata?: Wire.ProtectedResourceMetadata | undefined
+  readonly serverMetadata: Wire.AuthorizationServerMetadata
+  /** Whether the client wants a refresh token. */
+  readonly offlineAccess: boolean
+}
+
+/**
+ * The scopes to request: explicit ones, else the challenge's, else all of `scopes_supported`, else none; plus
+ * `offline_access` when refresh is wanted, the authorization server lists it, and some scope is requested at all
+ * (adding it alone would change the meaning of an omitted scope).
+ *
+ * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#scope-selection-strategy | MCP scope selection}
+ * @see {@link https://modelcontextprotocol.io/specification/2026-07-28/basic/authorization#refresh-tokens | MCP 2026-07-28 refresh tokens}
+ */
+export const selectScope = (inputs: ScopeInputs): ReadonlyArray<string> => {
+  const base =
+    inputs.explicit !== undefined && inputs.explicit.trim() !== ""
+      ? Scope.parse(inputs.explicit)
+      : inputs.challenge !== undefined && inputs.challenge.trim() !== ""
+        ? Scope.parse(inputs.challenge)
+        : (inputs.resourceMetadata?.scopes_supported ?? [])
+  if (base.length === 0) return []
+  const offered = inputs.serverMetadata.scopes_supported ?? []
+  if (inputs.offlineAccess && offered.includes("offline_access")) return Scope.union(base, ["offline_access"])
+  return Scope.dedupe(base)
+}
+
+/**
+ * An authorization request ready to open in a user agent, with the state to keep until the callback.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.1 | OAuth 2.1 §4.1.1}
+ */
+export interface AuthorizationRequest {
+  readonly url: string
+  readonly pending: Pending
+}
+
+/**
+ * Builds the authorization URL: `response_type=code`, `client_id`, `redirect_uri`, PKCE S256, a fresh `state`,
+ * `resource` exactly as the protected resource metadata publishes it, and `scope` when any. Existing query
+ * parameters of the authorization endpoint are kept. The expected issuer is recorded with the verifier and state.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.1 | OAuth 2.1 §4.1.1}
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8707.html#section-2 | RFC 8707 §2}
+ * @see {@link https://modelcontextprotocol.io/specification/2026-07-28/basic/authorization#authorization-response-validation | MCP 2026-07-28 authorization response validation}
+ */
+export const buildRequest = Effect.fn("Authorization.buildRequest")(function* (input: {
+  readonly resource: ProtectedResource
+  readonly server: AuthorizationServer
+  readonly client: ClientInformation
+  readonly redirectUri: string
+  readonly scope: ReadonlyArray<string>
+}) {
+  const endpoint = input.server.metadata.authorization_endpoint as string
+  const url = URL.parse(endpoint)
+  if (url === null || (url.protocol !== "https:" && url.protocol !== "http:")) {
+    return yield* new AuthError({
+      step: "authorization",
+      reason: "invalid-input",
+      url: endpoint,
+      message: `the authorization_endpoint "${endpoint}" of ${input.server.issuer} is not an http(s) URL`,
+    })
+  }
+  const pkce = yield* Effect.promise(() => Pkce.generate())
+  const state = randomToken()
+  const params = url.searchParams
+  params.set("response_type", "code")
+  params.set("client_id", input.client.client_id)
+  params.set("redirect_uri", input.redirectUri)
+  params.set("code_challenge", pkce.challenge)
+  params.set("code_challenge_method", pkce.method)
+  params.set("state", state)
+  params.set("resource", input.resource.resource)
+  const scope = Scope.format(input.scope)
+  if (scope !== "") params.set("scope", scope)
+  const pending: Pending = {
+    state,
+    code_verifier: pkce.verifier,
+    issuer: input.server.issuer,
+    iss_parameter_supported: input.server.metadata.authorization_response_iss_parameter_supported === true,
+    redirect_uri: input.redirectUri,
+    resource: input.resource.resource,
+    scope,
+    client_id: input.client.client_id,
+    server: input.resource.serverUrl,
+    ...(input.resource.legacy ? { legacy: true } : {}),
+    created_at: Date.now(),
+  }
+  return { url: url.href, pending } as AuthorizationRequest
+})
+
+const sameString = (a: string, b: string): boolean => {
+  const x = Buffer.from(a)
+  const y = Buffer.from(b)
+  return x.length === y.length && timingSafeEqual(x, y)
+}
+
+/**
+ * Validates the authorization response delivered to the redirect URI and returns the code. In order: `state` must
+ * be present and equal (else the response is discarded); `iss` is checked against the recorded issuer by simple
+ * string comparison (required when the server advertises `authorization_response_iss_parameter_supported`,
+ * compared whenever present); only then are `error` responses surfaced; finally the `code` must be present.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc9207.html#section-2.4 | RFC 9207 §2.4}
+ * @see {@link https://modelcontextprotocol.io/specification/2026-07-28/basic/authorization#authorization-response-validation | MCP 2026-07-28 authorization response validation}
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.2 | OAuth 2.1 §4.1.2}
+ */
+export const validateCallback = Effect.fn("Authorization.validateCallback")(function* (
+  callbackUrl: string,
+  pending: Pending,
+) {
+  const url = URL.parse(callbackUrl)
+  if (url === null) {
+    return yield* new AuthError({
+      step: "callback",
+      reason: "invalid-input",
+      url: callbackUrl,
+      message: `the callback URL "${callbackUrl}" is not an absolute URL`,
+    })
+  }
+  const where = `${url.origin}${url.pathname}`
+  const params = url.searchParams
+  const state = params.get("state")
+  if (state === null) {
+    return yield* new AuthError({
+      step: "callback",
+      reason: "state-missing",
+      url: where,
+      message: `the authorization response at ${where} carries no state; it was discarded (it may be forged or from another request)`,
+    })
+  }
+  if (!sameString(state, pending.state)) {
+    return yield* new AuthError({
+      step: "callback",
+      reason: "state-mismatch",
+      url: where,
+      message: `the authorization response at ${where} carries a state that does not match the request; it was discarded (it may be forged or from another request)`,
+    })
+  }
+  const iss = params.get("iss")
+  if (iss === null && pending.iss_parameter_supported) {
+    return yield* new AuthError({
+      step: "callback",
+      reason: "iss-missing",
+      url: where,
+      message: `the authorization response at ${where} has no iss although ${pending.issuer} advertises authorization_response_iss_parameter_supported; rejected as a possible mix-up attack (RFC 9207)`,
+    })
+  }
+  if (iss !== null && iss !== pending.issuer) {
+    return yield* new AuthError({
+      step: "callback",
+      reason: pending.iss_parameter_supported ? "iss-mismatch" : "iss-unexpected",
+      url: where,
+      message: `the authorization response at ${where} has iss "${iss}" but the request went to "${pending.issuer}"; rejected as a possible mix-up attack (RFC 9207)`,
+    })
+  }
+  const error = params.get("error")
+  if (error !== null) {
+    const description = params.get("error_description")
+    return yield* new AuthError({
+      step: "authorization",
+      reason: "authorization-error",
+      url: where,
+      error,
+      message: `the authorization server ${pending.issuer} answered the authorization request with ${error}${description !== null ? `: ${description}` : ""}`,
+    })
+  }
+  const code = params.get("code")
+  if (code === null || code === "") {
+    return yield* new AuthError({
+      step: "callback",
+      reason: "code-missing",
+      url: where,
+      message: `the authorization response at ${where} carries neither code nor error`,
+    })
+  }
+  return code
+})

@@ -1,0 +1,324 @@
+/**
+ * Discovery: from an MCP server URL (and the challenge of its 401) to validated protected resource metadata, the
+ * chosen authorization server, and that server's validated metadata.
+ *
+ * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#authorization-server-discovery | MCP authorization server discovery}
+ * @module
+ */
+import { CanonicalUri, type Challenge, WellKnown, Wire } from "@keyway/core"
+import { Effect, Result } from "effect"
+import { AuthError, type Step } from "./AuthError.js"
+import { ClientConfig } from "./ClientConfig.js"
+import { DiscoveryCache, freshness } from "./DiscoveryCache.js"
+import { readJson, send } from "./internal/http.js"
+
+/**
+ * What discovery learnt about the protected resource.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc9728.html#section-2 | RFC 9728 §2}
+ */
+export interface ProtectedResource {
+  /** The URL the client is accessing. */
+  readonly serverUrl: string
+  /** The `resource` to send in authorization and token requests, exactly as published. */
+  readonly resource: string
+  /** The validated document; undefined in the 2025-03-26 fallback, where the server publishes none. */
+  readonly metadata: Wire.ProtectedResourceMetadata | undefined
+  /** Where the document came from ("configured" for pre-configured values). */
+  readonly metadataUrl: string | undefined
+  /** The issuer of the chosen authorization server. */
+  readonly issuer: string
+  /** True when the server publishes no protected resource metadata and the 2025-03-26 fallback applies. */
+  readonly legacy: boolean
+}
+
+/**
+ * An authorization server with its validated metadata.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-3.3 | RFC 8414 §3.3}
+ */
+export interface AuthorizationServer {
+  readonly issuer: string
+  readonly metadata: Wire.AuthorizationServerMetadata
+  /** Where the metadata came from; undefined when the 2025-03-26 default endpoints are used. */
+  readonly metadataUrl: string | undefined
+}
+
+const PRM: Step = "protected-resource-metadata"
+const ASM: Step = "authorization-server-metadata"
+
+type Fetched =
+  | { readonly kind: "found"; readonly json: unknown; readonly ttl: number | undefined }
+  | { readonly kind: "absent"; readonly status: number }
+
+/** GETs a JSON document through the cache; 2xx is found, 5xx fails, anything else is absent. */
+const fetchDocument = Effect.fnUntraced(function* (step: Step, url: string, force: boolean) {
+  const config = yield* ClientConfig
+  const cache = yield* DiscoveryCache
+  if (!force) {
+    const cached = yield* cache.get(url)
+    if (cached !== undefined) return { kind: "found", json: cached, ttl: undefined } as Fetched
+  }
+  const response = yield* send(config.fetch, step, url, { headers: { accept: "application/json" } })
+  if (response.status >= 500) {
+    yield* Effect.promise(() => response.body?.cancel() ?? Promise.resolve())
+    return yield* new AuthError({
+      step,
+      reason: "http-error",
+      url,
+      status: response.status,
+      message: `${url} answered HTTP ${response.status} during discovery; the server is failing, try again later or check its logs`,
+    })
+  }
+  if (response.status < 200 || response.status > 299) {
+    yield* Effect.promise(() => response.body?.cancel() ?? Promise.resolve())
+    return { kind: "absent", status: response.status } as Fetched
+  }
+  const json = yield* readJson(step, url, response)
+  return { kind: "found", json, ttl: freshness(response.headers, config.discoveryTtlSeconds) } as Fetched
+})
+
+const remember = Effect.fnUntraced(function* (url: string, ttl: number | undefined, value: unknown) {
+  const cache = yield* DiscoveryCache
+  if (ttl !== undefined) yield* cache.set(url, value, ttl)
+})
+
+/**
+ * Whether published protected resource metadata may be used for a server URL: the same canonical URI, or the same
+ * origin with a `resource` path that is a path-segment prefix of the server's path.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc9728.html#section-3.3 | RFC 9728 §3.3}
+ */
+export const resourceMatches = (resource: string, serverUrl: string): boolean => {
+  if (CanonicalUri.equals(resource, serverUrl)) return true
+  const a = URL.parse(resource)
+  const b = URL.parse(serverUrl)
+  if (a === null || b === null || a.search !== "" || a.hash !== "") return false
+  if (CanonicalUri.origin(a.href) !== CanonicalUri.origin(b.href)) return false
+  const prefix = a.pathname.replace(/\/+$/, "")
+  return prefix === "" || b.pathname === prefix || b.pathname.startsWith(`${prefix}/`)
+}
+
+const validatePrm = Effect.fnUntraced(function* (serverUrl: string, url: string, json: unknown) {
+  const result = Wire.validate(Wire.ProtectedResourceMetadata, json, "protected resource metadata")
+  if (Result.isFailure(result)) {
+    return yield* new AuthError({
+      step: PRM,
+      reason: "invalid-document",
+      url,
+      message: `the protected resource metadata at ${url} is invalid: ${result.failure.message}`,
+    })
+  }
+  const metadata = result.success
+  if (!resourceMatches(metadata.resource, serverUrl)) {
+    return yield* new AuthError({
+      step: PRM,
+      reason: "resource-mismatch",
+      url,
+      message: `the protected resource metadata at ${url} is for resource "${metadata.resource}", not for ${serverUrl}; refusing to authorize for another server`,
+    })
+  }
+  const servers = metadata.authorization_servers ?? []
+  if (servers.length === 0) {
+    return yield* new AuthError({
+      step: PRM,
+      reason: "no-authorization-servers",
+      url,
+      message: `the protected resource metadata at ${url} lists no authorization_servers; the MCP server must name at least one`,
+    })
+  }
+  return metadata
+})
+
+const choose = Effect.fnUntraced(function* (serverUrl: string, url: string, metadata: Wire.ProtectedResourceMetadata) {
+  const config = yield* ClientConfig
+  const servers = metadata.authorization_servers ?? []
+  const chosen = yield* Effect.promise(async () => config.chooseAuthorizationServer(servers, { serverUrl, metadata }))
+  if (!servers.includes(chosen)) {
+    return yield* new AuthError({
+      step: PRM,
+      reason: "invalid-input",
+      url,
+      message: `the authorization server chooser returned "${chosen}", which is not one of ${servers.join(", ")}`,
+    })
+  }
+  return chosen
+})
+
+/**
+ * Finds and validates the protected resource metadata of a server and chooses its authorization server: the
+ * challenge's `resource_metadata` URL when present, else the path-specific then the root well-known URL; then
+ * pre-configured metadata; then (when enabled) the 2025-03-26 fallback to the server's origin.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc9728.html#section-3 | RFC 9728 §3}
+ * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#protected-resource-metadata-discovery-requirements | MCP PRM discovery}
+ */
+export const discoverProtectedResource = Effect.fn("Discovery.discoverProtectedResource")(function* (
+  serverUrl: string,
+  challenge: Challenge.BearerParams | undefined,
+  options: { readonly force?: boolean } = {},
+) {
+  const config = yield* ClientConfig
+  const force = options.force ?? false
+  const fromChallenge = challenge?.resource_metadata
+  const urls = fromChallenge !== undefined ? [fromChallenge] : WellKnown.protectedResourceMetadataUrls(serverUrl)
+  const tried: Array<string> = []
+  for (const url of urls) {
+    if (URL.parse(url) === null) {
+      return yield* new AuthError({
+        step: PRM,
+        reason: "invalid-input",
+        url,
+        message: `the resource_metadata URL "${url}" in the WWW-Authenticate challenge of ${serverUrl} is not an absolute URL`,
+      })
+    }
+    tried.push(url)
+    const fetched = yield* fetchDocument(PRM, url, force)
+    if (fetched.kind === "absent") {
+      if (fromChallenge !== undefined) {
+        return yield* new AuthError({
+          step: PRM,
+          reason: "not-found",
+          url,
+          status: fetched.status,
+          message: `the resource_metadata URL ${url} named in the challenge of ${serverUrl} answered HTTP ${fetched.status}; the MCP server must serve its protected resource metadata there`,
+        })
+      }
+      continue
+    }
+    const metadata = yield* validatePrm(serverUrl, url, fetched.json)
+    yield* remember(url, fetched.ttl, fetched.json)
+    const issuer = yield* choose(serverUrl, url, metadata)
+    return {
+      serverUrl,
+      resource: metadata.resource,
+      metadata,
+      metadataUrl: url,
+      issuer,
+      legacy: false,
+    } as ProtectedResource
+  }
+  const configured =
+    config.protectedResourceMetadata[serverUrl] ??
+    (CanonicalUri.isValid(serverUrl) ? config.protectedResourceMetadata[CanonicalUri.parse(serverUrl)] : undefined)
+  if (configured !== undefined) {
+    const metadata = yield* validatePrm(serverUrl, "configured", configured)
+    const issuer = yield* choose(serverUrl, "configured", metadata)
+    return {
+      serverUrl,
+      resource: metadata.resource,
+      metadata,
+      metadataUrl: "configured",
+      issuer,
+      legacy: false,
+    } as ProtectedResource
+  }
+  if (config.legacyFallback) {
+    return {
+      serverUrl,
+      resource: CanonicalUri.parse(serverUrl),
+      metadata: undefined,
+      metadataUrl: undefined,
+      issuer: CanonicalUri.origin(serverUrl),
+      legacy: true,
+    } as ProtectedResource
+  }
+  return yield* new AuthError({
+    step: PRM,
+    reason: "not-found",
+    url: tried[0] ?? serverUrl,
+    message: `no protected resource metadata for ${serverUrl} (tried ${tried.join(", ")}); the MCP server must publish it, or configure protectedResourceMetadata for this server`,
+  })
+})
+
+const validateAsm = Effect.fnUntraced(function* (issuer: string, url: string, json: unknown) {
+  const result = Wire.validate(Wire.AuthorizationServerMetadata, json, "authorization server metadata")
+  if (Result.isFailure(result)) {
+    return yield* new AuthError({
+      step: ASM,
+      reason: "invalid-document",
+      url,
+      message: `the authorization server metadata at ${url} is invalid: ${result.failure.message}`,
+    })
+  }
+  const metadata = result.success
+  if (metadata.issuer !== issuer) {
+    return yield* new AuthError({
+      step: ASM,
+      reason: "issuer-mismatch",
+      url,
+      message: `the authorization server metadata at ${url} has issuer "${metadata.issuer}" but "${issuer}" was expected (compared exactly, without normalisation); refusing to use it`,
+    })
+  }
+  return yield* checkCapabilities(url, metadata)
+})
+
+const checkCapabilities = Effect.fnUntraced(function* (url: string, metadata: Wire.AuthorizationServerMetadata) {
+  const methods = metadata.code_challenge_methods_supported
+  if (methods === undefined || !methods.includes("S256")) {
+    return yield* new AuthError({
+      step: ASM,
+      reason: "pkce-unsupported",
+      url,
+      message:
+        methods === undefined
+          ? `the authorization server metadata at ${url} has no code_challenge_methods_supported, so PKCE support cannot be verified; the authorization server must list S256`
+          : `the authorization server metadata at ${url} lists code_challenge_methods_supported [${methods.join(", ")}] without S256; the authorization server must support PKCE S256`,
+    })
+  }
+  for (const field of ["authorization_endpoint", "token_endpoint"] as const) {
+    if (typeof metadata[field] !== "string") {
+      return yield* new AuthError({
+        step: ASM,
+        reason: "missing-endpoint",
+        url,
+        message: `the authorization server metadata at ${url} has no ${field}; the authorization code flow needs it`,
+      })
+    }
+  }
+  return metadata
+})
+
+/**
+ * Fetches and validates an authorization server's metadata from the locations of the seed's order (RFC 8414 and
+ * OpenID Connect Discovery), using the first that answers. The `issuer` must equal the expected one exactly and
+ * `code_challenge_methods_supported` must contain S256. In the 2025-03-26 fallback, when no location answers, the
+ * default endpoints `/authorize`, `/token` and `/register` at the server's origin are used.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-3 | RFC 8414 §3}
+ * @see {@link https://openid.net/specs/openid-connect-discovery-1_0.html#ProviderConfigurationValidation | OIDC Discovery §4.3}
+ * @see {@link https://modelcontextprotocol.io/specification/2025-03-26/basic/authorization#2-3-2-authorization-base-url | MCP 2025-03-26 fallbacks}
+ */
+export const discoverAuthorizationServer = Effect.fn("Discovery.discoverAuthorizationServer")(function* (
+  issuer: string,
+  options: { readonly legacy?: boolean; readonly force?: boolean } = {},
+) {
+  const locations = WellKnown.authorizationServerMetadataUrls(issuer)
+  const tried: Array<string> = []
+  for (const location of locations) {
+    tried.push(location.url)
+    const fetched = yield* fetchDocument(ASM, location.url, options.force ?? false)
+    if (fetched.kind === "absent") continue
+    const metadata = yield* validateAsm(issuer, location.url, fetched.json)
+    yield* remember(location.url, fetched.ttl, fetched.json)
+    return { issuer, metadata, metadataUrl: location.url } as AuthorizationServer
+  }
+  if (options.legacy === true) {
+    const metadata = {
+      issuer,
+      authorization_endpoint: `${issuer}/authorize`,
+      token_endpoint: `${issuer}/token`,
+      registration_endpoint: `${issuer}/register`,
+      // 2025-03-26 made PKCE mandatory for every server, so S256 is the one method to use.
+      code_challenge_methods_supported: ["S256"],
+      response_types_supported: ["code"],
+    } as Wire.AuthorizationServerMetadata
+    return { issuer, metadata, metadataUrl: undefined } as AuthorizationServer
+  }
+  return yield* new AuthError({
+    step: ASM,
+    reason: "not-found",
+    url: tried[0] ?? issuer,
+    message: `no authorization server metadata for issuer ${issuer} (tried ${tried.join(", ")}); the authorization server must publish RFC 8414 or OpenID Connect Discovery metadata`,
+  })
+})

@@ -1,0 +1,76 @@
+/**
+ * A cache of discovery documents (protected resource metadata, authorization server metadata) that honours their
+ * freshness: `Cache-Control: max-age` when the server sends it, `no-store`/`no-cache` to skip caching, a configured
+ * default otherwise.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc9111.html#section-4.2 | RFC 9111 §4.2 (freshness)}
+ * @module
+ */
+import { Context, Effect, Layer } from "effect"
+
+/**
+ * A cached document with the moment it stops being fresh.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc9111.html#section-4.2 | RFC 9111 §4.2}
+ */
+export interface Entry {
+  readonly value: unknown
+  /** Milliseconds since the epoch. */
+  readonly freshUntil: number
+}
+
+/**
+ * The discovery cache as an Effect service.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc9111.html#section-4.2 | RFC 9111 §4.2}
+ */
+export class DiscoveryCache extends Context.Service<
+  DiscoveryCache,
+  {
+    /** The fresh entry for a URL, if any. */
+    readonly get: (url: string) => Effect.Effect<unknown>
+    readonly set: (url: string, value: unknown, freshForSeconds: number) => Effect.Effect<void>
+    readonly invalidate: (url: string) => Effect.Effect<void>
+  }
+>()("@keyway/client/DiscoveryCache") {
+  /** An in-memory cache. */
+  static readonly layerMemory: Layer.Layer<DiscoveryCache> = Layer.sync(DiscoveryCache, () => memory())
+}
+
+/** An in-memory discovery cache; `now` is injectable for tests of freshness. */
+export const memory = (now: () => number = Date.now): DiscoveryCache["Service"] => {
+  const entries = new Map<string, Entry>()
+  return DiscoveryCache.of({
+    get: (url) =>
+      Effect.sync(() => {
+        const entry = entries.get(url)
+        if (entry === undefined) return undefined
+        if (entry.freshUntil <= now()) {
+          entries.delete(url)
+          return undefined
+        }
+        return entry.value
+      }),
+    set: (url, value, freshForSeconds) =>
+      Effect.sync(() => {
+        if (freshForSeconds > 0) entries.set(url, { value, freshUntil: now() + freshForSeconds * 1000 })
+      }),
+    invalidate: (url) =>
+      Effect.sync(() => {
+        entries.delete(url)
+      }),
+  })
+}
+
+/**
+ * How long a response may be reused: 0 for `no-store`/`no-cache`, `max-age` when given, the default otherwise.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc9111.html#section-5.2.2 | RFC 9111 §5.2.2}
+ */
+export const freshness = (headers: Headers, defaultSeconds: number): number => {
+  const cacheControl = headers.get("cache-control")?.toLowerCase() ?? ""
+  if (/(^|[\s,])(no-store|no-cache)([\s,=]|$)/.test(cacheControl)) return 0
+  const maxAge = /(^|[\s,])max-age=(\d+)/.exec(cacheControl)
+  if (maxAge?.[2] !== undefined) return Number.parseInt(maxAge[2], 10)
+  return defaultSeconds
+}

@@ -1,0 +1,236 @@
+/**
+ * Token endpoint requests: the authorization code grant and the refresh token grant, with client authentication by
+ * the registered method, `resource` in every request, and strict validation of the token response.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-3.2 | OAuth 2.1 §3.2}
+ * @module
+ */
+import { randomUUID } from "node:crypto"
+import { Wire } from "@keyway/core"
+import { Effect, Result } from "effect"
+import { SignJWT } from "jose"
+import { AuthError, type Step } from "./AuthError.js"
+import { ClientConfig, type ClientInformation } from "./ClientConfig.js"
+import type { AuthorizationServer } from "./Discovery.js"
+import { isRecord, readJson, requireSecure, send } from "./internal/http.js"
+import type { Pending, Tokens } from "./TokenStore.js"
+
+const ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+
+/** application/x-www-form-urlencoded encoding of one value, as RFC 6749 §2.3.1 asks for Basic credentials. */
+const formEncode = (value: string): string => new URLSearchParams({ v: value }).toString().slice(2)
+
+/**
+ * Adds client authentication to a token request by the client's registered method.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-2.4.1 | OAuth 2.1 §2.4.1}
+ * @see {@link https://www.rfc-editor.org/rfc/rfc7523.html#section-2.2 | RFC 7523 §2.2 (private_key_jwt)}
+ */
+export const authenticate = Effect.fnUntraced(function* (
+  step: Step,
+  client: ClientInformation,
+  server: AuthorizationServer,
+  body: URLSearchParams,
+  headers: Headers,
+) {
+  const config = yield* ClientConfig
+  const method =
+    client.token_endpoint_auth_method ?? (client.client_secret !== undefined ? "client_secret_basic" : "none")
+  const url = server.metadata.token_endpoint as string
+  switch (method) {
+    case "none":
+      body.set("client_id", client.client_id)
+      return
+    case "client_secret_basic":
+    case "client_secret_post": {
+      const secret = client.client_secret
+      if (secret === undefined) {
+        return yield* new AuthError({
+          step,
+          reason: "invalid-input",
+          url,
+          message: `client ${client.client_id} uses ${method} but has no client_secret; provide it in the client information`,
+        })
+      }
+      if (method === "client_secret_basic") {
+        const credentials = Buffer.from(`${formEncode(client.client_id)}:${formEncode(secret)}`).toString("base64")
+        headers.set("authorization", `Basic ${credentials}`)
+      } else {
+        body.set("client_id", client.client_id)
+        body.set("client_secret", secret)
+      }
+      return
+    }
+    case "private_key_jwt": {
+      const key = config.privateKeyJwt
+      if (key === undefined) {
+        return yield* new AuthError({
+          step,
+          reason: "invalid-input",
+          url,
+          message: `client ${client.client_id} uses private_key_jwt but no privateKeyJwt key is configured`,
+        })
+      }
+      const assertion = yield* Effect.promise(() =>
+        new SignJWT({})
+          .setProtectedHeader({ alg: key.alg, ...(key.kid !== undefined ? { kid: key.kid } : {}) })
+          .setIssuer(client.client_id)
+          .setSubject(client.client_id)
+          .setAudience(server.issuer)
+          .setJti(randomUUID())
+          .setIssuedAt()
+          .setExpirationTime("60s")
+          .sign(key.key),
+      )
+      body.set("client_id", client.client_id)
+      body.set("client_assertion_type", ASSERTION_TYPE)
+      body.set("client_assertion", assertion)
+      return
+    }
+  }
+})
+
+const tokenRequest = Effect.fnUntraced(function* (
+  step: Step,
+  server: AuthorizationServer,
+  client: ClientInformation,
+  body: URLSearchParams,
+) {
+  const config = yield* ClientConfig
+  const endpoint = server.metadata.token_endpoint as string
+  yield* requireSecure(step, endpoint, "the token endpoint")
+  const headers = new Headers({
+    "content-type": "application/x-www-form-urlencoded",
+    accept: "application/json",
+  })
+  yield* authenticate(step, client, server, body, headers)
+  const response = yield* send(config.fetch, step, endpoint, { method: "POST", headers, body: body.toString() })
+  const json = yield* readJson(step, endpoint, response)
+  if (response.status !== 200) {
+    const error = isRecord(json) && typeof json.error === "string" ? json.error : undefined
+    const description = isRecord(json) && typeof json.error_description === "string" ? json.error_description : ""
+    return yield* new AuthError({
+      step,
+      reason: error === "invalid_grant" ? "invalid-grant" : "oauth-error",
+      url: endpoint,
+      status: response.status,
+      ...(error !== undefined ? { error } : {}),
+      message: `the token endpoint ${endpoint} answered HTTP ${response.status} ${error ?? "without an OAuth error code"}${description !== "" ? `: ${description}` : ""}`,
+    })
+  }
+  if (!isRecord(json) || typeof json.access_token !== "string" || json.access_token === "") {
+    return yield* new AuthError({
+      step,
+      reason: "missing-access-token",
+      url: endpoint,
+      message: `the token response from ${endpoint} has no access_token; the authorization server must return one (RFC 6749 §5.1)`,
+    })
+  }
+  if (typeof json.token_type !== "string" || json.token_type.toLowerCase() !== "bearer") {
+    return yield* new AuthError({
+      step,
+      reason: "unsupported-token-type",
+      url: endpoint,
+      message: `the token response from ${endpoint} has token_type ${JSON.stringify(json.token_type ?? null)}; only Bearer tokens can be used with MCP servers`,
+    })
+  }
+  const parsed = Wire.validate(Wire.TokenResponse, json, "token response")
+  if (Result.isFailure(parsed)) {
+    return yield* new AuthError({
+      step,
+      reason: "invalid-document",
+      url: endpoint,
+      message: `the token response from ${endpoint} is invalid: ${parsed.failure.message}`,
+    })
+  }
+  return parsed.success
+})
+
+const toTokens = (
+  response: Wire.TokenResponse,
+  context: {
+    readonly requestedScope: string
+    readonly resource: string
+    readonly issuer: string
+    readonly clientId: string
+    readonly previousRefreshToken?: string | undefined
+  },
+): Tokens => {
+  const now = Date.now()
+  const refresh = response.refresh_token ?? context.previousRefreshToken
+  return {
+    access_token: response.access_token,
+    token_type: "Bearer",
+    ...(refresh !== undefined ? { refresh_token: refresh } : {}),
+    ...(typeof response.expires_in === "number" ? { expires_at: now + response.expires_in * 1000 } : {}),
+    // An omitted scope means the requested one was granted (RFC 6749 §5.1).
+    scope: typeof response.scope === "string" ? response.scope : context.requestedScope,
+    resource: context.resource,
+    issuer: context.issuer,
+    client_id: context.clientId,
+    obtained_at: now,
+  }
+}
+
+/**
+ * Exchanges an authorization code: `code`, `code_verifier`, `redirect_uri`, `resource`, and client authentication.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.3 | OAuth 2.1 §4.1.3}
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8707.html#section-2.2 | RFC 8707 §2.2}
+ */
+export const exchangeCode = Effect.fn("TokenEndpoint.exchangeCode")(function* (
+  server: AuthorizationServer,
+  client: ClientInformation,
+  pending: Pending,
+  code: string,
+) {
+  const body = new URLSearchParams({
+    grant_type: "authorization_code",
+    code,
+    code_verifier: pending.code_verifier,
+    redirect_uri: pending.redirect_uri,
+    resource: pending.resource,
+  })
+  const response = yield* tokenRequest("token", server, client, body)
+  return toTokens(response, {
+    requestedScope: pending.scope,
+    resource: pending.resource,
+    issuer: server.issuer,
+    clientId: client.client_id,
+  })
+})
+
+/**
+ * Refreshes an access token with the same `resource`; a rotated refresh token replaces the old one, an omitted one
+ * keeps it.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.3 | OAuth 2.1 §4.3}
+ */
+export const refresh = Effect.fn("TokenEndpoint.refresh")(function* (
+  server: AuthorizationServer,
+  client: ClientInformation,
+  tokens: Tokens,
+) {
+  const refreshToken = tokens.refresh_token
+  if (refreshToken === undefined) {
+    return yield* new AuthError({
+      step: "refresh",
+      reason: "invalid-grant",
+      url: server.metadata.token_endpoint as string,
+      message: `no refresh token is held for ${tokens.resource}; a new authorization is needed`,
+    })
+  }
+  const body = new URLSearchParams({
+    grant_type: "refresh_token",
+    refresh_token: refreshToken,
+    resource: tokens.resource,
+  })
+  const response = yield* tokenRequest("refresh", server, client, body)
+  return toTokens(response, {
+    requestedScope: tokens.scope,
+    resource: tokens.resource,
+    issuer: server.issuer,
+    clientId: client.client_id,
+    previousRefreshToken: refreshToken,
+  })
+})

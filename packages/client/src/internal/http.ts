@@ -1,0 +1,98 @@
+import { Effect } from "effect"
+import { AuthError, type Step } from "../AuthError.js"
+
+/** The subset of `fetch` the client needs; any WHATWG-compatible fetch fits. */
+export type FetchLike = (input: string | URL | Request, init?: RequestInit) => Promise<Response>
+
+const LOOPBACK_HOSTS = new Set(["127.0.0.1", "[::1]", "localhost"])
+
+/** Whether a URL's host is a loopback address, where plain http is acceptable (RFC 8252 §7.3). */
+export const isLoopback = (url: URL): boolean =>
+  LOOPBACK_HOSTS.has(url.hostname) || /^127\.\d+\.\d+\.\d+$/.test(url.hostname)
+
+/** https, or http on a loopback host: the only places credentials may be sent. */
+export const isSecureOrLoopback = (raw: string): boolean => {
+  const url = URL.parse(raw)
+  if (url === null) return false
+  return url.protocol === "https:" || (url.protocol === "http:" && isLoopback(url))
+}
+
+/** Parses an absolute URL or fails with a typed error for the given step. */
+export const parseUrl = (step: Step, raw: string, what: string): Effect.Effect<URL, AuthError> => {
+  const url = URL.parse(raw)
+  return url === null
+    ? Effect.fail(
+        new AuthError({
+          step,
+          reason: "invalid-input",
+          url: raw,
+          message: `${what} "${raw}" is not an absolute URL; give a full URL such as https://mcp.example.com/mcp`,
+        }),
+      )
+    : Effect.succeed(url)
+}
+
+/** Refuses to send credentials to an endpoint that is neither https nor loopback. */
+export const requireSecure = (step: Step, url: string, what: string): Effect.Effect<void, AuthError> =>
+  isSecureOrLoopback(url)
+    ? Effect.void
+    : Effect.fail(
+        new AuthError({
+          step,
+          reason: "insecure-endpoint",
+          url,
+          message: `refusing to send client credentials to ${what} ${url}: authorization server endpoints must use https (plain http is only allowed on loopback addresses)`,
+        }),
+      )
+
+/** Sends a request; network failures become typed errors for the step. Redirects are never followed silently. */
+export const send = (
+  fetchFn: FetchLike,
+  step: Step,
+  url: string,
+  init: RequestInit = {},
+): Effect.Effect<Response, AuthError> =>
+  Effect.tryPromise({
+    try: (signal) => fetchFn(url, { redirect: "manual", signal, ...init }),
+    catch: (cause) =>
+      new AuthError({
+        step,
+        reason: "network-error",
+        url,
+        message: `could not reach ${url}: ${cause instanceof Error ? cause.message : String(cause)}; check the URL and that the server is running`,
+      }),
+  })
+
+/** Reads a response body as JSON; anything else is a typed error naming the URL and the content type received. */
+export const readJson = (step: Step, url: string, response: Response): Effect.Effect<unknown, AuthError> =>
+  Effect.tryPromise({
+    try: () => response.text(),
+    catch: (cause) =>
+      new AuthError({
+        step,
+        reason: "network-error",
+        url,
+        message: `the body from ${url} could not be read: ${cause instanceof Error ? cause.message : String(cause)}`,
+      }),
+  }).pipe(
+    Effect.flatMap((text) =>
+      Effect.try({
+        try: () => JSON.parse(text) as unknown,
+        catch: () =>
+          new AuthError({
+            step,
+            reason: "invalid-json",
+            url,
+            status: response.status,
+            message: `${url} answered HTTP ${response.status} with a body that is not JSON (content-type ${response.headers.get("content-type") ?? "none"}); the endpoint must return a JSON document`,
+          }),
+      }),
+    ),
+  )
+
+/** Whether a parsed JSON value is a plain object. */
+export const isRecord = (u: unknown): u is Record<string, unknown> =>
+  typeof u === "object" && u !== null && !Array.isArray(u)
+
+/** A fresh random value for `state` (256 bits, base64url). */
+export const randomToken = (): string => Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64url")

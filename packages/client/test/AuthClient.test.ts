@@ -1,0 +1,365 @@
+import { Pkce } from "@keyway/core"
+import { Effect, Layer } from "effect"
+import { describe, expect, it } from "vitest"
+import { AuthClient } from "../src/AuthClient.js"
+import type { AuthError } from "../src/AuthError.js"
+import { ClientConfig } from "../src/ClientConfig.js"
+import { DiscoveryCache } from "../src/DiscoveryCache.js"
+import { TokenStore } from "../src/TokenStore.js"
+import { UserAgent } from "../src/UserAgent.js"
+import { json, listen, rpc } from "./support/peers.js"
+import { rejection, track, world } from "./support/world.js"
+
+const post = (body: string) => ({ method: "POST", headers: { "content-type": "application/json" }, body })
+
+describe("the flow, steps 1-8", () => {
+  it("answers a 401 by discovering, registering, authorizing with PKCE and resource, and retrying with Bearer", async () => {
+    const { as, rs, client } = await world()
+    const response = await client.fetch(rs.url, post(rpc("initialize")))
+    expect(response.status).toBe(200)
+    expect(await response.json()).toMatchObject({ result: { operation: "initialize" } })
+
+    // Step 1: the first request went without a token and got a 401; the retry carried the Bearer token.
+    expect(rs.requests.map((r) => r.status)).toEqual([401, 200])
+    expect(rs.requests[0]?.authorization).toBeUndefined()
+    const tokens = await client.tokens(rs.url)
+    expect(rs.requests[1]?.authorization).toBe(`Bearer ${tokens?.access_token}`)
+    // Step 2: the challenge's resource_metadata URL was used.
+    expect(rs.metadataRequests).toEqual(["/.well-known/oauth-protected-resource/mcp"])
+    // Step 3: the first RFC 8414 location answered.
+    expect(as.metadataRequests).toEqual(["/.well-known/oauth-authorization-server"])
+    // Step 4: dynamic registration with the fields MCP asks for.
+    expect(as.registrations).toHaveLength(1)
+    expect(as.registrations[0]).toMatchObject({
+      application_type: "native",
+      grant_types: ["authorization_code", "refresh_token"],
+      redirect_uris: ["http://127.0.0.1/callback"],
+      token_endpoint_auth_method: "none",
+      client_name: "Keyway MCP client",
+    })
+    // Step 5: PKCE S256, state, resource exactly as published, scope from scopes_supported plus offline_access.
+    const authorization = as.authorizations[0]!
+    expect(authorization.get("code_challenge_method")).toBe("S256")
+    expect(authorization.get("code_challenge")).toMatch(/^[A-Za-z0-9_-]{43}$/)
+    expect(authorization.get("state")?.length).toBeGreaterThanOrEqual(43)
+    expect(authorization.get("resource")).toBe(rs.url)
+    expect(authorization.get("scope")).toBe("tools:read offline_access")
+    // Step 7: the token request carried the verifier, redirect URI and the same resource.
+    const token = as.tokenRequests[0]!
+    expect(token.grant).toBe("authorization_code")
+    expect(await Pkce.verifyS256(token.params.get("code_verifier")!, authorization.get("code_challenge")!)).toBe(true)
+    expect(token.params.get("resource")).toBe(rs.url)
+    expect(token.params.get("redirect_uri")).toBe("http://127.0.0.1/callback")
+    // Storage: absolute expiry, granted scope, issuer and resource.
+    expect(tokens).toMatchObject({ token_type: "Bearer", scope: "tools:read offline_access", issuer: as.issuer })
+    expect(tokens?.resource).toBe(rs.url)
+    expect(tokens?.expires_at).toBeGreaterThan(Date.now() + 3500_000)
+  })
+
+  it("runs one authorization for concurrent requests that all need one", async () => {
+    const { as, rs, client } = await world()
+    const responses = await Promise.all(
+      Array.from({ length: 5 }, (_, i) => client.fetch(rs.url, post(rpc("tools/list", {}, i)))),
+    )
+    expect(responses.map((r) => r.status)).toEqual(Array(5).fill(200))
+    expect(as.authorizations).toHaveLength(1)
+    expect(as.registrations).toHaveLength(1)
+  })
+
+  it("reuses the stored token and registration for later requests without a new authorization", async () => {
+    const { as, rs, client } = await world()
+    await client.fetch(rs.url, post(rpc("initialize")))
+    const second = await client.fetch(rs.url, post(rpc("tools/list")))
+    expect(second.status).toBe(200)
+    expect(as.authorizations).toHaveLength(1)
+    expect(as.registrations).toHaveLength(1)
+    expect(rs.requests.map((r) => r.status)).toEqual([401, 200, 200])
+  })
+
+  it("uses the challenge scope before scopes_supported", async () => {
+    const { as, rs, client } = await world({ rs: { challengeScope: "tools:write" } })
+    await client.fetch(rs.url, post(rpc("initialize")))
+    expect(as.authorizations[0]?.get("scope")).toBe("tools:write offline_access")
+  })
+
+  it("omits scope when neither the challenge nor the metadata name any, and then adds no offline_access", async () => {
+    const { as, rs, client } = await world({ rs: { scopesSupported: undefined } })
+    await client.fetch(rs.url, post(rpc("initialize")))
+    expect(as.authorizations[0]?.has("scope")).toBe(false)
+  })
+
+  it("adds offline_access only when the authorization server lists it", async () => {
+    const { as, rs, client } = await world({
+      as: { metadata: (m) => ({ ...m, scopes_supported: ["tools:read"] }) },
+    })
+    await client.fetch(rs.url, post(rpc("initialize")))
+    expect(as.authorizations[0]?.get("scope")).toBe("tools:read")
+  })
+
+  it("does not add offline_access when refresh is not wanted", async () => {
+    const { as, rs, client } = await world({ client: { offlineAccess: false } })
+    await client.fetch(rs.url, post(rpc("initialize")))
+    expect(as.authorizations[0]?.get("scope")).toBe("tools:read")
+  })
+
+  it("authorize(serverUrl) probes the path-specific then root well-known URLs without a challenge", async () => {
+    const { rs, client } = await world({ rs: { metadataAt: ["root"] } })
+    const tokens = await client.authorize(rs.url)
+    expect(tokens.resource).toBe(rs.url)
+    expect(rs.metadataRequests).toEqual(["/.well-known/oauth-protected-resource"])
+  })
+
+  it("logout forgets the tokens, so the next request authorizes again", async () => {
+    const { as, rs, client } = await world()
+    await client.fetch(rs.url, post(rpc("initialize")))
+    await client.logout(rs.url)
+    expect(await client.tokens(rs.url)).toBeUndefined()
+    await client.fetch(rs.url, post(rpc("initialize")))
+    expect(as.authorizations).toHaveLength(2)
+  })
+})
+
+describe("refresh", () => {
+  it("refreshes proactively shortly before expiry, with the same resource, and saves the rotated token", async () => {
+    const { as, rs, client } = await world({ as: { expiresIn: 30, refreshExpiresIn: 3600 } })
+    const before = await client.authorize(rs.url)
+    expect(before.expires_at).toBeLessThan(Date.now() + 31_000)
+    const response = await client.fetch(rs.url, post(rpc("tools/list")))
+    expect(response.status).toBe(200)
+    expect(as.refreshes).toBe(1)
+    const refresh = as.tokenRequests.find((r) => r.grant === "refresh_token")!
+    expect(refresh.params.get("refresh_token")).toBe(before.refresh_token)
+    expect(refresh.params.get("resource")).toBe(rs.url)
+    const after = await client.tokens(rs.url)
+    expect(after?.refresh_token).not.toBe(before.refresh_token)
+    expect(after?.access_token).not.toBe(before.access_token)
+    // The only request went out with the refreshed token; the stale one was never sent.
+    expect(rs.requests.map((r) => [r.status, r.authorization])).toEqual([[200, `Bearer ${after?.access_token}`]])
+  })
+
+  it("keeps using a still-valid token when an early refresh fails for another reason than invalid_grant", async () => {
+    const { as, rs, client } = await world({
+      as: {
+        expiresIn: 30,
+        tokenReply: (grant) =>
+          grant === "refresh_token" ? json(503, { error: "temporarily_unavailable" }) : undefined,
+      },
+    })
+    const tokens = await client.authorize(rs.url)
+    const response = await client.fetch(rs.url, post(rpc("tools/list")))
+    expect(response.status).toBe(200)
+    expect(as.refreshes).toBe(1)
+    expect(rs.requests.map((r) => r.authorization)).toEqual([`Bearer ${tokens.access_token}`])
+  })
+
+  it("refreshes reactively on 401 invalid_token and retries", async () => {
+    const { as, rs, client } = await world()
+    await client.fetch(rs.url, post(rpc("initialize")))
+    const before = await client.tokens(rs.url)
+    as.tokens.get(before!.access_token)!.revoked = true
+    const response = await client.fetch(rs.url, post(rpc("tools/list")))
+    expect(response.status).toBe(200)
+    expect(as.refreshes).toBe(1)
+    expect(as.authorizations).toHaveLength(1)
+    expect(rs.requests.map((r) => r.status)).toEqual([401, 200, 401, 200])
+  })
+
+  it("shares one refresh among concurrent requests (proactive)", async () => {
+    const { as, rs, client } = await world({ as: { expiresIn: 30, refreshExpiresIn: 3600 } })
+    await client.authorize(rs.url)
+    const responses = await Promise.all(
+      Array.from({ length: 10 }, (_, i) => client.fetch(rs.url, post(rpc("tools/list", {}, i)))),
+    )
+    expect(responses.map((r) => r.status)).toEqual(Array(10).fill(200))
+    expect(as.refreshes).toBe(1)
+    expect(as.authorizations).toHaveLength(1)
+    expect(new Set(rs.requests.map((r) => r.authorization)).size).toBe(1)
+  })
+
+  it("shares one refresh among concurrent requests rejected with invalid_token (rotation never spent twice)", async () => {
+    const { as, rs, client } = await world()
+    await client.fetch(rs.url, post(rpc("initialize")))
+    const before = await client.tokens(rs.url)
+    as.tokens.get(before!.access_token)!.revoked = true
+    const responses = await Promise.all(
+      Array.from({ length: 10 }, (_, i) => client.fetch(rs.url, post(rpc("tools/list", {}, i)))),
+    )
+    expect(responses.map((r) => r.status)).toEqual(Array(10).fill(200))
+    expect(as.refreshes).toBe(1)
+    expect(as.authorizations).toHaveLength(1)
+  })
+
+  it("authorizes afresh when the refresh token is refused with invalid_grant", async () => {
+    const { as, rs, client } = await world({
+      as: {
+        tokenReply: (grant) =>
+          grant === "refresh_token" ? json(400, { error: "invalid_grant", error_description: "revoked" }) : undefined,
+      },
+    })
+    await client.fetch(rs.url, post(rpc("initialize")))
+    const before = await client.tokens(rs.url)
+    as.tokens.get(before!.access_token)!.revoked = true
+    const response = await client.fetch(rs.url, post(rpc("tools/list")))
+    expect(response.status).toBe(200)
+    expect(as.refreshes).toBe(1)
+    expect(as.authorizations).toHaveLength(2)
+  })
+
+  it("authorizes afresh when no refresh token was issued and the token is rejected", async () => {
+    const { as, rs, client } = await world({ as: { refreshTokens: false } })
+    await client.fetch(rs.url, post(rpc("initialize")))
+    const before = await client.tokens(rs.url)
+    expect(before?.refresh_token).toBeUndefined()
+    as.tokens.get(before!.access_token)!.revoked = true
+    expect((await client.fetch(rs.url, post(rpc("tools/list")))).status).toBe(200)
+    expect(as.authorizations).toHaveLength(2)
+  })
+
+  it("fails with a typed error when even a fresh token is rejected", async () => {
+    const { rs, client } = await world({ rs: { lookup: () => undefined } })
+    const error = await rejection(client.fetch(rs.url, post(rpc("initialize"))))
+    expect(error).toMatchObject({ step: "request", reason: "unauthorized", url: rs.url, status: 401 })
+    expect((error as AuthError).message).toBe(
+      `${rs.url} rejected the token obtained by a fresh authorization; the server and its authorization server disagree about the token (audience, issuer or scope)`,
+    )
+  })
+})
+
+describe("step-up", () => {
+  it("re-authorizes with the union of granted and challenged scopes on 403 insufficient_scope, then retries", async () => {
+    const { as, rs, client } = await world({ rs: { required: { "tools/call write": "tools:write" } } })
+    await client.fetch(rs.url, post(rpc("initialize")))
+    const response = await client.fetch(rs.url, post(rpc("tools/call", { name: "write" })))
+    expect(response.status).toBe(200)
+    expect(as.authorizations).toHaveLength(2)
+    expect(as.authorizations[1]?.get("scope")).toBe("tools:read offline_access tools:write")
+    expect((await client.tokens(rs.url))?.scope).toBe("tools:read offline_access tools:write")
+    expect(rs.requests.map((r) => r.status)).toEqual([401, 200, 403, 200])
+  })
+
+  it("stops after 3 step-ups for a server that answers 403 forever, with a typed permanent error", async () => {
+    const { as, rs, client } = await world({ rs: { alwaysForbidden: ["tools/call admin"] } })
+    await client.fetch(rs.url, post(rpc("initialize")))
+    const error = await rejection(client.fetch(rs.url, post(rpc("tools/call", { name: "admin" }))))
+    expect(error).toMatchObject({ step: "step-up", reason: "step-up-limit", url: rs.url, status: 403 })
+    expect((error as AuthError).message).toBe(
+      `${rs.url} still answers 403 insufficient_scope for tools/call admin after 3 step-up authorizations; giving up (the server may not grant the scopes it asks for)`,
+    )
+    expect(as.authorizations).toHaveLength(4)
+    // The limit is remembered per resource and operation: no further authorizations for the same call.
+    await rejection(client.fetch(rs.url, post(rpc("tools/call", { name: "admin" }))))
+    expect(as.authorizations).toHaveLength(4)
+    // Other operations are unaffected.
+    expect((await client.fetch(rs.url, post(rpc("tools/list")))).status).toBe(200)
+  })
+
+  it("honours a configured limit", async () => {
+    const { as, rs, client } = await world({
+      rs: { alwaysForbidden: ["tools/call admin"] },
+      client: { maxStepUpAttempts: 1 },
+    })
+    await client.fetch(rs.url, post(rpc("initialize")))
+    const error = await rejection(client.fetch(rs.url, post(rpc("tools/call", { name: "admin" }))))
+    expect(error).toMatchObject({ reason: "step-up-limit" })
+    expect(as.authorizations).toHaveLength(2)
+  })
+
+  it("passes a 403 without insufficient_scope through untouched", async () => {
+    const { as, rs, client } = await world({ rs: { plainForbidden: ["tools/call nope"] } })
+    await client.fetch(rs.url, post(rpc("initialize")))
+    const response = await client.fetch(rs.url, post(rpc("tools/call", { name: "nope" })))
+    expect(response.status).toBe(403)
+    expect(await response.text()).toBe("forbidden")
+    expect(as.authorizations).toHaveLength(1)
+  })
+})
+
+describe("tokens never leave their resource", () => {
+  it("never sends a token in the URL and never to another server", async () => {
+    const { as, rs, client } = await world()
+    await client.fetch(rs.url, post(rpc("initialize")))
+    const second = await world()
+    await client.fetch(second.rs.url, post(rpc("initialize")))
+    expect(second.rs.requests[0]?.authorization).toBeUndefined()
+    const first = await client.tokens(rs.url)
+    const other = await client.tokens(second.rs.url)
+    expect(first?.access_token).not.toBe(other?.access_token)
+    expect(as.tokens.has(other!.access_token)).toBe(false)
+  })
+})
+
+describe("the drop-in fetch", () => {
+  it("accepts a Request and replays its body after authorizing", async () => {
+    const { rs, client } = await world()
+    const response = await client.fetch(new Request(rs.url, post(rpc("tools/list", {}, 7))))
+    expect(response.status).toBe(200)
+    expect(await response.json()).toMatchObject({ id: 7, result: { operation: "tools/list" } })
+  })
+
+  it("passes a 401 with a challenge for another scheme through untouched", async () => {
+    const { as, client } = await world()
+    const server = await listen(() => ({ status: 401, headers: { "www-authenticate": 'Basic realm="x"' }, body: "" }))
+    track(server.close)
+    const response = await client.fetch(`${server.origin}/mcp`, post(rpc("initialize")))
+    expect(response.status).toBe(401)
+    expect(as.paths).toEqual([])
+  })
+
+  it("hands redirects back instead of following them with the token", async () => {
+    const { rs, client } = await world({ rs: { redirectTo: "https://elsewhere.example/mcp" } })
+    const response = await client.fetch(rs.url, post(rpc("initialize")))
+    expect(response.status).toBe(307)
+    expect(response.headers.get("location")).toBe("https://elsewhere.example/mcp")
+  })
+
+  it("names the URL when the server cannot be reached", async () => {
+    const { client } = await world()
+    const server = await listen(() => ({ status: 200 }))
+    await server.close()
+    const url = `${server.origin}/mcp`
+    const error = await rejection(client.fetch(url, post(rpc("initialize"))))
+    expect(error).toMatchObject({ step: "request", reason: "network-error", url })
+    expect((error as AuthError).message).toMatch(
+      new RegExp(`^could not reach ${url.replace(/[.]/g, "\\.")}: .+; check the URL and that the server is running$`),
+    )
+  })
+
+  it("refuses a server URL that is not absolute", async () => {
+    const { client } = await world()
+    const error = await rejection(client.tokens("mcp.example.com"))
+    expect(error).toMatchObject({ step: "request", reason: "invalid-input", url: "mcp.example.com" })
+  })
+
+  it("accessToken returns the held token without authorizing; unauthorized authorizes from a 401", async () => {
+    const { as, rs, client } = await world()
+    expect(await client.accessToken(rs.url)).toBeUndefined()
+    expect(as.authorizations).toHaveLength(0)
+    const challenge = await fetch(rs.url, post(rpc("initialize")))
+    await client.unauthorized(rs.url, challenge)
+    expect(as.authorizations).toHaveLength(1)
+    expect(await client.accessToken(rs.url)).toBe((await client.tokens(rs.url))?.access_token)
+  })
+})
+
+describe("the Effect face", () => {
+  it("runs the flow from layers", async () => {
+    const { as, rs } = await world()
+    const layer = AuthClient.layer.pipe(
+      Layer.provide(
+        Layer.mergeAll(
+          ClientConfig.layer({ clientName: "effect face" }),
+          TokenStore.layerMemory,
+          DiscoveryCache.layerMemory,
+          UserAgent.layerHeadless(),
+        ),
+      ),
+    )
+    const program = Effect.gen(function* () {
+      const client = yield* AuthClient
+      const response = yield* client.fetch(rs.url, post(rpc("initialize")))
+      return response.status
+    })
+    expect(await Effect.runPromise(program.pipe(Effect.provide(layer)))).toBe(200)
+    expect(as.registrations[0]).toMatchObject({ client_name: "effect face" })
+  })
+})

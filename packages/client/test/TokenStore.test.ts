@@ -1,0 +1,108 @@
+import { mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { describe, expect, it } from "vitest"
+import { createAuthClient } from "../src/AuthClient.js"
+import { type Backend, file, memory } from "../src/TokenStore.js"
+import { headless } from "../src/UserAgent.js"
+import { rpc } from "./support/peers.js"
+import { track, world } from "./support/world.js"
+
+const post = (body: string) => ({ method: "POST", headers: { "content-type": "application/json" }, body })
+
+const tempDir = async () => {
+  const dir = await mkdtemp(join(tmpdir(), "keyway-store-"))
+  track(() => rm(dir, { recursive: true, force: true }))
+  return dir
+}
+
+describe("memory store", () => {
+  it("stores, returns copies, and deletes", async () => {
+    const store = memory()
+    const value = { a: [1, 2] }
+    await store.set("k", value)
+    value.a.push(3)
+    const read = (await store.get("k")) as { a: Array<number> }
+    expect(read).toEqual({ a: [1, 2] })
+    read.a.push(4)
+    expect(await store.get("k")).toEqual({ a: [1, 2] })
+    await store.delete("k")
+    expect(await store.get("k")).toBeUndefined()
+  })
+})
+
+describe("file store", () => {
+  it("writes one JSON file readable by its owner only, with no temporary files left behind", async () => {
+    const dir = await tempDir()
+    const path = join(dir, "nested", "auth.json")
+    const store = file(path)
+    await store.set("tokens:https://x", { access_token: "t" })
+    expect((await stat(path)).mode & 0o777).toBe(0o600)
+    expect((await stat(join(dir, "nested"))).mode & 0o777).toBe(0o700)
+    expect(JSON.parse(await readFile(path, "utf8"))).toEqual({
+      version: 1,
+      entries: { "tokens:https://x": { access_token: "t" } },
+    })
+    expect(await readdir(join(dir, "nested"))).toEqual(["auth.json"])
+  })
+
+  it("serialises concurrent writes so none is lost", async () => {
+    const dir = await tempDir()
+    const path = join(dir, "auth.json")
+    const store = file(path)
+    await Promise.all(Array.from({ length: 20 }, (_, i) => store.set(`k${i}`, i)))
+    const reopened = file(path)
+    for (let i = 0; i < 20; i++) expect(await reopened.get(`k${i}`)).toBe(i)
+    await store.delete("k3")
+    expect(await file(path).get("k3")).toBeUndefined()
+  })
+
+  it("starts empty when the file does not exist", async () => {
+    const dir = await tempDir()
+    expect(await file(join(dir, "missing.json")).get("k")).toBeUndefined()
+  })
+
+  it("keeps tokens, expiry, scope and registration across a restart of the client", async () => {
+    const dir = await tempDir()
+    const store = { file: join(dir, "auth.json") }
+    const { as, rs } = await world()
+    const first = createAuthClient({ userAgent: headless(), store })
+    expect((await first.fetch(rs.url, post(rpc("initialize")))).status).toBe(200)
+    const saved = await first.tokens(rs.url)
+    await first.dispose()
+
+    const second = createAuthClient({ userAgent: headless(), store })
+    track(second.dispose)
+    expect(await second.tokens(rs.url)).toEqual(saved)
+    expect(saved).toMatchObject({ scope: "tools:read offline_access", issuer: as.issuer, resource: rs.url })
+    expect(saved?.expires_at).toBeGreaterThan(Date.now())
+    expect((await second.fetch(rs.url, post(rpc("tools/list")))).status).toBe(200)
+    expect(as.authorizations).toHaveLength(1)
+    // After a logout the stored registration is reused for the new authorization.
+    await second.logout(rs.url)
+    await second.fetch(rs.url, post(rpc("tools/list")))
+    expect(as.authorizations).toHaveLength(2)
+    expect(as.registrations).toHaveLength(1)
+  })
+})
+
+describe("custom store", () => {
+  it("receives the tokens and the registration under their keys", async () => {
+    const inner = memory()
+    const keys: Array<string> = []
+    const custom: Backend = {
+      get: inner.get,
+      set: async (key, value) => {
+        keys.push(key)
+        await inner.set(key, value)
+      },
+      delete: inner.delete,
+    }
+    const { as, rs } = await world()
+    const client = createAuthClient({ userAgent: headless(), store: custom })
+    track(client.dispose)
+    await client.fetch(rs.url, post(rpc("initialize")))
+    expect(keys.filter((k) => !k.startsWith("pending:"))).toEqual([`client:${as.issuer}`, `tokens:${rs.url}`])
+    expect(await inner.get(`tokens:${rs.url}`)).toEqual(await client.tokens(rs.url))
+  })
+})
