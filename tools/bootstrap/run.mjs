@@ -147,6 +147,12 @@ const main = () => {
     case "build":
       process.exit(exec(["nx", "run-many", "-t", "build", "--outputStyle=static", ...rest]))
       break
+    case "conformance":
+      process.exit(
+        exec(["nx", "run-many", "-t", "build", "--outputStyle=static"]) ||
+          run(process.execPath, ["tools/conformance/dist/run.js", ...rest]),
+      )
+      break
     case "check":
       process.exit(exec(["biome", "check", ...rest]))
       break
@@ -179,7 +185,7 @@ const main = () => {
       break
     }
     default:
-      fail(`unknown task "${task}" (test, build, check, docs, exec, pnpm)`)
+      fail(`unknown task "${task}" (test, build, check, docs, conformance, exec, pnpm)`)
   }
 }
 

@@ -1,0 +1,143 @@
+/**
+ * The commands of keyway-mcp, over the official MCP SDK client and an authorized transport from Keyway.
+ *
+ * @module
+ */
+import { type AuthClient, createAuthClient, UserAgent } from "@keyway/client"
+import { createTransport } from "@keyway/mcp-sdk-client"
+import { Client } from "@modelcontextprotocol/client"
+import type { Command, Options } from "./args.js"
+
+/** Where a command writes: results on `out`, progress and notices on `err`. */
+export interface Io {
+  readonly out: (text: string) => void
+  readonly err: (text: string) => void
+}
+
+/** The environment of a command. */
+export interface Environment extends Io {
+  /** The token file. */
+  readonly tokensFile: string
+  /** Opens a URL in the user's browser. */
+  readonly openBrowser: (url: string) => Promise<void> | void
+}
+
+/** A tool call whose result says it failed (`isError`); its text is the message. */
+export class ToolError extends Error {
+  override readonly name = "ToolError"
+}
+
+const NAME = "keyway-mcp"
+const VERSION = "0.0.0"
+
+const authClient = (options: Options, env: Environment): AuthClient.PlainAuthClient => {
+  const userAgent = options.headless
+    ? UserAgent.headless()
+    : UserAgent.browser({
+        openBrowser: (url) => {
+          env.err(`Opening the authorization page in your browser. If it does not open, visit:\n  ${url}\n`)
+          return env.openBrowser(url)
+        },
+      })
+  return createAuthClient({
+    clientName: NAME,
+    store: { file: env.tokensFile },
+    userAgent,
+    ...(options.scope !== undefined ? { scope: options.scope } : {}),
+  })
+}
+
+const withClient = async <A>(
+  url: string,
+  auth: AuthClient.PlainAuthClient,
+  use: (client: Client) => Promise<A>,
+): Promise<A> => {
+  // "auto" probes for the stateless 2026-07-28 wire and falls back to the initialize handshake for older servers.
+  const client = new Client({ name: NAME, version: VERSION }, { versionNegotiation: { mode: "auto" } })
+  try {
+    await client.connect(createTransport(url, auth))
+    return await use(client)
+  } finally {
+    await client.close().catch(() => undefined)
+  }
+}
+
+type Content = { readonly type: string } & Record<string, unknown>
+
+const renderContent = (item: Content): string => {
+  switch (item.type) {
+    case "text":
+      return String(item.text)
+    case "image":
+    case "audio":
+      return `[${item.type} ${String(item.mimeType)}, ${String(item.data).length} base64 characters]`
+    case "resource_link":
+      return `[resource ${String(item.uri)}]`
+    case "resource": {
+      const resource = item.resource as { uri?: unknown; text?: unknown } | undefined
+      return typeof resource?.text === "string" ? resource.text : `[resource ${String(resource?.uri)}]`
+    }
+    default:
+      return JSON.stringify(item)
+  }
+}
+
+const describeExpiry = (expiresAt: number | undefined): string =>
+  expiresAt === undefined ? "no stated expiry" : `expires ${new Date(expiresAt).toISOString()}`
+
+/** Runs a command; resolves when done, rejects with a typed or SDK error. */
+export const runCommand = async (command: Exclude<Command, { kind: "help" }>, options: Options, env: Environment) => {
+  const auth = authClient(options, env)
+  try {
+    switch (command.kind) {
+      case "list-tools": {
+        const tools = await withClient(command.url, auth, async (client) => {
+          const all: Array<{ name: string; description?: string | undefined }> = []
+          let cursor: string | undefined
+          do {
+            const page = await client.listTools(cursor !== undefined ? { cursor } : {})
+            all.push(...page.tools)
+            cursor = page.nextCursor
+          } while (cursor !== undefined)
+          return all
+        })
+        if (options.json) return env.out(`${JSON.stringify(tools, null, 2)}\n`)
+        const width = Math.max(0, ...tools.map((tool) => tool.name.length))
+        for (const tool of tools) {
+          const description = tool.description?.replace(/\s+/gu, " ").trim()
+          env.out(`${description ? `${tool.name.padEnd(width)}  ${description}` : tool.name}\n`)
+        }
+        if (tools.length === 0) env.err("The server has no tools.\n")
+        return
+      }
+      case "call": {
+        const result = await withClient(command.url, auth, (client) =>
+          client.callTool({ name: command.tool, arguments: { ...command.arguments } }),
+        )
+        if (options.json) env.out(`${JSON.stringify(result, null, 2)}\n`)
+        const content = (Array.isArray(result.content) ? result.content : []) as ReadonlyArray<Content>
+        const text = content.map(renderContent).join("\n")
+        if (result.isError === true) throw new ToolError(`the tool ${command.tool} failed: ${text || "no message"}`)
+        if (options.json) return
+        if (text !== "") env.out(`${text}\n`)
+        else if (result.structuredContent !== undefined) env.out(`${JSON.stringify(result.structuredContent)}\n`)
+        return
+      }
+      case "login": {
+        const tokens = await auth.authorize(command.url, options.scope !== undefined ? { scope: options.scope } : {})
+        env.out(
+          `Logged in to ${command.url} (scope: ${tokens.scope || "none"}; ${describeExpiry(tokens.expires_at)}${tokens.refresh_token !== undefined ? "; refreshable" : ""}). Tokens saved in ${env.tokensFile}.\n`,
+        )
+        return
+      }
+      case "logout": {
+        const held = await auth.tokens(command.url)
+        await auth.logout(command.url)
+        env.out(held === undefined ? `No tokens were held for ${command.url}.\n` : `Logged out of ${command.url}.\n`)
+        return
+      }
+    }
+  } finally {
+    await auth.dispose()
+  }
+}

@@ -1,0 +1,35 @@
+#!/usr/bin/env node
+/**
+ * keyway-mcp: a command-line MCP client. `list-tools <url>`, `call <url> <tool> [json args]`, `login <url>`,
+ * `logout <url>`. Authorization runs in the system browser with a loopback listener (or the command in $BROWSER),
+ * or headless with `--headless`; tokens live in the user's config directory, readable by the owner only.
+ *
+ * @module
+ */
+import { parseCommandLine, USAGE } from "./args.js"
+import { openBrowser } from "./browser.js"
+import { runCommand } from "./commands.js"
+import { describeError } from "./errors.js"
+import { tokensFile } from "./paths.js"
+
+const main = async (): Promise<void> => {
+  const { command, options } = parseCommandLine(process.argv.slice(2))
+  if (command.kind === "help") {
+    process.stdout.write(`${USAGE}\n`)
+    return
+  }
+  await runCommand(command, options, {
+    out: (text) => process.stdout.write(text),
+    err: (text) => process.stderr.write(text),
+    tokensFile: options.tokens ?? tokensFile(),
+    openBrowser,
+  })
+}
+
+main().then(
+  () => process.exit(0),
+  (error: unknown) => {
+    process.stderr.write(`keyway-mcp: ${describeError(error)}\n`)
+    process.exit(1)
+  },
+)

@@ -1,0 +1,107 @@
+#!/usr/bin/env node
+/**
+ * `node tools/conformance/dist/run.js`: runs the official MCP conformance suite's client scenarios against Keyway's
+ * conformance client, writes docs/conformance.md, and exits non-zero on any unexpected failure, any unexpected pass
+ * (a listed failure that now passes must be removed from expected-failures.json) or any stale entry.
+ *
+ * Options: `--only <run label>` (repeatable, for example `--only auth --only backcompat`), `--output <file>`
+ * (default docs/conformance.md at the repository root), `--no-write`, `--expected-failures <file>`,
+ * `--timeout <ms>` per scenario (default 30000), `--authorization-server <issuer URL>` (not wired yet).
+ *
+ * @module
+ */
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { parseArgs } from "node:util"
+import {
+  CLIENT_RUNS,
+  compare,
+  executeRun,
+  parseExpectedFailures,
+  type RunOutcome,
+  renderMarkdown,
+  runAuthorizationServerScenarios,
+  suiteCli,
+} from "./runner.js"
+
+const packageRoot = fileURLToPath(new URL("../", import.meta.url))
+const repositoryRoot = fileURLToPath(new URL("../../../", import.meta.url))
+
+const main = async (): Promise<number> => {
+  const major = Number(process.versions.node.split(".")[0])
+  if (major < 22) throw new Error(`the conformance suite needs Node 22 or later; this is Node ${process.versions.node}`)
+  const { values } = parseArgs({
+    options: {
+      only: { type: "string", multiple: true },
+      output: { type: "string", default: join(repositoryRoot, "docs", "conformance.md") },
+      "no-write": { type: "boolean", default: false },
+      "expected-failures": { type: "string", default: join(packageRoot, "expected-failures.json") },
+      timeout: { type: "string", default: "30000" },
+      "authorization-server": { type: "string" },
+    },
+  })
+  const only = values.only ?? []
+  const unknown = only.filter((label) => !CLIENT_RUNS.some((run) => run.label === label))
+  if (unknown.length > 0) {
+    throw new Error(`unknown run ${unknown.join(", ")}; runs: ${CLIENT_RUNS.map((run) => run.label).join(", ")}`)
+  }
+  const runs = only.length === 0 ? CLIENT_RUNS : CLIENT_RUNS.filter((run) => only.includes(run.label))
+  const clientPath = join(packageRoot, "dist", "client.js")
+  const clientCommand = `${process.execPath} ${clientPath}`
+  // The suite splits the command on spaces before running it through a shell.
+  if (/\s/u.test(process.execPath) || /\s/u.test(clientPath)) {
+    throw new Error(`the suite cannot run a client whose path contains spaces: ${clientCommand}`)
+  }
+  const expected = parseExpectedFailures(await readFile(values["expected-failures"], "utf8"))
+  const outputDir = await mkdtemp(join(tmpdir(), "keyway-conformance-"))
+  const outcomes: RunOutcome[] = []
+  try {
+    for (const run of runs) {
+      process.stderr.write(`conformance client --suite ${run.label} ...\n`)
+      const outcome = await executeRun(run, { clientCommand, outputDir, timeoutMs: Number(values.timeout) })
+      outcomes.push(outcome)
+      if (!outcome.available) process.stderr.write(`  not run: ${outcome.note}\n`)
+      for (const result of outcome.results) {
+        process.stderr.write(`  ${result.passed ? "pass" : "FAIL"} ${result.scenario}\n`)
+      }
+    }
+    if (values["authorization-server"] !== undefined) {
+      outcomes.push(await runAuthorizationServerScenarios(values["authorization-server"]))
+    }
+  } finally {
+    await rm(outputDir, { recursive: true, force: true })
+  }
+  const markdown = renderMarkdown(outcomes, expected, suiteCli().version)
+  if (!values["no-write"]) {
+    await writeFile(values.output, markdown)
+    process.stderr.write(`wrote ${values.output}\n`)
+  }
+  const { unexpectedFailures, unexpectedPasses, staleEntries } = compare(outcomes, expected)
+  for (const r of unexpectedFailures) {
+    process.stderr.write(`unexpected failure: [${r.run}] ${r.scenario}: ${r.detail ?? "no detail"}\n`)
+  }
+  for (const r of unexpectedPasses) {
+    process.stderr.write(
+      `unexpected pass: [${r.run}] ${r.scenario} now passes; remove it from expected-failures.json\n`,
+    )
+  }
+  for (const e of staleEntries) {
+    process.stderr.write(`stale entry: [${e.suite}] ${e.scenario} did not run; remove it from expected-failures.json\n`)
+  }
+  const results = outcomes.flatMap((outcome) => outcome.results)
+  const bad = unexpectedFailures.length + unexpectedPasses.length + staleEntries.length
+  process.stdout.write(
+    `${results.filter((r) => r.passed).length}/${results.length} scenarios passed; ${bad === 0 ? "all as expected" : `${bad} unexpected outcome(s)`}\n`,
+  )
+  return bad === 0 ? 0 : 1
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`conformance: ${error instanceof Error ? error.message : String(error)}\n`)
+    process.exit(2)
+  },
+)
