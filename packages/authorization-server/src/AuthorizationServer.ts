@@ -1,0 +1,277 @@
+/**
+ * The authorization server: the Effect service that answers every endpoint, and the plain face
+ * `createAuthorizationServer(options)` with a Web handler and a one-call Node server.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13 | OAuth 2.1}
+ * @module
+ */
+import { Context, Effect, Layer, ManagedRuntime } from "effect"
+import { type ClientOptions, type ConfigOptions, clientAuthMethod, type ResolvedConfig, resolve } from "./Config.js"
+import { authorizeGet, consentPost, loginPost } from "./internal/authorize.js"
+import { CORS_HEADERS, json, preflight } from "./internal/http.js"
+import { type PolicyDecision, type RegistrationPolicy, registerEndpoint } from "./internal/register.js"
+import { Sessions } from "./internal/session.js"
+import { tokenEndpoint } from "./internal/token.js"
+import * as Metadata from "./Metadata.js"
+import * as NodeServer from "./NodeServer.js"
+import { type SigningAlgorithm, TokenSigner } from "./Signing.js"
+import type { StorageError } from "./storage/Errors.js"
+import {
+  ClientStore,
+  type Consent,
+  GrantStore,
+  type KeyStore,
+  layerMemory,
+  layerSqlite,
+  type NewClient,
+} from "./storage/Storage.js"
+import { type AuthenticateFn, UserAuthenticator } from "./UserAuthenticator.js"
+
+export type { PolicyDecision, RegistrationPolicy }
+
+/** Options of the Effect face (the storage and user services come from layers). */
+export interface ServerOptions extends ConfigOptions {
+  /** Hook deciding on every dynamic registration after the metadata is validated. */
+  readonly registrationPolicy?: RegistrationPolicy
+  /** Access-token signature algorithm for keys generated on first start; ES256 by default. */
+  readonly signingAlgorithm?: SigningAlgorithm
+}
+
+/**
+ * The storage services the server needs.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-7.1 | OAuth 2.1 §7.1}
+ */
+export type StorageServices = ClientStore | GrantStore | KeyStore
+
+/**
+ * Pre-registered clients become `static` records in the {@link ClientStore} at start-up (secrets hashed by the store).
+ */
+const staticClient = (c: ClientOptions, now: number): NewClient => {
+  const method = clientAuthMethod(c)
+  return {
+    client_id: c.clientId,
+    client_id_issued_at: now,
+    client_secret_expires_at: 0,
+    redirect_uris: c.redirectUris,
+    grant_types: c.grantTypes ?? ["authorization_code", "refresh_token"],
+    response_types: ["code"],
+    token_endpoint_auth_method: method,
+    origin: "static",
+    ...(c.clientName === undefined ? {} : { client_name: c.clientName }),
+    ...(c.scope === undefined ? {} : { scope: c.scope }),
+    ...(c.jwks === undefined ? {} : { jwks: c.jwks as NewClient["jwks"] & object }),
+    ...(c.clientSecret === undefined || method === "none" || method === "private_key_jwt"
+      ? {}
+      : { client_secret: c.clientSecret }),
+  }
+}
+
+type Route = (
+  request: Request,
+) => Effect.Effect<Response, StorageError, StorageServices | TokenSigner | UserAuthenticator>
+
+const methodNotAllowed = (allow: string) =>
+  new Response(null, { status: 405, headers: { Allow: allow, ...CORS_HEADERS } })
+
+/** Builds the router over the resolved configuration. */
+const router = (config: ResolvedConfig, sessions: Sessions, policy: RegistrationPolicy | undefined) => {
+  const base = config.issuerUrl.pathname === "/" ? "" : config.issuerUrl.pathname.replace(/\/$/, "")
+  const metadata = Metadata.document(config)
+  const routes = new Map<string, Record<string, Route>>()
+  const metadataRoute: Record<string, Route> = {
+    GET: () =>
+      Effect.succeed(
+        json(metadata, { headers: { ...CORS_HEADERS, "Cache-Control": "public, max-age=300" }, cacheable: true }),
+      ),
+    OPTIONS: () => Effect.succeed(preflight("GET, OPTIONS")),
+  }
+  for (const path of Metadata.wellKnownPaths(config.issuerUrl)) routes.set(path, metadataRoute)
+  routes.set(`${base}/jwks`, {
+    GET: () =>
+      Effect.gen(function* () {
+        const signer = yield* TokenSigner
+        const jwks = yield* signer.jwks
+        return json(jwks, {
+          headers: {
+            ...CORS_HEADERS,
+            "Content-Type": "application/jwk-set+json",
+            "Cache-Control": "public, max-age=300",
+          },
+          cacheable: true,
+        })
+      }),
+    OPTIONS: () => Effect.succeed(preflight("GET, OPTIONS")),
+  })
+  routes.set(`${base}/authorize`, { GET: (r) => authorizeGet(config, sessions, r) })
+  routes.set(`${base}/authorize/login`, { POST: (r) => loginPost(config, sessions, r) })
+  routes.set(`${base}/authorize/consent`, { POST: (r) => consentPost(config, sessions, r) })
+  routes.set(`${base}/token`, {
+    POST: (r) => tokenEndpoint(config, r),
+    OPTIONS: () => Effect.succeed(preflight("POST, OPTIONS")),
+  })
+  if (config.registration) {
+    routes.set(`${base}/register`, {
+      POST: (r) => registerEndpoint(config, r, policy),
+      OPTIONS: () => Effect.succeed(preflight("POST, OPTIONS")),
+    })
+  }
+  return (request: Request) => {
+    const path = new URL(request.url).pathname
+    const route = routes.get(path)
+    if (route === undefined) {
+      return Effect.succeed(json({ error: "not_found" }, { status: 404 }))
+    }
+    const method = request.method === "HEAD" && route.GET !== undefined ? "GET" : request.method
+    const handler = route[method]
+    if (handler === undefined) return Effect.succeed(methodNotAllowed(Object.keys(route).join(", ")))
+    return handler(request).pipe(
+      Effect.catchTag("StorageError", () =>
+        Effect.succeed(
+          json({ error: "server_error", error_description: "storage failure" }, { status: 500, headers: CORS_HEADERS }),
+        ),
+      ),
+    )
+  }
+}
+
+/**
+ * The authorization server as an Effect service: one function answering every endpoint.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-3 | RFC 8414 §3}
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-3 | OAuth 2.1 §3}
+ */
+export class AuthorizationServer extends Context.Service<
+  AuthorizationServer,
+  {
+    readonly config: ResolvedConfig
+    /** The metadata document (RFC 8414 §2). */
+    readonly metadata: Readonly<Record<string, unknown>>
+    /** Answers any request addressed to the server. Never fails: errors become responses. */
+    readonly handle: (request: Request) => Effect.Effect<Response>
+  }
+>()("@keyway/authorization-server/AuthorizationServer") {
+  /**
+   * The server over storage and user-authentication services. Pre-registered clients are written to the
+   * {@link ClientStore}; a signing key is generated when the {@link KeyStore} has none.
+   *
+   * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-3 | RFC 8414 §3}
+   */
+  static readonly layer = (
+    options: ServerOptions,
+  ): Layer.Layer<AuthorizationServer, StorageError, StorageServices | UserAuthenticator> =>
+    Layer.effect(
+      AuthorizationServer,
+      Effect.gen(function* () {
+        const config = resolve(options)
+        const clients = yield* ClientStore
+        const now = Math.floor(Date.now() / 1000)
+        for (const c of config.clients) yield* clients.upsert(staticClient(c, now))
+        // A client removed from the configuration must stop working, also in a database that outlives the process.
+        const configured = new Set(config.clients.map((c) => c.clientId))
+        for (const stale of yield* clients.list({ origin: "static" })) {
+          if (!configured.has(stale.client_id)) {
+            yield* clients.delete(stale.client_id).pipe(Effect.catchTag("ClientNotFound", () => Effect.void))
+          }
+        }
+        const context = yield* Effect.context<StorageServices | TokenSigner | UserAuthenticator>()
+        const route = router(config, new Sessions(config.secureCookies, config.sessionTtl), options.registrationPolicy)
+        return AuthorizationServer.of({
+          config,
+          metadata: Metadata.document(config),
+          handle: (request) =>
+            route(request).pipe(
+              Effect.provideContext(context),
+              Effect.catchCause(() =>
+                Effect.succeed(json({ error: "server_error" }, { status: 500, headers: CORS_HEADERS })),
+              ),
+            ),
+        })
+      }),
+    ).pipe(Layer.provide(TokenSigner.layer(options.signingAlgorithm ?? "ES256")))
+}
+
+/**
+ * Where the plain face keeps its data.
+ *
+ * @see {@link https://nodejs.org/api/sqlite.html | node:sqlite}
+ */
+export type StorageOption =
+  | { readonly type: "memory" }
+  | { readonly type: "sqlite"; readonly path: string }
+  | { readonly type: "layer"; readonly layer: Layer.Layer<StorageServices, StorageError> }
+
+/**
+ * Options of {@link createAuthorizationServer}.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13 | OAuth 2.1}
+ */
+export interface AuthorizationServerOptions extends ServerOptions {
+  /** In memory by default (data is lost on exit); `{ type: "sqlite", path }` for the embedded database. */
+  readonly storage?: StorageOption
+  /** Replaces the default user authentication (configured users with scrypt hashes). */
+  readonly authenticate?: AuthenticateFn
+}
+
+/**
+ * The running server's plain face.
+ *
+ * @see {@link https://fetch.spec.whatwg.org/#request-class | Fetch Standard}
+ */
+export interface AuthorizationServerInstance {
+  readonly issuer: string
+  /** The metadata document (RFC 8414 §2). */
+  readonly metadata: Readonly<Record<string, unknown>>
+  /** Web-standard handler; mount it anywhere (Node, Express, Hono, Bun, Deno). */
+  readonly handler: (request: Request) => Promise<Response>
+  /** Starts a node:http server for this handler. */
+  readonly listen: (options?: NodeServer.ListenOptions) => Promise<NodeServer.RunningServer>
+  /** A user's remembered consents. */
+  readonly listConsents: (subject: string) => Promise<ReadonlyArray<Consent>>
+  /** Forgets a user's consent for a client (one resource, or all); returns how many were removed. */
+  readonly revokeConsent: (subject: string, clientId: string, resource?: string) => Promise<number>
+  /** Releases storage (closes the SQLite database). */
+  readonly close: () => Promise<void>
+}
+
+const storageLayer = (option: StorageOption | undefined): Layer.Layer<StorageServices, StorageError> => {
+  if (option === undefined || option.type === "memory") return layerMemory
+  if (option.type === "sqlite") return layerSqlite({ path: option.path })
+  return option.layer
+}
+
+/**
+ * Creates the authorization server (plain face). The configuration is validated at once (a `ConfigError` is
+ * thrown for bad options); storage opens on the first request or `listen`.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13 | OAuth 2.1}
+ */
+export const createAuthorizationServer = (options: AuthorizationServerOptions): AuthorizationServerInstance => {
+  // Validates (and warns about development relaxations) now, not at the first request.
+  const config = resolve(options)
+  const users =
+    options.authenticate === undefined
+      ? UserAuthenticator.layerUsers(config.users)
+      : UserAuthenticator.fromFunction(options.authenticate)
+  const runtime = ManagedRuntime.make(
+    AuthorizationServer.layer({ ...options, warn: () => undefined }).pipe(
+      Layer.provideMerge(Layer.merge(storageLayer(options.storage), users)),
+    ),
+  )
+  const run = <A>(effect: Effect.Effect<A, StorageError, AuthorizationServer | GrantStore>): Promise<A> =>
+    runtime.runPromise(effect)
+  const handler = (request: Request) => run(AuthorizationServer.use((s) => s.handle(request)))
+  return {
+    issuer: config.issuer,
+    metadata: Metadata.document(config),
+    handler,
+    listen: async (listenOptions) => {
+      await run(AuthorizationServer.useSync(() => undefined))
+      return NodeServer.listen(handler, listenOptions, config.issuerUrl.origin)
+    },
+    listConsents: (subject) => run(GrantStore.use((g) => g.listConsents(subject))),
+    revokeConsent: (subject, clientId, resource) =>
+      run(GrantStore.use((g) => g.revokeConsent(subject, clientId, resource))),
+    close: () => runtime.dispose(),
+  }
+}

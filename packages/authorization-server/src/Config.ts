@@ -1,0 +1,318 @@
+/**
+ * Configuration of the authorization server: issuer, the MCP servers (resources) it issues tokens for, users,
+ * pre-registered clients, token lifetimes, registration and the development relaxations.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13 | OAuth 2.1}
+ * @module
+ */
+import { CanonicalUri } from "@keyway/core"
+import { Schema } from "effect"
+
+/**
+ * A protected MCP server this authorization server issues access tokens for, identified by its canonical URI.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8707.html#section-2 | RFC 8707 §2}
+ */
+export interface ResourceOptions {
+  /** The canonical server URI (the `resource` value and the `aud` of its tokens). */
+  readonly uri: string
+  /** Human-readable name shown on the consent page. */
+  readonly name?: string
+  /** The scopes this resource understands, each with the description shown on the consent page. */
+  readonly scopes: Readonly<Record<string, string>>
+}
+
+/**
+ * How a client authenticates at the token endpoint.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc7591.html#section-2 | RFC 7591 §2}
+ */
+export type TokenEndpointAuthMethod = "none" | "client_secret_basic" | "client_secret_post" | "private_key_jwt"
+
+/**
+ * The grant types this server implements.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc7591.html#section-2 | RFC 7591 §2 (grant_types)}
+ */
+export type GrantType = "authorization_code" | "refresh_token"
+
+/**
+ * A pre-registered client, from configuration.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-2 | OAuth 2.1 §2}
+ */
+export interface ClientOptions {
+  readonly clientId: string
+  readonly clientName?: string
+  readonly redirectUris: ReadonlyArray<string>
+  /** `none` (public client) when omitted and no secret or key set is given. */
+  readonly tokenEndpointAuthMethod?: TokenEndpointAuthMethod
+  /** The client secret in clear; it is hashed before it reaches storage. */
+  readonly clientSecret?: string
+  /** Public keys for `private_key_jwt` (a JWK Set). */
+  readonly jwks?: { readonly keys: ReadonlyArray<Record<string, unknown>> }
+  /** Scopes this client may request; any scope of the resource when omitted. */
+  readonly scope?: string
+  /** Grant types this client may use; both by default. */
+  readonly grantTypes?: ReadonlyArray<GrantType>
+}
+
+/**
+ * A user of the default user-authentication service. `passwordHash` comes from `UserAuthenticator.hashPassword`.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.1 | OAuth 2.1 §4.1.1}
+ */
+export interface UserOptions {
+  readonly username: string
+  readonly passwordHash: string
+  /** The `sub` claim; the username when omitted. */
+  readonly subject?: string
+  readonly displayName?: string
+}
+
+/**
+ * Lifetimes, in seconds.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.2 | OAuth 2.1 §4.1.2 (code lifetime)}
+ */
+export interface TokenLifetimes {
+  /** Access token lifetime; 300 s by default. */
+  readonly accessToken?: number
+  /** Refresh token lifetime; 30 days by default. */
+  readonly refreshToken?: number
+  /** Authorization code lifetime; 60 s by default and at most 60 s. */
+  readonly authorizationCode?: number
+  /** Login session lifetime; 8 hours by default. */
+  readonly session?: number
+}
+
+/**
+ * Development relaxations. Off by default; each one logs a warning at start-up when on.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-1.5 | OAuth 2.1 §1.5 (TLS)}
+ */
+export interface DevelopmentOptions {
+  /** Accept an `http` issuer whose host is loopback (127.0.0.1, [::1] or localhost). */
+  readonly allowHttpLoopbackIssuer?: boolean
+}
+
+/**
+ * The parts of the configuration that are plain data (every face shares them).
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-2 | RFC 8414 §2}
+ */
+export interface ConfigOptions {
+  /** The issuer identifier: an https URL without query or fragment. */
+  readonly issuer: string
+  readonly resources: ReadonlyArray<ResourceOptions>
+  /** The resource used when an authorization request has no `resource` parameter (older clients). */
+  readonly defaultResource?: string
+  readonly users?: ReadonlyArray<UserOptions>
+  readonly clients?: ReadonlyArray<ClientOptions>
+  readonly lifetimes?: TokenLifetimes
+  /** Rotate refresh tokens of confidential clients too (public clients always rotate); true by default. */
+  readonly rotateConfidentialRefreshTokens?: boolean
+  /** Dynamic Client Registration (RFC 7591); off by default. */
+  readonly registration?: boolean
+  readonly development?: DevelopmentOptions
+  /** Largest request body accepted, in bytes; 64 KiB by default. */
+  readonly maxBodyBytes?: number
+  /** Where warnings go (development relaxations); `console.warn` by default. Tokens are never logged. */
+  readonly warn?: (message: string) => void
+}
+
+/**
+ * A resource after validation.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8707.html#section-2 | RFC 8707 §2}
+ */
+export interface Resource {
+  readonly uri: string
+  readonly name: string
+  readonly scopes: ReadonlyMap<string, string>
+}
+
+/**
+ * The configuration after validation and defaults.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-2 | RFC 8414 §2}
+ */
+export interface ResolvedConfig {
+  readonly issuer: string
+  readonly issuerUrl: URL
+  readonly resources: ReadonlyMap<string, Resource>
+  readonly defaultResource: string | undefined
+  readonly users: ReadonlyArray<UserOptions>
+  readonly clients: ReadonlyArray<ClientOptions>
+  readonly accessTokenTtl: number
+  readonly refreshTokenTtl: number
+  readonly codeTtl: number
+  readonly sessionTtl: number
+  readonly rotateConfidentialRefreshTokens: boolean
+  readonly registration: boolean
+  readonly secureCookies: boolean
+  readonly maxBodyBytes: number
+  readonly endpoints: Endpoints
+}
+
+/**
+ * Absolute URLs of the endpoints, all under the issuer.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-2 | RFC 8414 §2}
+ */
+export interface Endpoints {
+  readonly authorization: string
+  readonly token: string
+  readonly registration: string
+  readonly jwks: string
+  readonly login: string
+  readonly consent: string
+}
+
+/**
+ * The configuration is unusable; `message` says which option and why.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-2 | RFC 8414 §2}
+ */
+export class ConfigError extends Schema.TaggedError<ConfigError>()("ConfigError", { message: Schema.String }) {}
+
+/**
+ * The token endpoint authentication method of a configured client: the explicit one, else `client_secret_basic` with a
+ * secret, `private_key_jwt` with keys, `none` otherwise.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc7591.html#section-2 | RFC 7591 §2}
+ */
+export const clientAuthMethod = (c: ClientOptions): TokenEndpointAuthMethod =>
+  c.tokenEndpointAuthMethod ??
+  (c.clientSecret !== undefined ? "client_secret_basic" : c.jwks !== undefined ? "private_key_jwt" : "none")
+
+const LOOPBACK_HOSTS = new Set(["127.0.0.1", "[::1]", "localhost"])
+
+const positive = (name: string, value: number | undefined, fallback: number, max = Number.MAX_SAFE_INTEGER) => {
+  const v = value ?? fallback
+  if (!Number.isInteger(v) || v <= 0 || v > max) {
+    throw new ConfigError({
+      message: `${name} must be a whole number of seconds from 1 to ${max}, got ${String(value)}`,
+    })
+  }
+  return v
+}
+
+/**
+ * Validates options and applies defaults.
+ *
+ * The issuer must be https; `http` is accepted only on a loopback host with
+ * `development.allowHttpLoopbackIssuer`, and then a warning is logged.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-2 | RFC 8414 §2 (issuer)}
+ */
+export const resolve = (options: ConfigOptions): ResolvedConfig => {
+  const warn = options.warn ?? ((m: string) => console.warn(m))
+  let issuerUrl: URL
+  try {
+    issuerUrl = new URL(options.issuer)
+  } catch {
+    throw new ConfigError({ message: `issuer must be an absolute URL, got ${JSON.stringify(options.issuer)}` })
+  }
+  if (
+    issuerUrl.search !== "" ||
+    issuerUrl.hash !== "" ||
+    options.issuer.includes("#") ||
+    options.issuer.includes("?")
+  ) {
+    throw new ConfigError({ message: "issuer must not have a query or fragment (RFC 8414 §2)" })
+  }
+  if (issuerUrl.username !== "" || issuerUrl.password !== "")
+    throw new ConfigError({ message: "issuer must not have userinfo" })
+  if (issuerUrl.protocol === "http:") {
+    if (!LOOPBACK_HOSTS.has(issuerUrl.hostname)) {
+      throw new ConfigError({
+        message: "issuer must use https (http is only possible on a loopback host in development mode)",
+      })
+    }
+    if (options.development?.allowHttpLoopbackIssuer !== true) {
+      throw new ConfigError({
+        message: "issuer must use https; set development.allowHttpLoopbackIssuer to run on http loopback",
+      })
+    }
+    warn(
+      `[keyway] DEVELOPMENT MODE: the authorization server runs with the insecure http issuer ${issuerUrl.href}. ` +
+        "Never use this outside local development.",
+    )
+  } else if (issuerUrl.protocol !== "https:") {
+    throw new ConfigError({ message: `issuer must use https, got ${issuerUrl.protocol}` })
+  }
+  // RFC 8414 compares issuers as strings: keep the configured form, without a trailing slash at the root.
+  const issuer = options.issuer.endsWith("/") ? options.issuer.slice(0, -1) : options.issuer
+  const base = issuer
+
+  if (options.resources.length === 0) throw new ConfigError({ message: "resources must name at least one MCP server" })
+  const resources = new Map<string, Resource>()
+  for (const r of options.resources) {
+    let uri: string
+    try {
+      uri = CanonicalUri.parse(r.uri)
+    } catch (e) {
+      throw new ConfigError({
+        message: `resource ${JSON.stringify(r.uri)} is not a valid canonical URI: ${(e as Error).message}`,
+      })
+    }
+    if (resources.has(uri)) throw new ConfigError({ message: `resource ${uri} is configured twice` })
+    const scopes = new Map<string, string>()
+    for (const [name, description] of Object.entries(r.scopes)) {
+      if (!/^[\x21\x23-\x5B\x5D-\x7E]+$/.test(name))
+        throw new ConfigError({ message: `scope ${JSON.stringify(name)} of ${uri} is not a valid scope token` })
+      scopes.set(name, description)
+    }
+    resources.set(uri, { uri, name: r.name ?? uri, scopes })
+  }
+  let defaultResource: string | undefined
+  if (options.defaultResource !== undefined) {
+    const canonical = CanonicalUri.isValid(options.defaultResource) ? CanonicalUri.parse(options.defaultResource) : ""
+    if (!resources.has(canonical))
+      throw new ConfigError({ message: "defaultResource must be one of the configured resources" })
+    defaultResource = canonical
+  }
+  const clientIds = new Set<string>()
+  for (const c of options.clients ?? []) {
+    if (clientIds.has(c.clientId)) throw new ConfigError({ message: `client ${c.clientId} is configured twice` })
+    clientIds.add(c.clientId)
+    if (c.redirectUris.length === 0)
+      throw new ConfigError({ message: `client ${c.clientId} needs at least one redirect URI` })
+    const method = clientAuthMethod(c)
+    // The store hashes secrets with plain SHA-256, which is only safe for high-entropy values.
+    if ((method === "client_secret_basic" || method === "client_secret_post") && (c.clientSecret?.length ?? 0) < 32) {
+      throw new ConfigError({
+        message: `client ${c.clientId}: ${method} needs a clientSecret of at least 32 random characters`,
+      })
+    }
+    if (method === "private_key_jwt" && c.jwks === undefined) {
+      throw new ConfigError({ message: `client ${c.clientId}: private_key_jwt needs jwks` })
+    }
+  }
+
+  return {
+    issuer,
+    issuerUrl,
+    resources,
+    defaultResource,
+    users: options.users ?? [],
+    clients: options.clients ?? [],
+    accessTokenTtl: positive("lifetimes.accessToken", options.lifetimes?.accessToken, 300),
+    refreshTokenTtl: positive("lifetimes.refreshToken", options.lifetimes?.refreshToken, 30 * 24 * 3600),
+    codeTtl: positive("lifetimes.authorizationCode", options.lifetimes?.authorizationCode, 60, 60),
+    sessionTtl: positive("lifetimes.session", options.lifetimes?.session, 8 * 3600),
+    rotateConfidentialRefreshTokens: options.rotateConfidentialRefreshTokens ?? true,
+    registration: options.registration ?? false,
+    secureCookies: issuerUrl.protocol === "https:",
+    maxBodyBytes: positive("maxBodyBytes", options.maxBodyBytes, 64 * 1024),
+    endpoints: {
+      authorization: `${base}/authorize`,
+      token: `${base}/token`,
+      registration: `${base}/register`,
+      jwks: `${base}/jwks`,
+      login: `${base}/authorize/login`,
+      consent: `${base}/authorize/consent`,
+    },
+  }
+}

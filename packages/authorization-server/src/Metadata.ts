@@ -1,0 +1,63 @@
+/**
+ * The authorization server metadata document and the well-known paths it is served at.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-3 | RFC 8414 §3}
+ * @see {@link https://openid.net/specs/openid-connect-discovery-1_0.html#ProviderMetadata | OpenID Connect Discovery 1.0 §3}
+ * @module
+ */
+import type { ResolvedConfig } from "./Config.js"
+
+/**
+ * Signature algorithms accepted for `private_key_jwt` client assertions.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc7523.html#section-3 | RFC 7523 §3}
+ */
+export const CLIENT_ASSERTION_ALGORITHMS: ReadonlyArray<string> = ["ES256", "ES384", "ES512", "RS256", "PS256", "EdDSA"]
+
+/**
+ * The metadata document. The same document answers at the RFC 8414 and the OpenID Discovery locations;
+ * `subject_types_supported` and `id_token_signing_alg_values_supported` are there because OpenID Discovery
+ * requires them (no ID tokens are issued: `openid` is not a supported scope).
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-2 | RFC 8414 §2}
+ * @see {@link https://www.rfc-editor.org/rfc/rfc9207.html#section-3 | RFC 9207 §3}
+ */
+export const document = (config: ResolvedConfig): Record<string, unknown> => {
+  const scopes = new Set<string>()
+  for (const resource of config.resources.values()) for (const scope of resource.scopes.keys()) scopes.add(scope)
+  return {
+    issuer: config.issuer,
+    authorization_endpoint: config.endpoints.authorization,
+    token_endpoint: config.endpoints.token,
+    ...(config.registration ? { registration_endpoint: config.endpoints.registration } : {}),
+    jwks_uri: config.endpoints.jwks,
+    scopes_supported: [...scopes],
+    response_types_supported: ["code"],
+    response_modes_supported: ["query"],
+    grant_types_supported: ["authorization_code", "refresh_token"],
+    token_endpoint_auth_methods_supported: ["none", "client_secret_basic", "client_secret_post", "private_key_jwt"],
+    token_endpoint_auth_signing_alg_values_supported: CLIENT_ASSERTION_ALGORITHMS,
+    code_challenge_methods_supported: ["S256"],
+    authorization_response_iss_parameter_supported: true,
+    subject_types_supported: ["public"],
+    id_token_signing_alg_values_supported: ["ES256"],
+  }
+}
+
+/**
+ * Every path the metadata document is served at, for an issuer with or without a path: RFC 8414's
+ * path-inserted form, OpenID Discovery's path-inserted form (as MCP clients try it) and OpenID Discovery's
+ * appended form.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-3.1 | RFC 8414 §3.1}
+ * @see {@link https://openid.net/specs/openid-connect-discovery-1_0.html#ProviderConfig | OpenID Connect Discovery 1.0 §4}
+ */
+export const wellKnownPaths = (issuer: URL): ReadonlyArray<string> => {
+  const path = issuer.pathname === "/" ? "" : issuer.pathname.replace(/\/$/, "")
+  if (path === "") return ["/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"]
+  return [
+    `/.well-known/oauth-authorization-server${path}`,
+    `/.well-known/openid-configuration${path}`,
+    `${path}/.well-known/openid-configuration`,
+  ]
+}

@@ -1,0 +1,242 @@
+import { Effect, Result } from "effect"
+import type { ResolvedConfig } from "../Config.js"
+import type { StorageError } from "../storage/Errors.js"
+import { type Client, type ClientStore, GrantStore } from "../storage/Storage.js"
+import { UserAuthenticator } from "../UserAuthenticator.js"
+import {
+  type ClientView,
+  type PageError,
+  type RedirectError,
+  redirectWith,
+  type ValidAuthorizationRequest,
+  validate,
+} from "./authorizeRequest.js"
+import { findClient } from "./clients.js"
+import { randomToken } from "./crypto.js"
+import { BodyTooLarge, mediaType, parseForm, readBody } from "./http.js"
+import { consentPage, csrfRefused, errorPage, loginPage } from "./pages.js"
+import { describeRedirect, isLocalhostOnly } from "./redirect.js"
+import type { Session, Sessions } from "./session.js"
+
+const now = () => Math.floor(Date.now() / 1000)
+
+const toView = (client: Client): ClientView => ({
+  clientId: client.client_id,
+  clientName: client.client_name,
+  redirectUris: client.redirect_uris,
+  grantTypes: client.grant_types,
+  scope: client.scope,
+})
+
+/** A 303 (after POST) or 302 (after GET) to `location`, never cached. */
+const redirect = (location: string, status: 302 | 303, headers: Record<string, string> = {}): Response =>
+  new Response(null, {
+    status,
+    headers: {
+      ...headers,
+      Location: location,
+      "Cache-Control": "no-store",
+      Pragma: "no-cache",
+      "Referrer-Policy": "no-referrer",
+    },
+  })
+
+/** Looks the client up and validates the whole request. */
+const check = (config: ResolvedConfig, query: string) =>
+  Effect.gen(function* () {
+    const params = new URLSearchParams(query)
+    const clientId = params.get("client_id")
+    const client = clientId === null || clientId === "" ? undefined : yield* findClient(clientId)
+    return validate(params, config, client === undefined ? undefined : toView(client))
+  })
+
+/** Turns a failed check into its answer: an error page, or a redirect with `error`, `state` and `iss` (RFC 9207). */
+const errorFor = (config: ResolvedConfig, failure: PageError | RedirectError, status: 302 | 303): Response =>
+  failure._tag === "PageError"
+    ? errorPage(400, failure.error, failure.description)
+    : redirect(
+        redirectWith(failure.redirectUri, {
+          error: failure.error,
+          error_description: failure.description,
+          state: failure.state,
+          iss: config.issuer,
+        }),
+        status,
+      )
+
+/** Issues the code and redirects to the client with `code`, `state` and `iss`. */
+const approve = (config: ResolvedConfig, request: ValidAuthorizationRequest, session: Session, status: 302 | 303) =>
+  Effect.gen(function* () {
+    const grants = yield* GrantStore
+    const code = randomToken(32)
+    const issuedAt = now()
+    yield* grants.createCode({
+      code,
+      client_id: request.client.clientId,
+      redirect_uri: request.redirectUri,
+      code_challenge: request.codeChallenge,
+      code_challenge_method: "S256",
+      resource: request.resource.uri,
+      scope: request.scopes.join(" "),
+      subject: session.subject ?? "",
+      auth_time: session.authTime ?? issuedAt,
+      issued_at: issuedAt,
+      expires_at: issuedAt + config.codeTtl,
+    })
+    return redirect(redirectWith(request.redirectUri, { code, state: request.state, iss: config.issuer }), status)
+  })
+
+const renderConsent = (
+  config: ResolvedConfig,
+  sessions: Sessions,
+  request: ValidAuthorizationRequest,
+  session: Session,
+  query: string,
+) => {
+  const { host, origin } = describeRedirect(request.redirectUri)
+  return consentPage({
+    action: config.endpoints.consent,
+    csrf: sessions.csrfToken(session),
+    request: query,
+    clientName: request.client.clientName ?? request.client.clientId,
+    clientId: request.client.clientId,
+    redirectHost: host,
+    redirectOrigin: origin,
+    localhostOnly: isLocalhostOnly(request.redirectUri),
+    resourceName: request.resource.name,
+    resourceUri: request.resource.uri,
+    scopes: request.scopes.map((name) => ({ name, description: request.resource.scopes.get(name) ?? name })),
+    userName: session.displayName ?? session.subject ?? "",
+  })
+}
+
+/**
+ * GET authorization endpoint (OAuth 2.1 §4.1.1): validate, then login, remembered consent, or the consent page.
+ */
+export const authorizeGet = (
+  config: ResolvedConfig,
+  sessions: Sessions,
+  request: Request,
+): Effect.Effect<Response, StorageError, ClientStore | GrantStore> =>
+  Effect.gen(function* () {
+    const url = new URL(request.url)
+    const query = url.search.slice(1)
+    const checked = yield* check(config, query)
+    if (Result.isFailure(checked)) return errorFor(config, checked.failure, 302)
+    const valid = checked.success
+    let session = sessions.read(request)
+    if (session?.subject === undefined) {
+      session ??= sessions.create()
+      return loginPage({
+        action: config.endpoints.login,
+        csrf: sessions.csrfToken(session),
+        request: query,
+        clientName: valid.client.clientName ?? valid.client.clientId,
+        headers: { "Set-Cookie": sessions.cookie(session) },
+      })
+    }
+    const grants = yield* GrantStore
+    const remembered = yield* grants.consentCovers(
+      session.subject,
+      valid.client.clientId,
+      valid.resource.uri,
+      valid.scopes,
+    )
+    if (remembered) return yield* approve(config, valid, session, 302)
+    return renderConsent(config, sessions, valid, session, query)
+  })
+
+const readForm = (config: ResolvedConfig, request: Request) =>
+  Effect.promise(async () => {
+    if (mediaType(request) !== "application/x-www-form-urlencoded") return undefined
+    try {
+      const form = parseForm(await readBody(request, config.maxBodyBytes))
+      return form instanceof Map ? form : undefined
+    } catch (e) {
+      if (e instanceof BodyTooLarge) return undefined
+      return undefined
+    }
+  })
+
+const sameOrigin = (config: ResolvedConfig, request: Request): boolean => {
+  const origin = request.headers.get("origin")
+  return origin === null || origin === config.issuerUrl.origin
+}
+
+/** POST of the login form: CSRF check, then the user-authentication service. */
+export const loginPost = (
+  config: ResolvedConfig,
+  sessions: Sessions,
+  request: Request,
+): Effect.Effect<Response, StorageError, ClientStore | UserAuthenticator> =>
+  Effect.gen(function* () {
+    const form = yield* readForm(config, request)
+    const session = sessions.read(request)
+    if (form === undefined || !sameOrigin(config, request) || !sessions.checkCsrf(session, form.get("csrf_token"))) {
+      return csrfRefused()
+    }
+    const query = form.get("request") ?? ""
+    const checked = yield* check(config, query)
+    if (Result.isFailure(checked)) return errorFor(config, checked.failure, 303)
+    const authenticator = yield* UserAuthenticator
+    const username = form.get("username") ?? ""
+    const user = yield* authenticator.authenticate({ username, password: form.get("password") ?? "" })
+    if (user === undefined) {
+      return loginPage({
+        action: config.endpoints.login,
+        csrf: sessions.csrfToken(session!),
+        request: query,
+        clientName: checked.success.client.clientName ?? checked.success.client.clientId,
+        error: "Wrong username or password.",
+        username,
+        status: 401,
+      })
+    }
+    // A new session id at login, so an id planted before it is worthless afterwards.
+    const fresh = sessions.create(user)
+    return redirect(`${config.endpoints.authorization}?${query}`, 303, { "Set-Cookie": sessions.cookie(fresh) })
+  })
+
+/** POST of the consent form: CSRF check, signed-in user, then Approve (remember + code) or Deny (access_denied). */
+export const consentPost = (
+  config: ResolvedConfig,
+  sessions: Sessions,
+  request: Request,
+): Effect.Effect<Response, StorageError, ClientStore | GrantStore> =>
+  Effect.gen(function* () {
+    const form = yield* readForm(config, request)
+    const session = sessions.read(request)
+    if (
+      form === undefined ||
+      session?.subject === undefined ||
+      !sameOrigin(config, request) ||
+      !sessions.checkCsrf(session, form.get("csrf_token"))
+    ) {
+      return csrfRefused()
+    }
+    const query = form.get("request") ?? ""
+    const checked = yield* check(config, query)
+    if (Result.isFailure(checked)) return errorFor(config, checked.failure, 303)
+    const valid = checked.success
+    const decision = form.get("decision")
+    if (decision !== "approve") {
+      return redirect(
+        redirectWith(valid.redirectUri, {
+          error: "access_denied",
+          error_description: "the user denied the request",
+          state: valid.state,
+          iss: config.issuer,
+        }),
+        303,
+      )
+    }
+    const grants = yield* GrantStore
+    yield* grants.grantConsent({
+      subject: session.subject,
+      client_id: valid.client.clientId,
+      resource: valid.resource.uri,
+      scopes: [...valid.scopes].sort(),
+      granted_at: now(),
+    })
+    return yield* approve(config, valid, session, 303)
+  })

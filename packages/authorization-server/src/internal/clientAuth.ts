@@ -1,0 +1,150 @@
+import { Effect, Schema } from "effect"
+import { createLocalJWKSet, decodeJwt, type JSONWebKeySet, jwtVerify } from "jose"
+import { CLIENT_ASSERTION_ALGORITHMS } from "../Metadata.js"
+import type { StorageError } from "../storage/Errors.js"
+import { type Client, ClientStore, GrantStore } from "../storage/Storage.js"
+import { findClient } from "./clients.js"
+
+/** RFC 7523 §2.2 client assertion type. */
+export const JWT_BEARER_ASSERTION = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+
+/** Result of client authentication: the client and whether HTTP Basic was used (for the 401 challenge). */
+export interface AuthenticatedClient {
+  readonly client: Client
+  readonly method: Client["token_endpoint_auth_method"]
+}
+
+/** A failure that still knows whether Basic was tried, so the 401 can carry `WWW-Authenticate: Basic`. */
+export class ClientAuthFailure extends Schema.TaggedError<ClientAuthFailure>()("ClientAuthFailure", {
+  code: Schema.Literals(["invalid_client", "invalid_request"]),
+  description: Schema.String,
+  basic: Schema.Boolean,
+}) {}
+
+const decodeBasicPart = (value: string): string | undefined => {
+  try {
+    // RFC 6749 §2.3.1: client_id and secret are form-urlencoded before Basic encoding.
+    return decodeURIComponent(value.replace(/\+/g, " "))
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Authenticates the client at the token endpoint (OAuth 2.1 §2.4; RFC 7523 §2.2 and §3). Exactly one method may be
+ * used; it must be the one the client registered.
+ */
+export const authenticateClient = (
+  request: Request,
+  form: Map<string, string>,
+  audiences: ReadonlyArray<string>,
+): Effect.Effect<AuthenticatedClient, ClientAuthFailure | StorageError, ClientStore | GrantStore> =>
+  Effect.gen(function* () {
+    const clients = yield* ClientStore
+    const grants = yield* GrantStore
+    const now = Math.floor(Date.now() / 1000)
+    const authorization = request.headers.get("authorization")
+    const basic = authorization !== null && /^basic\s/i.test(authorization)
+    const fail = (code: "invalid_client" | "invalid_request", description: string) =>
+      Effect.fail(new ClientAuthFailure({ code, description, basic }))
+
+    const methods = [basic, form.has("client_secret"), form.has("client_assertion")].filter(Boolean).length
+    if (methods > 1) return yield* fail("invalid_request", "more than one client authentication method was used")
+    if (authorization !== null && !basic) {
+      return yield* fail("invalid_client", "only the Basic scheme is accepted in the Authorization header")
+    }
+
+    const lookup = (clientId: string) =>
+      Effect.flatMap(findClient(clientId), (client) =>
+        client === undefined ? fail("invalid_client", "client authentication failed") : Effect.succeed(client),
+      )
+    const requireMethod = (client: Client, method: Client["token_endpoint_auth_method"]) =>
+      client.token_endpoint_auth_method === method
+        ? Effect.succeed({ client, method })
+        : fail("invalid_client", `this client must authenticate with ${client.token_endpoint_auth_method}`)
+    const checkSecret = (client: Client, secret: string, method: Client["token_endpoint_auth_method"]) =>
+      Effect.gen(function* () {
+        const ok = yield* clients
+          .verifySecret(client.client_id, secret, now)
+          .pipe(Effect.catchTag("ClientNotFound", () => Effect.succeed(false)))
+        if (!ok) return yield* fail("invalid_client", "client authentication failed")
+        return yield* requireMethod(client, method)
+      })
+
+    if (basic) {
+      let decoded: string
+      try {
+        decoded = Buffer.from(authorization.slice(6).trim(), "base64").toString("utf8")
+      } catch {
+        return yield* fail("invalid_client", "malformed Basic credentials")
+      }
+      const colon = decoded.indexOf(":")
+      const id = colon < 0 ? undefined : decodeBasicPart(decoded.slice(0, colon))
+      const secret = colon < 0 ? undefined : decodeBasicPart(decoded.slice(colon + 1))
+      if (id === undefined || secret === undefined || id === "") {
+        return yield* fail("invalid_client", "malformed Basic credentials")
+      }
+      const bodyId = form.get("client_id")
+      if (bodyId !== undefined && bodyId !== id) {
+        return yield* fail("invalid_client", "client_id in the body differs from the authenticated client")
+      }
+      const client = yield* lookup(id)
+      return yield* checkSecret(client, secret, "client_secret_basic")
+    }
+
+    if (form.has("client_assertion")) {
+      const type = form.get("client_assertion_type")
+      if (type !== JWT_BEARER_ASSERTION) {
+        return yield* fail("invalid_request", `client_assertion_type must be ${JWT_BEARER_ASSERTION}`)
+      }
+      const assertion = form.get("client_assertion") ?? ""
+      let claimedId: string | undefined
+      try {
+        const claims = decodeJwt(assertion)
+        claimedId = typeof claims.sub === "string" ? claims.sub : undefined
+      } catch {
+        return yield* fail("invalid_client", "client_assertion is not a JWT")
+      }
+      if (claimedId === undefined) return yield* fail("invalid_client", "client_assertion has no sub")
+      const bodyId = form.get("client_id")
+      if (bodyId !== undefined && bodyId !== claimedId) {
+        return yield* fail("invalid_client", "client_id differs from the assertion's subject")
+      }
+      const client = yield* lookup(claimedId)
+      if (client.token_endpoint_auth_method !== "private_key_jwt" || client.jwks === undefined) {
+        return yield* fail("invalid_client", `this client must authenticate with ${client.token_endpoint_auth_method}`)
+      }
+      const verified = yield* Effect.tryPromise({
+        try: () =>
+          jwtVerify(assertion, createLocalJWKSet(client.jwks as unknown as JSONWebKeySet), {
+            issuer: client.client_id,
+            subject: client.client_id,
+            audience: [...audiences],
+            algorithms: [...CLIENT_ASSERTION_ALGORITHMS],
+            requiredClaims: ["exp", "jti"],
+            clockTolerance: 5,
+          }),
+        catch: (e) =>
+          new ClientAuthFailure({
+            code: "invalid_client",
+            description: `client_assertion rejected: ${(e as Error).message}`,
+            basic: false,
+          }),
+      })
+      const { exp, jti } = verified.payload
+      if (typeof jti !== "string" || jti === "" || typeof exp !== "number") {
+        return yield* fail("invalid_client", "client_assertion needs jti and exp")
+      }
+      if (exp > now + 3600) return yield* fail("invalid_client", "client_assertion lives longer than one hour")
+      const fresh = yield* grants.rememberJti(client.client_id, jti, exp)
+      if (!fresh) return yield* fail("invalid_client", "client_assertion jti was already used")
+      return { client, method: "private_key_jwt" as const }
+    }
+
+    const clientId = form.get("client_id")
+    if (clientId === undefined || clientId === "") return yield* fail("invalid_client", "client authentication failed")
+    const client = yield* lookup(clientId)
+    if (form.has("client_secret"))
+      return yield* checkSecret(client, form.get("client_secret") ?? "", "client_secret_post")
+    return yield* requireMethod(client, "none")
+  })

@@ -1,0 +1,69 @@
+/**
+ * The periodic purge: expired codes, access-token ids, assertion ids, refresh tokens, dead families and empty grants,
+ * expired cached clients and retired signing keys are deleted on a schedule instead of by hand.
+ *
+ * @module
+ */
+import { Clock, type Duration, Effect, Layer, Schedule } from "effect"
+import type { StorageError } from "./Errors.js"
+import { ClientStore, GrantStore, KeyStore, type Stores } from "./Storage.js"
+
+/**
+ * How many records one purge removed from each store.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.2 | OAuth 2.1 §4.1.2}
+ */
+export interface PurgeCounts {
+  readonly clients: number
+  readonly grants: number
+  readonly keys: number
+}
+
+/**
+ * Runs `purgeExpired` once on all three stores at `now` (NumericDate seconds).
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.2 | OAuth 2.1 §4.1.2}
+ */
+export const purgeExpired = (now: number): Effect.Effect<PurgeCounts, StorageError, Stores> =>
+  Effect.gen(function* () {
+    const clients = yield* (yield* ClientStore).purgeExpired(now)
+    const grants = yield* (yield* GrantStore).purgeExpired(now)
+    const keys = yield* (yield* KeyStore).purgeExpired(now)
+    return { clients, grants, keys }
+  })
+
+/**
+ * Options for {@link purgeJob} and {@link layerPurge}.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.2 | OAuth 2.1 §4.1.2}
+ */
+export interface PurgeOptions {
+  /** The pause between two purges (the first runs at once), e.g. `"5 minutes"`. */
+  readonly every: Duration.Input
+}
+
+/**
+ * Purges all three stores now and then again after every `every`, forever, at the time of Effect's `Clock`. A failed
+ * round (the database briefly unreachable) is logged as a warning and the job carries on with the next round.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.2 | OAuth 2.1 §4.1.2}
+ */
+export const purgeJob = (options: PurgeOptions): Effect.Effect<never, never, Stores> => {
+  const round = Clock.currentTimeMillis.pipe(
+    Effect.flatMap((millis) => purgeExpired(Math.floor(millis / 1000))),
+    Effect.catch((error) => Effect.logWarning("storage purge failed; retrying at the next interval", error)),
+  )
+  return Effect.repeat(round, Schedule.spaced(options.every)).pipe(
+    Effect.andThen(Effect.never),
+    Effect.withLogSpan("keyway.storage.purge"),
+  )
+}
+
+/**
+ * Runs {@link purgeJob} in the background for as long as the layer's scope is open, one job per instance (several
+ * instances on one database purge idempotently).
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.2 | OAuth 2.1 §4.1.2}
+ */
+export const layerPurge = (options: PurgeOptions): Layer.Layer<never, never, Stores> =>
+  Layer.effectDiscard(Effect.forkScoped(purgeJob(options)))

@@ -1,0 +1,120 @@
+import { createHash, timingSafeEqual } from "node:crypto"
+import { Effect } from "effect"
+import type { Client, ClientMetadata, Consent, SigningKey } from "../Storage.js"
+
+/**
+ * The stored form of a server-generated secret (code, refresh token, client secret, registration access token):
+ * SHA-256, base64url. Unsalted on purpose: the values carry 256 bits of entropy, and the hash doubles as the lookup key.
+ */
+export const hashSecret = (raw: string): string => createHash("sha256").update(raw, "utf8").digest("base64url")
+
+/** Whether `presented` hashes to `storedHash`, compared in constant time. */
+export const matchesHash = (presented: string, storedHash: string | undefined): boolean => {
+  const actual = Buffer.from(hashSecret(presented), "utf8")
+  // A missing hash is compared against a same-length dummy so the work does not depend on whether a secret exists.
+  const expected = Buffer.from(storedHash ?? "", "utf8")
+  const ok = expected.length === actual.length && timingSafeEqual(expected, actual)
+  if (expected.length !== actual.length) timingSafeEqual(actual, actual)
+  return ok && storedHash !== undefined
+}
+
+/** Scope tokens as a sorted set (RFC 6749 §3.3: space-separated, order-insensitive). */
+export const normaliseScopes = (scopes: ReadonlyArray<string>): ReadonlyArray<string> =>
+  [...new Set(scopes.filter((s) => s.length > 0))].sort()
+
+/** `T` with every property allowed to be `undefined`. */
+export type Loose<T> = { [K in keyof T]: T[K] | undefined }
+
+/** A copy of `value` without the keys whose value is `undefined` (for `exactOptionalPropertyTypes` records). */
+export const defined = <T extends object>(value: Loose<T>): T =>
+  Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as T
+
+/**
+ * Runs a synchronous body that returns `Effect.succeed` or `Effect.fail` on one of several paths, typed as the union
+ * of those outcomes.
+ */
+export const atomically = <T extends Effect.Effect<unknown, unknown>>(
+  body: () => T,
+): Effect.Effect<Effect.Success<T>, Effect.Error<T>> =>
+  Effect.suspend(body as unknown as () => Effect.Effect<Effect.Success<T>, Effect.Error<T>>)
+
+/** The metadata part of a client (anything else the caller passed, such as raw secrets, is dropped). */
+export const clientMetadata = (c: ClientMetadata): ClientMetadata =>
+  defined<ClientMetadata>({
+    client_id: c.client_id,
+    client_secret_expires_at: c.client_secret_expires_at,
+    client_id_issued_at: c.client_id_issued_at,
+    redirect_uris: [...c.redirect_uris],
+    grant_types: [...c.grant_types],
+    response_types: [...c.response_types],
+    token_endpoint_auth_method: c.token_endpoint_auth_method,
+    client_name: c.client_name,
+    client_uri: c.client_uri,
+    logo_uri: c.logo_uri,
+    tos_uri: c.tos_uri,
+    policy_uri: c.policy_uri,
+    contacts: c.contacts === undefined ? undefined : [...c.contacts],
+    scope: c.scope,
+    jwks: c.jwks === undefined ? undefined : structuredClone(c.jwks),
+    jwks_uri: c.jwks_uri,
+    application_type: c.application_type,
+    software_id: c.software_id,
+    software_version: c.software_version,
+    origin: c.origin,
+    expires_at: c.expires_at,
+  })
+
+/** A client record from its metadata and the hashes to keep. */
+export const clientRecord = (
+  metadata: ClientMetadata,
+  secretHash: string | undefined,
+  registrationTokenHash: string | undefined,
+): Client =>
+  defined<Client>({
+    ...clientMetadata(metadata),
+    client_secret_hash: secretHash,
+    registration_access_token_hash: registrationTokenHash,
+  })
+
+/** The hash to keep after an update: absent keeps `current`, `null` removes, a string replaces. */
+export const updatedHash = (change: string | null | undefined, current: string | undefined): string | undefined =>
+  change === undefined ? current : change === null ? undefined : hashSecret(change)
+
+/** Whether a secret with this `client_secret_expires_at` (0 = never) is still valid at `now`. */
+export const secretLive = (expiresAt: number, now: number): boolean => expiresAt === 0 || expiresAt > now
+
+/** The consent that results from adding `scopes` to what is already remembered. */
+export const mergeConsent = (previous: Consent | undefined, next: Consent): Consent => ({
+  subject: next.subject,
+  client_id: next.client_id,
+  resource: next.resource,
+  scopes: normaliseScopes([...(previous?.scopes ?? []), ...next.scopes]),
+  granted_at: previous === undefined ? next.granted_at : Math.max(previous.granted_at, next.granted_at),
+})
+
+/** Whether `consent` includes every one of `scopes`. */
+export const covers = (consent: Consent | undefined, scopes: ReadonlyArray<string>): boolean => {
+  if (consent === undefined) return false
+  const have = new Set(consent.scopes)
+  return scopes.every((s) => s.length === 0 || have.has(s))
+}
+
+/** Orders signing keys oldest first (`created_at`, then `kid`), the order `list` and `published` return. */
+export const byAge = (a: SigningKey, b: SigningKey): number =>
+  a.created_at - b.created_at || (a.kid < b.kid ? -1 : a.kid > b.kid ? 1 : 0)
+
+/** The key `current` picks: active, activated, not past `retires_at`, latest `activates_at` (ties: newest, then kid). */
+export const pickCurrent = (keys: Iterable<SigningKey>, now: number): SigningKey | undefined => {
+  let best: SigningKey | undefined
+  for (const k of keys) {
+    if (k.status !== "active" || k.activates_at > now || (k.retires_at !== undefined && k.retires_at <= now)) continue
+    if (
+      best === undefined ||
+      k.activates_at > best.activates_at ||
+      (k.activates_at === best.activates_at && byAge(k, best) > 0)
+    ) {
+      best = k
+    }
+  }
+  return best
+}

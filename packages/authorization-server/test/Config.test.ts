@@ -1,0 +1,79 @@
+import { describe, expect, it } from "vitest"
+import { ConfigError, resolve } from "../src/Config.js"
+
+const base = {
+  issuer: "https://as.example.com",
+  resources: [{ uri: "https://MCP.example.com/mcp", scopes: { read: "Read" } }],
+}
+
+describe("configuration", () => {
+  it("canonicalises resources and derives endpoints under the issuer", () => {
+    const config = resolve({ ...base, issuer: "https://as.example.com/tenant" })
+    expect([...config.resources.keys()]).toEqual(["https://mcp.example.com/mcp"])
+    expect(config.endpoints.token).toBe("https://as.example.com/tenant/token")
+    expect(config.codeTtl).toBe(60)
+    expect(config.accessTokenTtl).toBe(300)
+    expect(config.secureCookies).toBe(true)
+    expect(config.maxBodyBytes).toBe(65536)
+  })
+
+  const refusals: ReadonlyArray<[string, Record<string, unknown>, RegExp]> = [
+    ["an http issuer on a public host", { issuer: "http://as.example.com" }, /must use https/],
+    [
+      "an http loopback issuer without the development flag",
+      { issuer: "http://127.0.0.1:8080" },
+      /allowHttpLoopbackIssuer/,
+    ],
+    ["an issuer with a query", { issuer: "https://as.example.com/?a=b" }, /query or fragment/],
+    ["an issuer with a fragment", { issuer: "https://as.example.com/#x" }, /query or fragment/],
+    ["a relative issuer", { issuer: "/as" }, /absolute URL/],
+    ["no resources", { resources: [] }, /at least one/],
+    [
+      "an invalid resource",
+      { resources: [{ uri: "https://x.example.com#f", scopes: {} }] },
+      /not a valid canonical URI/,
+    ],
+    [
+      "a duplicate resource",
+      { resources: [base.resources[0], { uri: "https://mcp.example.com/mcp", scopes: {} }] },
+      /configured twice/,
+    ],
+    ["a default resource that is not configured", { defaultResource: "https://other.example.com" }, /defaultResource/],
+    [
+      "a code lifetime over 60 s",
+      { lifetimes: { authorizationCode: 61 } },
+      /authorizationCode must be a whole number of seconds from 1 to 60/,
+    ],
+    ["a zero access token lifetime", { lifetimes: { accessToken: 0 } }, /accessToken/],
+    [
+      "an invalid scope name",
+      { resources: [{ uri: "https://x.example.com", scopes: { "a b": "x" } }] },
+      /not a valid scope token/,
+    ],
+  ]
+  for (const [name, override, message] of refusals) {
+    it(`refuses ${name}`, () => {
+      expect(() => resolve({ ...base, ...override } as never)).toThrow(ConfigError)
+      expect(() => resolve({ ...base, ...override } as never)).toThrow(message)
+    })
+  }
+
+  it("accepts an http loopback issuer only with the development flag, and says so loudly", () => {
+    const warnings: Array<string> = []
+    const config = resolve({
+      ...base,
+      issuer: "http://127.0.0.1:8080",
+      development: { allowHttpLoopbackIssuer: true },
+      warn: (m) => warnings.push(m),
+    })
+    expect(config.secureCookies).toBe(false)
+    expect(warnings).toHaveLength(1)
+    expect(warnings[0]).toMatch(/DEVELOPMENT MODE.*insecure http issuer/)
+  })
+
+  it("logs nothing for an https issuer", () => {
+    const warnings: Array<string> = []
+    resolve({ ...base, warn: (m) => warnings.push(m) })
+    expect(warnings).toEqual([])
+  })
+})

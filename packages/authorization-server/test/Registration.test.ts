@@ -1,0 +1,204 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { basic, obtainCode, startServer, type TestServer, tokenRequest } from "./support/server.js"
+
+let server: TestServer
+beforeAll(async () => {
+  server = await startServer({
+    registration: true,
+    registrationPolicy: async (metadata) =>
+      metadata.client_name === "Blocked App"
+        ? { allow: false, description: "this client name is not allowed here" }
+        : { allow: true },
+  })
+})
+afterAll(async () => {
+  await server.close()
+})
+
+const register = (body: unknown, contentType = "application/json") =>
+  fetch(`${server.issuer}/register`, {
+    method: "POST",
+    headers: { "content-type": contentType },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  })
+
+const expectError = async (response: Response, error: string, description: RegExp, status = 400) => {
+  expect(response.status).toBe(status)
+  expect(response.headers.get("cache-control")).toBe("no-store")
+  const body = (await response.json()) as { error: string; error_description: string }
+  expect(body.error).toBe(error)
+  expect(body.error_description).toMatch(description)
+}
+
+describe("dynamic client registration (RFC 7591)", () => {
+  it("registers a public client that can then complete the flow", async () => {
+    const response = await register({
+      client_name: "CLI Tool",
+      redirect_uris: ["http://127.0.0.1/callback"],
+      grant_types: ["authorization_code", "refresh_token"],
+      token_endpoint_auth_method: "none",
+    })
+    expect(response.status).toBe(201)
+    expect(response.headers.get("cache-control")).toBe("no-store")
+    expect(response.headers.get("access-control-allow-origin")).toBe("*")
+    const body = (await response.json()) as Record<string, unknown>
+    expect(body.client_id).toMatch(/^[A-Za-z0-9_-]{22}$/)
+    expect(body).not.toHaveProperty("client_secret")
+    expect(body.client_name).toBe("CLI Tool")
+    expect(body.redirect_uris).toEqual(["http://127.0.0.1/callback"])
+    expect(body.token_endpoint_auth_method).toBe("none")
+    expect(typeof body.client_id_issued_at).toBe("number")
+
+    const clientId = body.client_id as string
+    const { code, verifier } = await obtainCode(server, {
+      client_id: clientId,
+      redirect_uri: "http://127.0.0.1:5050/callback",
+    })
+    const token = await tokenRequest(server, {
+      grant_type: "authorization_code",
+      code,
+      code_verifier: verifier,
+      client_id: clientId,
+      redirect_uri: "http://127.0.0.1:5050/callback",
+    })
+    expect(token.status).toBe(200)
+  })
+
+  it("gives a confidential client its secret once; the secret authenticates it", async () => {
+    const response = await register({ client_name: "Web", redirect_uris: ["https://web.example.org/cb"] })
+    expect(response.status).toBe(201)
+    const body = (await response.json()) as Record<string, unknown>
+    expect(body.token_endpoint_auth_method).toBe("client_secret_basic")
+    expect(body.client_secret).toMatch(/^[A-Za-z0-9_-]{43}$/)
+    expect(body.client_secret_expires_at).toBe(0)
+    const clientId = body.client_id as string
+    const secret = body.client_secret as string
+    const { code, verifier } = await obtainCode(server, {
+      client_id: clientId,
+      redirect_uri: "https://web.example.org/cb",
+    })
+    const ok = await tokenRequest(
+      server,
+      { grant_type: "authorization_code", code, code_verifier: verifier },
+      { authorization: basic(clientId, secret) },
+    )
+    expect(ok.status).toBe(200)
+    const wrong = await tokenRequest(
+      server,
+      { grant_type: "authorization_code", code, code_verifier: verifier },
+      { authorization: basic(clientId, `${secret}x`) },
+    )
+    expect(wrong.status).toBe(401)
+  })
+
+  it("accepts a private-use scheme for a native application", async () => {
+    const response = await register({
+      application_type: "native",
+      redirect_uris: ["com.example.app:/oauth/callback"],
+      token_endpoint_auth_method: "none",
+    })
+    expect(response.status).toBe(201)
+    const { client_id } = (await response.json()) as { client_id: string }
+    const { location } = await obtainCode(server, { client_id, redirect_uri: "com.example.app:/oauth/callback" })
+    expect(location.protocol).toBe("com.example.app:")
+    expect(location.pathname).toBe("/oauth/callback")
+    expect(location.searchParams.get("iss")).toBe(server.issuer)
+  })
+
+  const redirectCases: ReadonlyArray<[string, unknown, RegExp]> = [
+    ["no redirect_uris", {}, /redirect_uris is required/],
+    ["empty redirect_uris", { redirect_uris: [] }, /redirect_uris is required/],
+    ["http on a public host", { redirect_uris: ["http://app.example.com/cb"] }, /not loopback/],
+    ["a fragment", { redirect_uris: ["https://app.example.com/cb#x"] }, /fragment/],
+    ["javascript: scheme", { redirect_uris: ["javascript:alert(1)"] }, /forbidden scheme/],
+    ["a relative URI", { redirect_uris: ["/cb"] }, /not an absolute URI/],
+    ["a private-use scheme for a web application", { redirect_uris: ["com.example.app:/cb"] }, /native applications/],
+    [
+      "a private-use scheme that is not reverse-DNS",
+      { application_type: "native", redirect_uris: ["myapp:/cb"] },
+      /reverse domain name/,
+    ],
+  ]
+  for (const [name, body, description] of redirectCases) {
+    it(`refuses ${name}: invalid_redirect_uri`, async () => {
+      await expectError(
+        await register({ token_endpoint_auth_method: "none", ...(body as object) }),
+        "invalid_redirect_uri",
+        description,
+      )
+    })
+  }
+
+  const metadataCases: ReadonlyArray<[string, Record<string, unknown>, RegExp]> = [
+    [
+      "an unsupported grant type",
+      { grant_types: ["client_credentials"] },
+      /grant_type client_credentials is not supported/,
+    ],
+    ["an unsupported response type", { response_types: ["token"] }, /response_type token is not supported/],
+    ["an unknown auth method", { token_endpoint_auth_method: "tls_client_auth" }, /tls_client_auth is not supported/],
+    ["an unknown application type", { application_type: "desktop" }, /web or native/],
+    ["private_key_jwt without keys", { token_endpoint_auth_method: "private_key_jwt" }, /needs jwks/],
+    [
+      "jwks_uri",
+      { token_endpoint_auth_method: "private_key_jwt", jwks_uri: "https://k.example.com/jwks" },
+      /jwks_uri is not supported/,
+    ],
+    [
+      "private keys in jwks",
+      { token_endpoint_auth_method: "private_key_jwt", jwks: { keys: [{ kty: "EC", d: "x" }] } },
+      /public keys only/,
+    ],
+    ["a scope this server does not offer", { scope: "admin" }, /scope admin is not offered/],
+    ["a non-string client_name", { client_name: 42 }, /client_name must be a string/],
+    ["an http client_uri", { client_uri: "http://app.example.com" }, /client_uri must be an https URL/],
+    [
+      "redirect_uris that is not an array",
+      { redirect_uris: "https://app.example.com/cb" },
+      /redirect_uris must be an array/,
+    ],
+    ["a policy refusal", { client_name: "Blocked App" }, /not allowed here/],
+  ]
+  for (const [name, body, description] of metadataCases) {
+    it(`refuses ${name}: invalid_client_metadata`, async () => {
+      await expectError(
+        await register({ redirect_uris: ["https://app.example.com/cb"], ...body }),
+        "invalid_client_metadata",
+        description,
+      )
+    })
+  }
+
+  it("refuses a software statement: invalid_software_statement", async () => {
+    await expectError(
+      await register({ redirect_uris: ["https://app.example.com/cb"], software_statement: "eyJ.x.y" }),
+      "invalid_software_statement",
+      /not supported/,
+    )
+  })
+
+  it("refuses a body that is not JSON: invalid_client_metadata", async () => {
+    await expectError(await register("{not json"), "invalid_client_metadata", /not valid JSON/)
+  })
+
+  it("refuses a JSON array: invalid_client_metadata", async () => {
+    await expectError(await register([1, 2]), "invalid_client_metadata", /JSON object/)
+  })
+
+  it("refuses a form body: invalid_client_metadata", async () => {
+    await expectError(
+      await register("a=b", "application/x-www-form-urlencoded"),
+      "invalid_client_metadata",
+      /application\/json/,
+    )
+  })
+
+  it("refuses an oversized body: 413 invalid_client_metadata", async () => {
+    await expectError(
+      await register({ redirect_uris: ["https://app.example.com/cb"], client_name: "x".repeat(70 * 1024) }),
+      "invalid_client_metadata",
+      /exceeds 65536 bytes/,
+      413,
+    )
+  })
+})

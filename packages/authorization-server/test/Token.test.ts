@@ -1,0 +1,565 @@
+import { createLocalJWKSet, exportJWK, generateKeyPair, jwtVerify, SignJWT } from "jose"
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest"
+import { basic, MCP, OTHER, obtainCode, SECRET, startServer, type TestServer, tokenRequest } from "./support/server.js"
+
+let server: TestServer
+let jwtClientKey: CryptoKey
+beforeAll(async () => {
+  const { privateKey, publicKey } = await generateKeyPair("ES256", { extractable: true })
+  jwtClientKey = privateKey
+  server = await startServer({
+    clients: [
+      {
+        clientId: "public-app",
+        clientName: "Public App",
+        redirectUris: ["https://app.example.com/callback", "http://127.0.0.1/callback"],
+      },
+      {
+        clientId: "web-app",
+        clientName: "Web App",
+        redirectUris: ["https://web.example.com/cb"],
+        clientSecret: SECRET,
+        tokenEndpointAuthMethod: "client_secret_basic",
+      },
+      {
+        clientId: "post-app",
+        redirectUris: ["https://post.example.com/cb"],
+        clientSecret: SECRET,
+        tokenEndpointAuthMethod: "client_secret_post",
+      },
+      {
+        clientId: "jwt-app",
+        redirectUris: ["https://jwt.example.com/cb"],
+        tokenEndpointAuthMethod: "private_key_jwt",
+        jwks: { keys: [{ ...(await exportJWK(publicKey)), kid: "k1", alg: "ES256" }] },
+      },
+      { clientId: "code-only", redirectUris: ["https://code-only.example.com/cb"], grantTypes: ["authorization_code"] },
+    ],
+  })
+})
+afterAll(async () => {
+  await server.close()
+})
+afterEach(() => {
+  vi.useRealTimers()
+})
+
+interface TokenBody {
+  readonly access_token: string
+  readonly token_type: string
+  readonly expires_in: number
+  readonly scope: string
+  readonly refresh_token?: string
+}
+
+const expectError = async (response: Response, status: number, error: string, description?: RegExp) => {
+  expect(response.status).toBe(status)
+  expect(response.headers.get("cache-control")).toBe("no-store")
+  expect(response.headers.get("content-type")).toBe("application/json")
+  const body = (await response.json()) as { error: string; error_description?: string }
+  expect(body.error).toBe(error)
+  if (description !== undefined) expect(body.error_description).toMatch(description)
+}
+
+const redeem = (code: string, verifier: string, extra: Record<string, string> = {}) =>
+  tokenRequest(server, {
+    grant_type: "authorization_code",
+    code,
+    code_verifier: verifier,
+    redirect_uri: "https://app.example.com/callback",
+    client_id: "public-app",
+    resource: MCP,
+    ...extra,
+  })
+
+const publicTokens = async (scope = "tools:read tools:call") => {
+  const { code, verifier } = await obtainCode(server, { scope })
+  const response = await redeem(code, verifier)
+  expect(response.status).toBe(200)
+  return (await response.json()) as TokenBody
+}
+
+const refresh = (token: string, extra: Record<string, string> = {}) =>
+  tokenRequest(server, { grant_type: "refresh_token", refresh_token: token, client_id: "public-app", ...extra })
+
+const assertion = async (claims: Record<string, unknown> = {}, audience = `${server.issuer}/token`) =>
+  new SignJWT({ jti: crypto.randomUUID(), ...claims })
+    .setProtectedHeader({ alg: "ES256", kid: "k1" })
+    .setIssuer("jwt-app")
+    .setSubject("jwt-app")
+    .setAudience(audience)
+    .setIssuedAt()
+    .setExpirationTime("2m")
+    .sign(jwtClientKey)
+
+describe("authorization_code grant", () => {
+  it("issues an RFC 9068 JWT access token bound to the one resource, and a refresh token", async () => {
+    const { code, verifier } = await obtainCode(server)
+    const response = await redeem(code, verifier)
+    expect(response.status).toBe(200)
+    expect(response.headers.get("cache-control")).toBe("no-store")
+    expect(response.headers.get("pragma")).toBe("no-cache")
+    expect(response.headers.get("access-control-allow-origin")).toBe("*")
+    const body = (await response.json()) as TokenBody
+    expect(body.token_type).toBe("Bearer")
+    expect(body.expires_in).toBe(300)
+    expect(body.scope).toBe("tools:read tools:call")
+    expect(body.refresh_token).toMatch(/^[A-Za-z0-9_-]{43}$/)
+
+    const jwks = await (await fetch(`${server.issuer}/jwks`)).json()
+    const { payload, protectedHeader } = await jwtVerify(body.access_token, createLocalJWKSet(jwks), {
+      issuer: server.issuer,
+      audience: MCP,
+      typ: "at+jwt",
+      algorithms: ["ES256"],
+    })
+    expect(protectedHeader.typ).toBe("at+jwt")
+    expect(payload.aud).toBe(MCP)
+    expect(payload.sub).toBe("alice")
+    expect(payload.client_id).toBe("public-app")
+    expect(payload.scope).toBe("tools:read tools:call")
+    expect(typeof payload.jti).toBe("string")
+    expect(payload.exp! - payload.iat!).toBe(300)
+  })
+
+  it("accepts the token request without resource (the authorized one is used)", async () => {
+    const { code, verifier } = await obtainCode(server)
+    const response = await tokenRequest(server, {
+      grant_type: "authorization_code",
+      code,
+      code_verifier: verifier,
+      redirect_uri: "https://app.example.com/callback",
+      client_id: "public-app",
+    })
+    expect(response.status).toBe(200)
+  })
+
+  it("does not issue a refresh token to a client without the refresh_token grant", async () => {
+    const { code, verifier } = await obtainCode(server, {
+      client_id: "code-only",
+      redirect_uri: "https://code-only.example.com/cb",
+    })
+    const response = await redeem(code, verifier, {
+      client_id: "code-only",
+      redirect_uri: "https://code-only.example.com/cb",
+    })
+    expect(response.status).toBe(200)
+    expect(await response.json()).not.toHaveProperty("refresh_token")
+  })
+
+  it("missing code_verifier: invalid_request", async () => {
+    const { code } = await obtainCode(server)
+    await expectError(
+      await tokenRequest(server, {
+        grant_type: "authorization_code",
+        code,
+        redirect_uri: "https://app.example.com/callback",
+        client_id: "public-app",
+      }),
+      400,
+      "invalid_request",
+      /code_verifier is missing/,
+    )
+  })
+
+  it("short code_verifier: invalid_request", async () => {
+    const { code } = await obtainCode(server)
+    await expectError(await redeem(code, "a".repeat(42)), 400, "invalid_request", /43 to 128/)
+  })
+
+  it("wrong code_verifier: invalid_grant, and the code is spent", async () => {
+    const { code, verifier } = await obtainCode(server)
+    await expectError(await redeem(code, "b".repeat(64)), 400, "invalid_grant", /code_verifier does not match/)
+    await expectError(await redeem(code, verifier), 400, "invalid_grant", /already used/)
+  })
+
+  it("code reuse: invalid_grant, and the refresh token issued from the code is revoked", async () => {
+    const { code, verifier } = await obtainCode(server)
+    const first = await redeem(code, verifier)
+    expect(first.status).toBe(200)
+    const { refresh_token } = (await first.json()) as TokenBody
+    await expectError(
+      await redeem(code, verifier),
+      400,
+      "invalid_grant",
+      /already used; tokens issued from it are revoked/,
+    )
+    await expectError(await refresh(refresh_token!), 400, "invalid_grant", /revoked/)
+  })
+
+  it("code from another client: invalid_grant", async () => {
+    const { code, verifier } = await obtainCode(server)
+    await expectError(
+      await redeem(code, verifier, {
+        client_id: "post-app",
+        client_secret: SECRET,
+        redirect_uri: "https://post.example.com/cb",
+      }),
+      400,
+      "invalid_grant",
+      /issued to another client/,
+    )
+  })
+
+  it("expired code: invalid_grant", async () => {
+    const { code, verifier } = await obtainCode(server)
+    vi.useFakeTimers({ toFake: ["Date"] })
+    vi.setSystemTime(Date.now() + 61_000)
+    await expectError(await redeem(code, verifier), 400, "invalid_grant", /expired/)
+  })
+
+  it("unknown code: invalid_grant", async () => {
+    await expectError(await redeem("not-a-code", "c".repeat(43)), 400, "invalid_grant", /code is invalid/)
+  })
+
+  it("redirect_uri differing from the authorization request: invalid_grant", async () => {
+    const { code, verifier } = await obtainCode(server)
+    await expectError(
+      await redeem(code, verifier, { redirect_uri: "http://127.0.0.1/callback" }),
+      400,
+      "invalid_grant",
+      /redirect_uri does not match/,
+    )
+  })
+
+  it("resource differing from the authorized one: invalid_target", async () => {
+    const { code, verifier } = await obtainCode(server)
+    await expectError(await redeem(code, verifier, { resource: OTHER }), 400, "invalid_target", /differs/)
+  })
+
+  it("missing code: invalid_request", async () => {
+    await expectError(
+      await tokenRequest(server, {
+        grant_type: "authorization_code",
+        client_id: "public-app",
+        code_verifier: "d".repeat(43),
+      }),
+      400,
+      "invalid_request",
+      /code is missing/,
+    )
+  })
+})
+
+describe("client authentication", () => {
+  const webCode = () => obtainCode(server, { client_id: "web-app", redirect_uri: "https://web.example.com/cb" })
+
+  it("client_secret_basic works", async () => {
+    const { code, verifier } = await webCode()
+    const response = await tokenRequest(
+      server,
+      { grant_type: "authorization_code", code, code_verifier: verifier, redirect_uri: "https://web.example.com/cb" },
+      { authorization: basic("web-app", SECRET) },
+    )
+    expect(response.status).toBe(200)
+  })
+
+  it("wrong client secret with Basic: 401 invalid_client with a Basic challenge", async () => {
+    const response = await tokenRequest(
+      server,
+      { grant_type: "authorization_code", code: "x", code_verifier: "e".repeat(43) },
+      { authorization: basic("web-app", "wrong") },
+    )
+    expect(response.headers.get("www-authenticate")).toBe('Basic realm="token"')
+    await expectError(response, 401, "invalid_client", /client authentication failed/)
+  })
+
+  it("unknown client with Basic: 401 invalid_client with a Basic challenge", async () => {
+    const response = await tokenRequest(
+      server,
+      { grant_type: "authorization_code", code: "x", code_verifier: "e".repeat(43) },
+      { authorization: basic("nobody", SECRET) },
+    )
+    expect(response.headers.get("www-authenticate")).toBe('Basic realm="token"')
+    await expectError(response, 401, "invalid_client")
+  })
+
+  it("wrong client secret in the body: 401 invalid_client without a Basic challenge", async () => {
+    const response = await tokenRequest(server, {
+      grant_type: "authorization_code",
+      code: "x",
+      code_verifier: "e".repeat(43),
+      client_id: "post-app",
+      client_secret: "wrong",
+    })
+    expect(response.headers.get("www-authenticate")).toBeNull()
+    await expectError(response, 401, "invalid_client", /client authentication failed/)
+  })
+
+  it("a confidential client that does not authenticate: 401 invalid_client", async () => {
+    await expectError(
+      await tokenRequest(server, {
+        grant_type: "authorization_code",
+        code: "x",
+        code_verifier: "e".repeat(43),
+        client_id: "web-app",
+      }),
+      401,
+      "invalid_client",
+      /must authenticate with client_secret_basic/,
+    )
+  })
+
+  it("the wrong method for the client (post for a basic client): 401 invalid_client", async () => {
+    await expectError(
+      await tokenRequest(server, {
+        grant_type: "refresh_token",
+        refresh_token: "x",
+        client_id: "web-app",
+        client_secret: SECRET,
+      }),
+      401,
+      "invalid_client",
+      /must authenticate with client_secret_basic/,
+    )
+  })
+
+  it("two authentication methods at once: invalid_request", async () => {
+    await expectError(
+      await tokenRequest(
+        server,
+        { grant_type: "refresh_token", refresh_token: "x", client_id: "post-app", client_secret: SECRET },
+        { authorization: basic("post-app", SECRET) },
+      ),
+      400,
+      "invalid_request",
+      /more than one client authentication method/,
+    )
+  })
+
+  it("unknown public client: 401 invalid_client", async () => {
+    await expectError(
+      await tokenRequest(server, { grant_type: "refresh_token", refresh_token: "x", client_id: "nobody" }),
+      401,
+      "invalid_client",
+    )
+  })
+
+  it("private_key_jwt works once per jti; a replayed assertion is refused", async () => {
+    const { code, verifier } = await obtainCode(server, {
+      client_id: "jwt-app",
+      redirect_uri: "https://jwt.example.com/cb",
+    })
+    const signed = await assertion()
+    const body = {
+      grant_type: "authorization_code",
+      code,
+      code_verifier: verifier,
+      redirect_uri: "https://jwt.example.com/cb",
+      client_assertion_type: "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+      client_assertion: signed,
+    }
+    expect((await tokenRequest(server, body)).status).toBe(200)
+    await expectError(await tokenRequest(server, body), 401, "invalid_client", /jti was already used/)
+  })
+
+  it("private_key_jwt with the wrong audience: 401 invalid_client", async () => {
+    await expectError(
+      await tokenRequest(server, {
+        grant_type: "refresh_token",
+        refresh_token: "x",
+        client_assertion_type: "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+        client_assertion: await assertion({}, "https://elsewhere.example.com/token"),
+      }),
+      401,
+      "invalid_client",
+      /client_assertion rejected/,
+    )
+  })
+
+  it("private_key_jwt with a wrong assertion type: invalid_request", async () => {
+    await expectError(
+      await tokenRequest(server, {
+        grant_type: "refresh_token",
+        refresh_token: "x",
+        client_assertion_type: "urn:example:other",
+        client_assertion: await assertion(),
+      }),
+      400,
+      "invalid_request",
+      /client_assertion_type must be/,
+    )
+  })
+})
+
+describe("malformed token requests", () => {
+  it("malformed form body (JSON instead of a form): invalid_request", async () => {
+    const response = await fetch(`${server.issuer}/token`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ grant_type: "authorization_code" }),
+    })
+    await expectError(response, 400, "invalid_request", /application\/x-www-form-urlencoded/)
+  })
+
+  it("repeated parameter: invalid_request", async () => {
+    const response = await fetch(`${server.issuer}/token`, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: "grant_type=refresh_token&client_id=public-app&refresh_token=a&refresh_token=b",
+    })
+    await expectError(response, 400, "invalid_request", /refresh_token is repeated/)
+  })
+
+  it("body that is not UTF-8: invalid_request", async () => {
+    const response = await fetch(`${server.issuer}/token`, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: new Uint8Array([0x67, 0x3d, 0xff, 0xfe]),
+    })
+    await expectError(response, 400, "invalid_request", /not valid UTF-8/)
+  })
+
+  it("oversized body (over 64 KiB): 413 invalid_request", async () => {
+    const response = await tokenRequest(server, {
+      grant_type: "refresh_token",
+      client_id: "public-app",
+      refresh_token: "x".repeat(70 * 1024),
+    })
+    await expectError(response, 413, "invalid_request", /exceeds 65536 bytes/)
+  })
+
+  it("unsupported grant type: unsupported_grant_type", async () => {
+    await expectError(
+      await tokenRequest(server, { grant_type: "password", client_id: "public-app", username: "a", password: "b" }),
+      400,
+      "unsupported_grant_type",
+      /password is not supported/,
+    )
+  })
+
+  it("missing grant type: invalid_request", async () => {
+    await expectError(
+      await tokenRequest(server, { client_id: "public-app" }),
+      400,
+      "invalid_request",
+      /grant_type is missing/,
+    )
+  })
+
+  it("a grant the client may not use: unauthorized_client", async () => {
+    await expectError(
+      await tokenRequest(server, { grant_type: "refresh_token", refresh_token: "x", client_id: "code-only" }),
+      400,
+      "unauthorized_client",
+    )
+  })
+
+  it("GET on the token endpoint: 405", async () => {
+    const response = await fetch(`${server.issuer}/token`)
+    expect(response.status).toBe(405)
+    expect(response.headers.get("allow")).toBe("POST, OPTIONS")
+  })
+})
+
+describe("refresh_token grant", () => {
+  it("rotates for public clients; reusing the rotated-out token revokes the family", async () => {
+    const first = await publicTokens()
+    const rotated = await refresh(first.refresh_token!)
+    expect(rotated.status).toBe(200)
+    expect(rotated.headers.get("cache-control")).toBe("no-store")
+    const second = (await rotated.json()) as TokenBody
+    expect(second.refresh_token).toBeDefined()
+    expect(second.refresh_token).not.toBe(first.refresh_token)
+    expect(second.scope).toBe("tools:read tools:call")
+
+    await expectError(
+      await refresh(first.refresh_token!),
+      400,
+      "invalid_grant",
+      /already used; its whole family is now revoked/,
+    )
+    await expectError(await refresh(second.refresh_token!), 400, "invalid_grant", /revoked/)
+  })
+
+  it("scope may narrow (the access token narrows, the refresh token keeps the grant's scope)", async () => {
+    const first = await publicTokens()
+    const narrowed = await refresh(first.refresh_token!, { scope: "tools:read" })
+    expect(narrowed.status).toBe(200)
+    const body = (await narrowed.json()) as TokenBody
+    expect(body.scope).toBe("tools:read")
+    const next = await refresh(body.refresh_token!)
+    expect(((await next.json()) as TokenBody).scope).toBe("tools:read tools:call")
+  })
+
+  it("scope may never widen: invalid_scope", async () => {
+    const first = await publicTokens("tools:read")
+    await expectError(
+      await refresh(first.refresh_token!, { scope: "tools:read tools:call" }),
+      400,
+      "invalid_scope",
+      /never widen/,
+    )
+  })
+
+  it("another resource: invalid_target", async () => {
+    const first = await publicTokens()
+    await expectError(await refresh(first.refresh_token!, { resource: OTHER }), 400, "invalid_target")
+  })
+
+  it("the same resource is accepted", async () => {
+    const first = await publicTokens()
+    expect((await refresh(first.refresh_token!, { resource: MCP })).status).toBe(200)
+  })
+
+  it("a refresh token of another client: invalid_grant", async () => {
+    const first = await publicTokens()
+    await expectError(
+      await tokenRequest(server, {
+        grant_type: "refresh_token",
+        refresh_token: first.refresh_token!,
+        client_id: "post-app",
+        client_secret: SECRET,
+      }),
+      400,
+      "invalid_grant",
+      /another client/,
+    )
+  })
+
+  it("unknown refresh token: invalid_grant", async () => {
+    await expectError(await refresh("nope"), 400, "invalid_grant", /refresh token is invalid/)
+  })
+
+  it("missing refresh token: invalid_request", async () => {
+    await expectError(
+      await tokenRequest(server, { grant_type: "refresh_token", client_id: "public-app" }),
+      400,
+      "invalid_request",
+      /refresh_token is missing/,
+    )
+  })
+})
+
+describe("refresh rotation for confidential clients is configurable", () => {
+  it("without rotation, the same refresh token keeps working and no new one is issued", async () => {
+    const other = await startServer({ rotateConfidentialRefreshTokens: false })
+    try {
+      const { code, verifier } = await obtainCode(other, {
+        client_id: "post-app",
+        redirect_uri: "https://post.example.com/cb",
+      })
+      const first = await tokenRequest(other, {
+        grant_type: "authorization_code",
+        code,
+        code_verifier: verifier,
+        redirect_uri: "https://post.example.com/cb",
+        client_id: "post-app",
+        client_secret: SECRET,
+      })
+      const { refresh_token } = (await first.json()) as TokenBody
+      for (let i = 0; i < 2; i++) {
+        const response = await tokenRequest(other, {
+          grant_type: "refresh_token",
+          refresh_token: refresh_token!,
+          client_id: "post-app",
+          client_secret: SECRET,
+        })
+        expect(response.status).toBe(200)
+        expect(await response.json()).not.toHaveProperty("refresh_token")
+      }
+    } finally {
+      await other.close()
+    }
+  })
+})

@@ -1,0 +1,968 @@
+/**
+ * The storage contract: every implementation of the storage services (memory, SQLite, PostgreSQL) runs this
+ * same suite. Each test gets a fresh, empty store from the factory.
+ */
+import { randomBytes } from "node:crypto"
+import { Effect, type Layer, Option, Result } from "effect"
+import { describe, expect, it } from "vitest"
+import {
+  ClientAlreadyExists,
+  ClientNotFound,
+  ClientStore,
+  CodeAlreadyUsed,
+  CodeExpired,
+  CodeNotFound,
+  GrantNotFound,
+  GrantRevoked,
+  GrantStore,
+  KeyAlreadyExists,
+  KeyNotFound,
+  KeyStore,
+  type NewAuthorizationCode,
+  type NewClient,
+  NoSigningKey,
+  RefreshTokenClientMismatch,
+  RefreshTokenExpired,
+  RefreshTokenNotFound,
+  RefreshTokenReused,
+  RefreshTokenRevoked,
+  type SigningKey,
+  type StorageError,
+  type Stores,
+} from "../../src/storage/index.js"
+
+/** Builds a fresh, empty set of stores. */
+export type StoresFactory = () => Layer.Layer<Stores, StorageError>
+
+export const NOW = 1_800_000_000
+
+/** A fresh 256-bit random value, as the server generates codes, tokens and secrets. */
+export const secret = (): string => randomBytes(32).toString("base64url")
+
+export const newClient = (overrides: Partial<NewClient> = {}): NewClient => ({
+  client_id: `client-${secret().slice(0, 8)}`,
+  client_secret_expires_at: 0,
+  client_id_issued_at: NOW,
+  redirect_uris: ["https://app.example.com/callback"],
+  grant_types: ["authorization_code", "refresh_token"],
+  response_types: ["code"],
+  token_endpoint_auth_method: "client_secret_basic",
+  origin: "dynamic",
+  ...overrides,
+})
+
+export const newCode = (overrides: Partial<NewAuthorizationCode> = {}): NewAuthorizationCode => ({
+  code: secret(),
+  client_id: "client-a",
+  redirect_uri: "https://app.example.com/callback",
+  code_challenge: "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
+  code_challenge_method: "S256",
+  resource: "https://mcp.example.com/mcp",
+  scope: "files:read files:write",
+  subject: "alice",
+  auth_time: NOW - 5,
+  issued_at: NOW,
+  expires_at: NOW + 60,
+  ...overrides,
+})
+
+export const signingKey = (kid: string, overrides: Partial<SigningKey> = {}): SigningKey => ({
+  kid,
+  alg: "ES256",
+  private_jwk: { kty: "EC", crv: "P-256", x: `x-${kid}`, y: `y-${kid}`, d: `d-${kid}`, kid, alg: "ES256" },
+  public_jwk: { kty: "EC", crv: "P-256", x: `x-${kid}`, y: `y-${kid}`, kid, alg: "ES256", use: "sig" },
+  created_at: NOW,
+  activates_at: NOW,
+  status: "active",
+  ...overrides,
+})
+
+/** Runs the program against a fresh store. */
+export const runWith =
+  (factory: StoresFactory) =>
+  <A, E>(program: Effect.Effect<A, E, Stores>): Promise<A> =>
+    Effect.runPromise(Effect.provide(program, factory()))
+
+/** The program's typed failure (fails the test if it succeeds). */
+const failure = <A, E, R>(program: Effect.Effect<A, E, R>): Effect.Effect<E, never, R> =>
+  Effect.flip(program).pipe(Effect.catchCause(() => Effect.die(new Error("expected a typed failure"))))
+
+/** A code redeemed and tokens issued under its grant: the state most grant tests start from. */
+const issued = Effect.gen(function* () {
+  const grants = yield* GrantStore
+  const input = newCode()
+  const code = yield* grants.createCode(input)
+  yield* grants.consumeCode(input.code, NOW + 1)
+  const jti = secret()
+  yield* grants.recordAccessToken({ grant_id: code.grant_id, jti, expires_at: NOW + 600 })
+  const refreshToken = secret()
+  const refresh = yield* grants.createRefresh({
+    grant_id: code.grant_id,
+    token: refreshToken,
+    scope: input.scope,
+    issued_at: NOW + 1,
+    expires_at: NOW + 86_400,
+  })
+  return { grants, input, code, jti, refreshToken, refresh }
+})
+
+export const storageContract = (name: string, factory: StoresFactory): void => {
+  const run = runWith(factory)
+
+  describe(`${name}: ClientStore`, () => {
+    it("creates a client, keeps only hashes, and returns it from get and list", () =>
+      run(
+        Effect.gen(function* () {
+          const clients = yield* ClientStore
+          const clientSecret = secret()
+          const registrationToken = secret()
+          const input = newClient({
+            client_id: "client-full",
+            client_secret: clientSecret,
+            registration_access_token: registrationToken,
+            client_secret_expires_at: NOW + 3600,
+            client_name: "Full Client",
+            client_uri: "https://app.example.com",
+            logo_uri: "https://app.example.com/logo.png",
+            tos_uri: "https://app.example.com/tos",
+            policy_uri: "https://app.example.com/policy",
+            contacts: ["ops@example.com"],
+            scope: "files:read",
+            jwks: { keys: [{ kty: "EC", crv: "P-256", x: "x", y: "y", kid: "k1" }] },
+            application_type: "native",
+            software_id: "4NRB1-0XZABZI9E6-5SM3R",
+            software_version: "2.1",
+            token_endpoint_auth_method: "client_secret_post",
+          })
+          const created = yield* clients.create(input)
+          const { client_secret: _s, registration_access_token: _r, ...metadata } = input
+          expect(created).toEqual({
+            ...metadata,
+            client_secret_hash: created.client_secret_hash,
+            registration_access_token_hash: created.registration_access_token_hash,
+          })
+          expect(created.client_secret_hash).toMatch(/^[A-Za-z0-9_-]{43}$/)
+          expect(created.client_secret_hash).not.toBe(clientSecret)
+          expect(created.registration_access_token_hash).not.toBe(registrationToken)
+          expect(JSON.stringify(created)).not.toContain(clientSecret)
+          expect(JSON.stringify(created)).not.toContain(registrationToken)
+          expect(yield* clients.get("client-full", NOW)).toEqual(created)
+          expect(yield* clients.list()).toEqual([created])
+        }),
+      ))
+
+    it("round-trips a public client with a jwks_uri and no secret", () =>
+      run(
+        Effect.gen(function* () {
+          const clients = yield* ClientStore
+          const input = newClient({
+            client_id: "https://client.example.com/metadata.json",
+            token_endpoint_auth_method: "private_key_jwt",
+            jwks_uri: "https://client.example.com/jwks.json",
+            origin: "metadata-document",
+            expires_at: NOW + 300,
+          })
+          const created = yield* clients.create(input)
+          expect(created).toEqual(input)
+          expect(yield* clients.get(input.client_id, NOW)).toEqual(input)
+        }),
+      ))
+
+    it("refuses a second client with the same client_id", () =>
+      run(
+        Effect.gen(function* () {
+          const clients = yield* ClientStore
+          yield* clients.create(newClient({ client_id: "dup" }))
+          const error = yield* failure(clients.create(newClient({ client_id: "dup", client_name: "Other" })))
+          expect(error).toEqual(new ClientAlreadyExists({ client_id: "dup" }))
+          expect((yield* clients.get("dup", NOW)).client_name).toBeUndefined()
+        }),
+      ))
+
+    it("answers ClientNotFound for unknown clients on get, update, delete and verification", () =>
+      run(
+        Effect.gen(function* () {
+          const clients = yield* ClientStore
+          const notFound = new ClientNotFound({ client_id: "nobody" })
+          expect(yield* failure(clients.get("nobody", NOW))).toEqual(notFound)
+          expect(yield* failure(clients.update(newClient({ client_id: "nobody" })))).toEqual(notFound)
+          expect(yield* failure(clients.delete("nobody"))).toEqual(notFound)
+          expect(yield* failure(clients.verifySecret("nobody", secret(), NOW))).toEqual(notFound)
+          expect(yield* failure(clients.verifyRegistrationAccessToken("nobody", secret()))).toEqual(notFound)
+        }),
+      ))
+
+    it("verifies the client secret: right, wrong, absent, expired, never-expiring", () =>
+      run(
+        Effect.gen(function* () {
+          const clients = yield* ClientStore
+          const s = secret()
+          yield* clients.create(newClient({ client_id: "conf", client_secret: s }))
+          expect(yield* clients.verifySecret("conf", s, NOW)).toBe(true)
+          expect(yield* clients.verifySecret("conf", s, NOW + 10 * 365 * 86_400)).toBe(true)
+          expect(yield* clients.verifySecret("conf", secret(), NOW)).toBe(false)
+          expect(yield* clients.verifySecret("conf", `${s.slice(0, -1)}${s.endsWith("A") ? "B" : "A"}`, NOW)).toBe(
+            false,
+          )
+          expect(yield* clients.verifySecret("conf", "", NOW)).toBe(false)
+          expect(yield* clients.verifySecret("conf", `${s}x`, NOW)).toBe(false)
+
+          yield* clients.create(newClient({ client_id: "public", token_endpoint_auth_method: "none" }))
+          expect(yield* clients.verifySecret("public", "", NOW)).toBe(false)
+          expect(yield* clients.verifySecret("public", s, NOW)).toBe(false)
+
+          const e = secret()
+          yield* clients.create(
+            newClient({ client_id: "expiring", client_secret: e, client_secret_expires_at: NOW + 10 }),
+          )
+          expect(yield* clients.verifySecret("expiring", e, NOW + 9)).toBe(true)
+          expect(yield* clients.verifySecret("expiring", e, NOW + 10)).toBe(false)
+        }),
+      ))
+
+    it("verifies the registration access token", () =>
+      run(
+        Effect.gen(function* () {
+          const clients = yield* ClientStore
+          const t = secret()
+          yield* clients.create(newClient({ client_id: "reg", registration_access_token: t }))
+          yield* clients.create(newClient({ client_id: "noreg" }))
+          expect(yield* clients.verifyRegistrationAccessToken("reg", t)).toBe(true)
+          expect(yield* clients.verifyRegistrationAccessToken("reg", secret())).toBe(false)
+          expect(yield* clients.verifyRegistrationAccessToken("noreg", t)).toBe(false)
+        }),
+      ))
+
+    it("updates metadata, keeping, removing or replacing the secret as asked", () =>
+      run(
+        Effect.gen(function* () {
+          const clients = yield* ClientStore
+          const s1 = secret()
+          const t1 = secret()
+          yield* clients.create(newClient({ client_id: "c", client_secret: s1, registration_access_token: t1 }))
+
+          const kept = yield* clients.update(newClient({ client_id: "c", client_name: "Renamed" }))
+          expect(kept.client_name).toBe("Renamed")
+          expect((yield* clients.get("c", NOW)).client_name).toBe("Renamed")
+          expect(yield* clients.verifySecret("c", s1, NOW)).toBe(true)
+          expect(yield* clients.verifyRegistrationAccessToken("c", t1)).toBe(true)
+
+          const s2 = secret()
+          yield* clients.update(newClient({ client_id: "c", client_secret: s2 }))
+          expect(yield* clients.verifySecret("c", s1, NOW)).toBe(false)
+          expect(yield* clients.verifySecret("c", s2, NOW)).toBe(true)
+          expect((yield* clients.get("c", NOW)).client_name).toBeUndefined()
+
+          const removed = yield* clients.update({
+            ...newClient({ client_id: "c" }),
+            client_secret: null,
+            registration_access_token: null,
+          })
+          expect(removed.client_secret_hash).toBeUndefined()
+          expect(removed.registration_access_token_hash).toBeUndefined()
+          expect(yield* clients.verifySecret("c", s2, NOW)).toBe(false)
+          expect(yield* clients.verifyRegistrationAccessToken("c", t1)).toBe(false)
+        }),
+      ))
+
+    it("upserts: creates, then wholly replaces", () =>
+      run(
+        Effect.gen(function* () {
+          const clients = yield* ClientStore
+          const s1 = secret()
+          const first = yield* clients.upsert(newClient({ client_id: "static", origin: "static", client_secret: s1 }))
+          expect(yield* clients.get("static", NOW)).toEqual(first)
+          const s2 = secret()
+          yield* clients.upsert(
+            newClient({
+              client_id: "static",
+              origin: "static",
+              client_secret: s2,
+              redirect_uris: ["http://127.0.0.1/cb"],
+            }),
+          )
+          const after = yield* clients.get("static", NOW)
+          expect(after.redirect_uris).toEqual(["http://127.0.0.1/cb"])
+          expect(yield* clients.verifySecret("static", s1, NOW)).toBe(false)
+          expect(yield* clients.verifySecret("static", s2, NOW)).toBe(true)
+          yield* clients.upsert(newClient({ client_id: "static", origin: "static" }))
+          expect(yield* clients.verifySecret("static", s2, NOW)).toBe(false)
+          expect(yield* clients.list()).toHaveLength(1)
+        }),
+      ))
+
+    it("deletes a client", () =>
+      run(
+        Effect.gen(function* () {
+          const clients = yield* ClientStore
+          yield* clients.create(newClient({ client_id: "gone" }))
+          yield* clients.delete("gone")
+          expect(yield* failure(clients.get("gone", NOW))).toEqual(new ClientNotFound({ client_id: "gone" }))
+          expect(yield* clients.list()).toEqual([])
+        }),
+      ))
+
+    it("lists clients by client_id, optionally of one origin", () =>
+      run(
+        Effect.gen(function* () {
+          const clients = yield* ClientStore
+          yield* clients.create(newClient({ client_id: "b", origin: "static" }))
+          yield* clients.create(newClient({ client_id: "c", origin: "dynamic" }))
+          yield* clients.create(newClient({ client_id: "a", origin: "dynamic" }))
+          expect((yield* clients.list()).map((c) => c.client_id)).toEqual(["a", "b", "c"])
+          expect((yield* clients.list({ origin: "dynamic" })).map((c) => c.client_id)).toEqual(["a", "c"])
+          expect((yield* clients.list({ origin: "metadata-document" })).map((c) => c.client_id)).toEqual([])
+        }),
+      ))
+
+    it("treats a cached client past expires_at as absent and purges it", () =>
+      run(
+        Effect.gen(function* () {
+          const clients = yield* ClientStore
+          yield* clients.create(newClient({ client_id: "cached", origin: "metadata-document", expires_at: NOW + 60 }))
+          yield* clients.create(newClient({ client_id: "registered" }))
+          expect((yield* clients.get("cached", NOW + 59)).client_id).toBe("cached")
+          expect(yield* failure(clients.get("cached", NOW + 60))).toEqual(new ClientNotFound({ client_id: "cached" }))
+          expect(yield* clients.purgeExpired(NOW + 59)).toBe(0)
+          expect(yield* clients.purgeExpired(NOW + 60)).toBe(1)
+          expect((yield* clients.list()).map((c) => c.client_id)).toEqual(["registered"])
+        }),
+      ))
+  })
+
+  describe(`${name}: GrantStore codes`, () => {
+    it("creates a code under a new grant and redeems it once", () =>
+      run(
+        Effect.gen(function* () {
+          const grants = yield* GrantStore
+          const input = newCode({ nonce: "n-0S6_WzA2Mj" })
+          const created = yield* grants.createCode(input)
+          const { code: _c, ...fields } = input
+          expect(created).toEqual({ ...fields, grant_id: created.grant_id })
+          expect(JSON.stringify(created)).not.toContain(input.code)
+          expect(yield* grants.getGrant(created.grant_id)).toEqual({
+            grant_id: created.grant_id,
+            client_id: input.client_id,
+            subject: input.subject,
+            resource: input.resource,
+            scope: input.scope,
+            auth_time: input.auth_time,
+            created_at: input.issued_at,
+          })
+          expect(yield* grants.consumeCode(input.code, NOW + 1)).toEqual(created)
+        }),
+      ))
+
+    it("opens a distinct grant for every code", () =>
+      run(
+        Effect.gen(function* () {
+          const grants = yield* GrantStore
+          const a = yield* grants.createCode(newCode())
+          const b = yield* grants.createCode(newCode())
+          expect(a.grant_id).not.toBe(b.grant_id)
+        }),
+      ))
+
+    it("answers CodeNotFound for a code never issued", () =>
+      run(
+        Effect.gen(function* () {
+          const grants = yield* GrantStore
+          yield* grants.createCode(newCode())
+          expect(yield* failure(grants.consumeCode(secret(), NOW))).toEqual(new CodeNotFound())
+        }),
+      ))
+
+    it("answers CodeAlreadyUsed on replay and revokes everything issued under the grant", () =>
+      run(
+        Effect.gen(function* () {
+          const { grants, input, code, jti, refreshToken, refresh } = yield* issued
+          expect(yield* grants.isAccessTokenRevoked(jti)).toBe(false)
+
+          const replay = yield* failure(grants.consumeCode(input.code, NOW + 2))
+          expect(replay).toEqual(new CodeAlreadyUsed({ grant_id: code.grant_id }))
+          expect((yield* grants.getGrant(code.grant_id)).revoked_at).toBe(NOW + 2)
+          expect(yield* grants.isAccessTokenRevoked(jti)).toBe(true)
+          expect(yield* failure(grants.getRefresh(refreshToken, NOW + 3))).toEqual(
+            new RefreshTokenRevoked({ family_id: refresh.family_id, grant_id: code.grant_id }),
+          )
+          expect(
+            yield* failure(grants.recordAccessToken({ grant_id: code.grant_id, jti: secret(), expires_at: NOW + 600 })),
+          ).toEqual(new GrantRevoked({ grant_id: code.grant_id }))
+          expect(
+            yield* failure(
+              grants.createRefresh({ grant_id: code.grant_id, token: secret(), scope: "", issued_at: NOW }),
+            ),
+          ).toEqual(new GrantRevoked({ grant_id: code.grant_id }))
+          // A third presentation is still a replay, and the first revocation time stands.
+          expect(yield* failure(grants.consumeCode(input.code, NOW + 9))).toEqual(replay)
+          expect((yield* grants.getGrant(code.grant_id)).revoked_at).toBe(NOW + 2)
+        }),
+      ))
+
+    it("answers CodeExpired from expires_at on, and a later valid presentation is not possible", () =>
+      run(
+        Effect.gen(function* () {
+          const grants = yield* GrantStore
+          const early = newCode({ expires_at: NOW + 60 })
+          const created = yield* grants.createCode(early)
+          expect(yield* failure(grants.consumeCode(early.code, NOW + 60))).toEqual(
+            new CodeExpired({ grant_id: created.grant_id }),
+          )
+          expect(yield* failure(grants.consumeCode(early.code, NOW + 61))).toEqual(
+            new CodeExpired({ grant_id: created.grant_id }),
+          )
+          const onTime = newCode({ expires_at: NOW + 60 })
+          yield* grants.createCode(onTime)
+          expect((yield* grants.consumeCode(onTime.code, NOW + 59)).expires_at).toBe(NOW + 60)
+        }),
+      ))
+
+    it("answers GrantRevoked for an unused code whose grant was revoked", () =>
+      run(
+        Effect.gen(function* () {
+          const grants = yield* GrantStore
+          const input = newCode()
+          const created = yield* grants.createCode(input)
+          yield* grants.revokeGrant(created.grant_id, NOW + 1)
+          expect(yield* failure(grants.consumeCode(input.code, NOW + 2))).toEqual(
+            new GrantRevoked({ grant_id: created.grant_id }),
+          )
+        }),
+      ))
+
+    it("redeems exactly once under 50 concurrent redemptions", () =>
+      run(
+        Effect.gen(function* () {
+          const grants = yield* GrantStore
+          const input = newCode()
+          const created = yield* grants.createCode(input)
+          const results = yield* Effect.all(
+            Array.from({ length: 50 }, () => Effect.result(grants.consumeCode(input.code, NOW + 1))),
+            { concurrency: "unbounded" },
+          )
+          const wins = results.filter(Result.isSuccess)
+          expect(wins).toHaveLength(1)
+          expect(wins[0]?.success).toEqual(created)
+          const losses = results.filter(Result.isFailure).map((r) => r.failure)
+          expect(losses).toEqual(Array.from({ length: 49 }, () => new CodeAlreadyUsed({ grant_id: created.grant_id })))
+        }),
+      ))
+  })
+
+  describe(`${name}: GrantStore grants and access tokens`, () => {
+    it("answers GrantNotFound for unknown grants", () =>
+      run(
+        Effect.gen(function* () {
+          const grants = yield* GrantStore
+          const notFound = new GrantNotFound({ grant_id: "missing" })
+          expect(yield* failure(grants.getGrant("missing"))).toEqual(notFound)
+          expect(yield* failure(grants.revokeGrant("missing", NOW))).toEqual(notFound)
+          expect(
+            yield* failure(grants.recordAccessToken({ grant_id: "missing", jti: "j", expires_at: NOW + 60 })),
+          ).toEqual(notFound)
+          expect(
+            yield* failure(grants.createRefresh({ grant_id: "missing", token: secret(), scope: "", issued_at: NOW })),
+          ).toEqual(notFound)
+        }),
+      ))
+
+    it("revokes a grant: its access tokens, its refresh family, its unused codes; idempotently", () =>
+      run(
+        Effect.gen(function* () {
+          const { grants, code, jti, refreshToken, refresh } = yield* issued
+          const otherJti = secret()
+          yield* grants.recordAccessToken({ grant_id: code.grant_id, jti: otherJti, expires_at: NOW + 900 })
+          const unrelated = yield* issued
+
+          yield* grants.revokeGrant(code.grant_id, NOW + 5)
+          yield* grants.revokeGrant(code.grant_id, NOW + 7)
+          expect((yield* grants.getGrant(code.grant_id)).revoked_at).toBe(NOW + 5)
+          expect(yield* grants.isAccessTokenRevoked(jti)).toBe(true)
+          expect(yield* grants.isAccessTokenRevoked(otherJti)).toBe(true)
+          expect(yield* failure(grants.getRefresh(refreshToken, NOW + 6))).toEqual(
+            new RefreshTokenRevoked({ family_id: refresh.family_id, grant_id: code.grant_id }),
+          )
+          expect(yield* grants.isAccessTokenRevoked(unrelated.jti)).toBe(false)
+          expect((yield* grants.getRefresh(unrelated.refreshToken, NOW + 6)).grant_id).toBe(unrelated.code.grant_id)
+        }),
+      ))
+
+    it("revokes single access tokens by jti until they expire", () =>
+      run(
+        Effect.gen(function* () {
+          const grants = yield* GrantStore
+          expect(yield* grants.isAccessTokenRevoked("unknown-jti")).toBe(false)
+          yield* grants.revokeAccessToken("jti-1", NOW + 60)
+          yield* grants.revokeAccessToken("jti-1", NOW + 60)
+          expect(yield* grants.isAccessTokenRevoked("jti-1")).toBe(true)
+          expect(yield* grants.isAccessTokenRevoked("jti-2")).toBe(false)
+          yield* grants.purgeExpired(NOW + 59)
+          expect(yield* grants.isAccessTokenRevoked("jti-1")).toBe(true)
+          yield* grants.purgeExpired(NOW + 60)
+          expect(yield* grants.isAccessTokenRevoked("jti-1")).toBe(false)
+        }),
+      ))
+  })
+
+  describe(`${name}: GrantStore refresh tokens`, () => {
+    it("starts a family under the grant and looks the token up", () =>
+      run(
+        Effect.gen(function* () {
+          const { grants, input, code, refreshToken, refresh } = yield* issued
+          expect(refresh).toEqual({
+            family_id: refresh.family_id,
+            grant_id: code.grant_id,
+            client_id: input.client_id,
+            subject: input.subject,
+            resource: input.resource,
+            scope: input.scope,
+            issued_at: NOW + 1,
+            expires_at: NOW + 86_400,
+          })
+          expect(JSON.stringify(refresh)).not.toContain(refreshToken)
+          expect(yield* grants.getRefresh(refreshToken, NOW + 2)).toEqual(refresh)
+          // Looking up does not rotate: the token keeps working.
+          expect(yield* grants.getRefresh(refreshToken, NOW + 3)).toEqual(refresh)
+        }),
+      ))
+
+    it("keeps a refresh token without expiry valid", () =>
+      run(
+        Effect.gen(function* () {
+          const grants = yield* GrantStore
+          const input = newCode()
+          const code = yield* grants.createCode(input)
+          const token = secret()
+          const created = yield* grants.createRefresh({
+            grant_id: code.grant_id,
+            token,
+            scope: "files:read",
+            issued_at: NOW,
+          })
+          expect(created.expires_at).toBeUndefined()
+          expect(yield* grants.getRefresh(token, NOW + 10 * 365 * 86_400)).toEqual(created)
+        }),
+      ))
+
+    it("rotates: the successor works, narrowed scope, same family", () =>
+      run(
+        Effect.gen(function* () {
+          const { grants, input, refreshToken, refresh } = yield* issued
+          const next = secret()
+          const rotated = yield* grants.rotate({
+            token: refreshToken,
+            new_token: next,
+            client_id: input.client_id,
+            scope: "files:read",
+            now: NOW + 10,
+            expires_at: NOW + 90_000,
+          })
+          expect(rotated).toEqual({
+            ...refresh,
+            scope: "files:read",
+            issued_at: NOW + 10,
+            expires_at: NOW + 90_000,
+          })
+          expect(yield* grants.getRefresh(next, NOW + 11)).toEqual(rotated)
+          const third = secret()
+          const again = yield* grants.rotate({
+            token: next,
+            new_token: third,
+            client_id: input.client_id,
+            scope: "files:read",
+            now: NOW + 12,
+          })
+          expect(again.family_id).toBe(refresh.family_id)
+          expect(again.expires_at).toBeUndefined()
+        }),
+      ))
+
+    it("detects reuse of a rotated-out token (lookup or rotate) and revokes the family and grant", () =>
+      run(
+        Effect.gen(function* () {
+          const { grants, input, code, jti, refreshToken, refresh } = yield* issued
+          const next = secret()
+          yield* grants.rotate({
+            token: refreshToken,
+            new_token: next,
+            client_id: input.client_id,
+            scope: input.scope,
+            now: NOW + 10,
+          })
+          const reused = new RefreshTokenReused({ family_id: refresh.family_id, grant_id: code.grant_id })
+          expect(yield* failure(grants.getRefresh(refreshToken, NOW + 20))).toEqual(reused)
+          const revoked = new RefreshTokenRevoked({ family_id: refresh.family_id, grant_id: code.grant_id })
+          expect(yield* failure(grants.getRefresh(next, NOW + 21))).toEqual(revoked)
+          expect(
+            yield* failure(
+              grants.rotate({ token: next, new_token: secret(), client_id: input.client_id, scope: "", now: NOW + 22 }),
+            ),
+          ).toEqual(revoked)
+          expect((yield* grants.getGrant(code.grant_id)).revoked_at).toBe(NOW + 20)
+          expect(yield* grants.isAccessTokenRevoked(jti)).toBe(true)
+        }),
+      ))
+
+    it("detects reuse when the rotated-out token is presented to rotate", () =>
+      run(
+        Effect.gen(function* () {
+          const { grants, input, code, refreshToken, refresh } = yield* issued
+          const rotation = { token: refreshToken, client_id: input.client_id, scope: input.scope }
+          yield* grants.rotate({ ...rotation, new_token: secret(), now: NOW + 10 })
+          expect(yield* failure(grants.rotate({ ...rotation, new_token: secret(), now: NOW + 11 }))).toEqual(
+            new RefreshTokenReused({ family_id: refresh.family_id, grant_id: code.grant_id }),
+          )
+        }),
+      ))
+
+    it("refuses a token presented by another client without changing anything", () =>
+      run(
+        Effect.gen(function* () {
+          const { grants, input, refreshToken, refresh } = yield* issued
+          expect(
+            yield* failure(
+              grants.rotate({
+                token: refreshToken,
+                new_token: secret(),
+                client_id: "client-b",
+                scope: input.scope,
+                now: NOW + 10,
+              }),
+            ),
+          ).toEqual(new RefreshTokenClientMismatch({ family_id: refresh.family_id, client_id: "client-b" }))
+          expect(yield* grants.getRefresh(refreshToken, NOW + 11)).toEqual(refresh)
+        }),
+      ))
+
+    it("answers RefreshTokenNotFound and RefreshTokenExpired", () =>
+      run(
+        Effect.gen(function* () {
+          const { grants, input, refreshToken, refresh } = yield* issued
+          expect(yield* failure(grants.getRefresh(secret(), NOW))).toEqual(new RefreshTokenNotFound())
+          expect(
+            yield* failure(
+              grants.rotate({ token: secret(), new_token: secret(), client_id: input.client_id, scope: "", now: NOW }),
+            ),
+          ).toEqual(new RefreshTokenNotFound())
+          const expired = new RefreshTokenExpired({ family_id: refresh.family_id })
+          expect(yield* failure(grants.getRefresh(refreshToken, NOW + 86_400))).toEqual(expired)
+          expect(
+            yield* failure(
+              grants.rotate({
+                token: refreshToken,
+                new_token: secret(),
+                client_id: input.client_id,
+                scope: input.scope,
+                now: NOW + 86_400,
+              }),
+            ),
+          ).toEqual(expired)
+          expect((yield* grants.getRefresh(refreshToken, NOW + 86_399)).family_id).toBe(refresh.family_id)
+        }),
+      ))
+
+    it("revokes a family by id", () =>
+      run(
+        Effect.gen(function* () {
+          const { grants, code, refreshToken, refresh } = yield* issued
+          expect(yield* grants.revokeFamily(refresh.family_id, NOW + 5)).toBe(true)
+          expect(yield* grants.revokeFamily(refresh.family_id, NOW + 6)).toBe(true)
+          expect(yield* grants.revokeFamily("no-such-family", NOW + 5)).toBe(false)
+          expect(yield* failure(grants.getRefresh(refreshToken, NOW + 6))).toEqual(
+            new RefreshTokenRevoked({ family_id: refresh.family_id, grant_id: code.grant_id }),
+          )
+        }),
+      ))
+
+    it("revokes the grant behind a refresh token (RFC 7009), and ignores unknown tokens", () =>
+      run(
+        Effect.gen(function* () {
+          const { grants, code, jti, refreshToken } = yield* issued
+          expect(yield* grants.revokeByRefreshToken(secret(), NOW + 5)).toEqual(Option.none())
+          expect(yield* grants.revokeByRefreshToken(refreshToken, NOW + 5)).toEqual(Option.some(code.grant_id))
+          expect((yield* grants.getGrant(code.grant_id)).revoked_at).toBe(NOW + 5)
+          expect(yield* grants.isAccessTokenRevoked(jti)).toBe(true)
+        }),
+      ))
+
+    it("rotates exactly once under 50 concurrent rotations and revokes the family for the losers", () =>
+      run(
+        Effect.gen(function* () {
+          const { grants, input, code, refreshToken, refresh } = yield* issued
+          const successors = Array.from({ length: 50 }, () => secret())
+          const results = yield* Effect.all(
+            successors.map((next) =>
+              Effect.result(
+                grants.rotate({
+                  token: refreshToken,
+                  new_token: next,
+                  client_id: input.client_id,
+                  scope: input.scope,
+                  now: NOW + 10,
+                }),
+              ),
+            ),
+            { concurrency: "unbounded" },
+          )
+          const winners = results.flatMap((r, i) => (Result.isSuccess(r) ? [successors[i] ?? ""] : []))
+          expect(winners).toHaveLength(1)
+          const losses = results.filter(Result.isFailure).map((r) => r.failure)
+          expect(losses).toEqual(
+            Array.from(
+              { length: 49 },
+              () => new RefreshTokenReused({ family_id: refresh.family_id, grant_id: code.grant_id }),
+            ),
+          )
+          expect(yield* failure(grants.getRefresh(winners[0] ?? "", NOW + 11))).toEqual(
+            new RefreshTokenRevoked({ family_id: refresh.family_id, grant_id: code.grant_id }),
+          )
+        }),
+      ))
+  })
+
+  describe(`${name}: GrantStore consents`, () => {
+    const consent = (scopes: ReadonlyArray<string>, at = NOW, overrides = {}) => ({
+      subject: "alice",
+      client_id: "client-a",
+      resource: "https://mcp.example.com/mcp",
+      scopes,
+      granted_at: at,
+      ...overrides,
+    })
+
+    it("remembers, merges, checks coverage and lists", () =>
+      run(
+        Effect.gen(function* () {
+          const grants = yield* GrantStore
+          expect(yield* grants.getConsent("alice", "client-a", "https://mcp.example.com/mcp")).toEqual(Option.none())
+          expect(yield* grants.consentCovers("alice", "client-a", "https://mcp.example.com/mcp", [])).toBe(false)
+
+          const first = yield* grants.grantConsent(consent(["files:write", "files:read", "files:read"]))
+          expect(first).toEqual(consent(["files:read", "files:write"]))
+          const merged = yield* grants.grantConsent(consent(["admin", "files:read"], NOW + 10))
+          expect(merged).toEqual(consent(["admin", "files:read", "files:write"], NOW + 10))
+          expect(yield* grants.getConsent("alice", "client-a", "https://mcp.example.com/mcp")).toEqual(
+            Option.some(merged),
+          )
+
+          const covers = (scopes: ReadonlyArray<string>) =>
+            grants.consentCovers("alice", "client-a", "https://mcp.example.com/mcp", scopes)
+          expect(yield* covers(["files:read"])).toBe(true)
+          expect(yield* covers(["files:read", "admin"])).toBe(true)
+          expect(yield* covers([])).toBe(true)
+          expect(yield* covers(["files:delete"])).toBe(false)
+          expect(yield* covers(["files:read", "files:delete"])).toBe(false)
+          expect(yield* grants.consentCovers("alice", "client-b", "https://mcp.example.com/mcp", ["files:read"])).toBe(
+            false,
+          )
+          expect(yield* grants.consentCovers("bob", "client-a", "https://mcp.example.com/mcp", ["files:read"])).toBe(
+            false,
+          )
+          expect(
+            yield* grants.consentCovers("alice", "client-a", "https://other.example.com/mcp", ["files:read"]),
+          ).toBe(false)
+
+          const other = yield* grants.grantConsent(consent(["x"], NOW, { resource: "https://a.example.com/mcp" }))
+          const otherClient = yield* grants.grantConsent(consent(["y"], NOW, { client_id: "client-0" }))
+          yield* grants.grantConsent(consent(["z"], NOW, { subject: "bob" }))
+          expect(yield* grants.listConsents("alice")).toEqual([otherClient, other, merged])
+          expect(yield* grants.listConsents("carol")).toEqual([])
+        }),
+      ))
+
+    it("revokes consent for one resource or for all of a client's resources", () =>
+      run(
+        Effect.gen(function* () {
+          const grants = yield* GrantStore
+          yield* grants.grantConsent(consent(["a"]))
+          yield* grants.grantConsent(consent(["a"], NOW, { resource: "https://b.example.com/mcp" }))
+          yield* grants.grantConsent(consent(["a"], NOW, { resource: "https://c.example.com/mcp" }))
+          yield* grants.grantConsent(consent(["a"], NOW, { client_id: "client-b" }))
+
+          expect(yield* grants.revokeConsent("alice", "client-a", "https://b.example.com/mcp")).toBe(1)
+          expect(yield* grants.revokeConsent("alice", "client-a", "https://b.example.com/mcp")).toBe(0)
+          expect(yield* grants.getConsent("alice", "client-a", "https://b.example.com/mcp")).toEqual(Option.none())
+          expect(yield* grants.revokeConsent("alice", "client-a")).toBe(2)
+          expect((yield* grants.listConsents("alice")).map((c) => c.client_id)).toEqual(["client-b"])
+        }),
+      ))
+  })
+
+  describe(`${name}: GrantStore client assertion jti cache`, () => {
+    it("accepts a jti once per client until it expires", () =>
+      run(
+        Effect.gen(function* () {
+          const grants = yield* GrantStore
+          expect(yield* grants.rememberJti("client-a", "jti-1", NOW + 60)).toBe(true)
+          expect(yield* grants.rememberJti("client-a", "jti-1", NOW + 60)).toBe(false)
+          expect(yield* grants.rememberJti("client-b", "jti-1", NOW + 60)).toBe(true)
+          expect(yield* grants.purgeExpired(NOW + 59)).toBe(0)
+          expect(yield* grants.rememberJti("client-a", "jti-1", NOW + 60)).toBe(false)
+          expect(yield* grants.purgeExpired(NOW + 60)).toBe(2)
+          expect(yield* grants.rememberJti("client-a", "jti-1", NOW + 120)).toBe(true)
+        }),
+      ))
+
+    it("lets exactly one of 50 concurrent uses of a jti through", () =>
+      run(
+        Effect.gen(function* () {
+          const grants = yield* GrantStore
+          const results = yield* Effect.all(
+            Array.from({ length: 50 }, () => grants.rememberJti("client-a", "jti-race", NOW + 60)),
+            { concurrency: "unbounded" },
+          )
+          expect(results.filter((fresh) => fresh)).toHaveLength(1)
+        }),
+      ))
+  })
+
+  describe(`${name}: GrantStore purge`, () => {
+    it("removes expired codes, ids, tokens, dead families and empty grants, and nothing live", () =>
+      run(
+        Effect.gen(function* () {
+          const grants = yield* GrantStore
+          // Grant A: redeemed, one access token, one refresh family.
+          const a = newCode({ expires_at: NOW + 100 })
+          const grantA = (yield* grants.createCode(a)).grant_id
+          yield* grants.consumeCode(a.code, NOW + 1)
+          yield* grants.recordAccessToken({ grant_id: grantA, jti: "a1", expires_at: NOW + 200 })
+          const refreshA = secret()
+          yield* grants.createRefresh({
+            grant_id: grantA,
+            token: refreshA,
+            scope: a.scope,
+            issued_at: NOW + 1,
+            expires_at: NOW + 1000,
+          })
+          // Grant B: a code never redeemed.
+          const grantB = (yield* grants.createCode(newCode({ expires_at: NOW + 100 }))).grant_id
+          yield* grants.revokeAccessToken("x", NOW + 150)
+          yield* grants.rememberJti("client-a", "assertion", NOW + 150)
+
+          expect(yield* grants.purgeExpired(NOW + 99)).toBe(0)
+          // Two codes, a1, x, the assertion id, and grant B.
+          expect(yield* grants.purgeExpired(NOW + 300)).toBe(6)
+          expect(yield* failure(grants.getGrant(grantB))).toEqual(new GrantNotFound({ grant_id: grantB }))
+          expect((yield* grants.getGrant(grantA)).grant_id).toBe(grantA)
+          expect((yield* grants.getRefresh(refreshA, NOW + 300)).grant_id).toBe(grantA)
+          expect(yield* failure(grants.consumeCode(a.code, NOW + 300))).toEqual(new CodeNotFound())
+
+          // Once revoked, the family's token, the family and the grant go.
+          yield* grants.revokeGrant(grantA, NOW + 300)
+          expect(yield* grants.purgeExpired(NOW + 301)).toBe(3)
+          expect(yield* failure(grants.getGrant(grantA))).toEqual(new GrantNotFound({ grant_id: grantA }))
+          expect(yield* failure(grants.getRefresh(refreshA, NOW + 301))).toEqual(new RefreshTokenNotFound())
+          expect(yield* grants.purgeExpired(NOW + 302)).toBe(0)
+        }),
+      ))
+
+    it("removes expired refresh tokens and then their family and grant", () =>
+      run(
+        Effect.gen(function* () {
+          const grants = yield* GrantStore
+          const input = newCode({ expires_at: NOW + 60 })
+          const grantId = (yield* grants.createCode(input)).grant_id
+          yield* grants.consumeCode(input.code, NOW + 1)
+          const token = secret()
+          yield* grants.createRefresh({ grant_id: grantId, token, scope: "", issued_at: NOW, expires_at: NOW + 500 })
+          const next = secret()
+          yield* grants.rotate({
+            token,
+            new_token: next,
+            client_id: input.client_id,
+            scope: "",
+            now: NOW + 10,
+            expires_at: NOW + 400,
+          })
+          // The code; the two refresh tokens; the family; the grant.
+          expect(yield* grants.purgeExpired(NOW + 500)).toBe(5)
+          expect(yield* failure(grants.getRefresh(next, NOW + 500))).toEqual(new RefreshTokenNotFound())
+        }),
+      ))
+  })
+
+  describe(`${name}: KeyStore`, () => {
+    it("adds, gets and lists keys oldest first, JWKs intact", () =>
+      run(
+        Effect.gen(function* () {
+          const keys = yield* KeyStore
+          const k2 = signingKey("k2", { created_at: NOW + 10 })
+          const k1 = signingKey("k1")
+          const k0 = signingKey("k0", { created_at: NOW + 10 })
+          expect(yield* keys.add(k2)).toEqual(k2)
+          yield* keys.add(k1)
+          yield* keys.add(k0)
+          expect(yield* keys.get("k1")).toEqual(k1)
+          expect((yield* keys.list()).map((k) => k.kid)).toEqual(["k1", "k0", "k2"])
+        }),
+      ))
+
+    it("answers KeyAlreadyExists, KeyNotFound and NoSigningKey", () =>
+      run(
+        Effect.gen(function* () {
+          const keys = yield* KeyStore
+          expect(yield* failure(keys.current(NOW))).toEqual(new NoSigningKey())
+          yield* keys.add(signingKey("k1"))
+          expect(yield* failure(keys.add(signingKey("k1", { alg: "RS256" })))).toEqual(
+            new KeyAlreadyExists({ kid: "k1" }),
+          )
+          expect((yield* keys.get("k1")).alg).toBe("ES256")
+          expect(yield* failure(keys.get("nope"))).toEqual(new KeyNotFound({ kid: "nope" }))
+          expect(yield* failure(keys.retire("nope", NOW))).toEqual(new KeyNotFound({ kid: "nope" }))
+        }),
+      ))
+
+    it("publishes a new key before it signs, then switches, and keeps the old one published until it retires", () =>
+      run(
+        Effect.gen(function* () {
+          const keys = yield* KeyStore
+          yield* keys.add(signingKey("old", { created_at: NOW - 1000, activates_at: NOW - 1000 }))
+          const fresh = signingKey("new", { created_at: NOW, activates_at: NOW + 3600 })
+          yield* keys.add(fresh)
+
+          expect((yield* keys.published(NOW)).map((k) => k.kid)).toEqual(["old", "new"])
+          expect((yield* keys.current(NOW)).kid).toBe("old")
+          expect((yield* keys.current(NOW + 3599)).kid).toBe("old")
+          expect(yield* keys.current(NOW + 3600)).toEqual(fresh)
+
+          const retired = yield* keys.retire("old", NOW + 7200)
+          expect(retired).toEqual({
+            ...signingKey("old", { created_at: NOW - 1000, activates_at: NOW - 1000 }),
+            status: "retired",
+            retires_at: NOW + 7200,
+          })
+          expect(yield* keys.get("old")).toEqual(retired)
+          expect((yield* keys.published(NOW + 7199)).map((k) => k.kid)).toEqual(["old", "new"])
+          expect((yield* keys.published(NOW + 7200)).map((k) => k.kid)).toEqual(["new"])
+          expect(yield* keys.purgeExpired(NOW + 7199)).toBe(0)
+          expect(yield* keys.purgeExpired(NOW + 7200)).toBe(1)
+          expect((yield* keys.list()).map((k) => k.kid)).toEqual(["new"])
+        }),
+      ))
+
+    it("never signs with a retired key, even before its retires_at", () =>
+      run(
+        Effect.gen(function* () {
+          const keys = yield* KeyStore
+          yield* keys.add(signingKey("only"))
+          yield* keys.retire("only", NOW + 3600)
+          expect(yield* failure(keys.current(NOW + 1))).toEqual(new NoSigningKey())
+          expect((yield* keys.published(NOW + 1)).map((k) => k.kid)).toEqual(["only"])
+        }),
+      ))
+
+    it("picks the latest activated key, ties broken by newest then kid", () =>
+      run(
+        Effect.gen(function* () {
+          const keys = yield* KeyStore
+          yield* keys.add(signingKey("a", { activates_at: NOW, created_at: NOW }))
+          yield* keys.add(signingKey("b", { activates_at: NOW, created_at: NOW }))
+          expect((yield* keys.current(NOW)).kid).toBe("b")
+          yield* keys.add(signingKey("c", { activates_at: NOW, created_at: NOW + 1 }))
+          expect((yield* keys.current(NOW + 1)).kid).toBe("c")
+          yield* keys.add(signingKey("d", { activates_at: NOW + 5, created_at: NOW - 10 }))
+          expect((yield* keys.current(NOW + 5)).kid).toBe("d")
+        }),
+      ))
+  })
+}

@@ -1,0 +1,4 @@
+import { layerMemory } from "../../src/storage/index.js"
+import { storageContract } from "./contract.js"
+
+storageContract("memory", () => layerMemory)
