@@ -1,0 +1,11 @@
+/**
+ * Hono middleware for Keyway's resource server: serves the protected resource metadata and authenticates every
+ * request to the MCP endpoint with the Bearer token of its Authorization header.
+ *
+ * @packageDocumentation
+ */
+
+/** The middleware. */
+export * as KeywayHono from "./KeywayHono.js"
+
+export { type KeywayVariables, metadata, requireAuth } from "./KeywayHono.js"

@@ -1,0 +1,597 @@
+/**
+ * The `TokenVerifier` service and its implementations: JWT access tokens checked against a remote JWKS, RFC 7662
+ * introspection, or the caller's own function.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc9068.html#section-4 | RFC 9068 §4}
+ * @see {@link https://www.rfc-editor.org/rfc/rfc7662.html#section-2 | RFC 7662 §2}
+ */
+import { CanonicalUri, WellKnown } from "@keyway/core"
+import { Context, Effect, Layer } from "effect"
+import { createRemoteJWKSet, decodeJwt, errors, type JWTVerifyGetKey, jwtVerify } from "jose"
+import {
+  fromClaims,
+  InvalidToken,
+  type InvalidTokenReason,
+  type VerificationError,
+  type VerifiedToken,
+  VerifierUnavailable,
+} from "./VerifiedToken.js"
+
+/**
+ * Verifies access tokens. Implementations check signature or activity, issuer, audience and lifetime; the protected
+ * resource additionally re-checks audience and expiry and applies scopes.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-5.2 | OAuth 2.1 §5.2}
+ */
+export class TokenVerifier extends Context.Service<
+  TokenVerifier,
+  {
+    readonly verify: (token: string) => Effect.Effect<VerifiedToken, VerificationError>
+  }
+>()("@keyway/resource-server/TokenVerifier") {
+  /** JWT access tokens (RFC 9068) verified with keys from a remote JWKS. */
+  static readonly layerJwt = (options: JwtVerifierOptions): Layer.Layer<TokenVerifier> =>
+    Layer.sync(TokenVerifier, () => TokenVerifier.of({ verify: makeJwtVerify(options) }))
+
+  /** Opaque or JWT tokens checked at an RFC 7662 introspection endpoint. */
+  static readonly layerIntrospection = (options: IntrospectionVerifierOptions): Layer.Layer<TokenVerifier> =>
+    Layer.sync(TokenVerifier, () => TokenVerifier.of({ verify: makeIntrospectionVerify(options) }))
+
+  /** The caller's own verification function. */
+  static readonly layerCustom = (verify: CustomVerify): Layer.Layer<TokenVerifier> =>
+    Layer.succeed(TokenVerifier, TokenVerifier.of({ verify: makeCustomVerify(verify) }))
+}
+
+/**
+ * Descriptions sent as `error_description` for each refusal reason.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc6750.html#section-3 | RFC 6750 §3}
+ */
+export const descriptions: Readonly<Record<InvalidTokenReason, string>> = {
+  malformed: "The access token is malformed",
+  expired: "The access token expired",
+  "not-yet-valid": "The access token is not valid yet",
+  "bad-signature": "The access token signature is invalid",
+  "unknown-key": "The access token was signed with an unknown key",
+  "algorithm-not-allowed": "The access token signing algorithm is not allowed",
+  "wrong-type": "The access token is not of type at+jwt",
+  "wrong-issuer": "The access token was issued by an untrusted issuer",
+  "wrong-audience": "The access token was not issued for this resource",
+  "missing-claim": "The access token lacks a required claim",
+  inactive: "The access token is not active",
+  rejected: "The access token was rejected",
+}
+
+const invalid = (reason: InvalidTokenReason): InvalidToken =>
+  new InvalidToken({ reason, description: descriptions[reason] })
+
+/**
+ * Asymmetric JWS algorithms accepted by default: never `none`, never HMAC.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8725.html#section-3.1 | RFC 8725 §3.1}
+ */
+export const defaultAlgorithms: ReadonlyArray<string> = [
+  "ES256",
+  "ES384",
+  "ES512",
+  "PS256",
+  "PS384",
+  "PS512",
+  "RS256",
+  "RS384",
+  "RS512",
+  "EdDSA",
+  "Ed25519",
+]
+
+/**
+ * Largest clock skew any verifier accepts, in seconds.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc7519.html#section-4.1.4 | RFC 7519 §4.1.4}
+ */
+export const maxClockSkewSeconds = 300
+
+/**
+ * Options of the JWT verifier.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc9068.html#section-4 | RFC 9068 §4}
+ */
+export interface JwtVerifierOptions {
+  /** This server's canonical URI: `aud` must name it (compared canonically). */
+  readonly audience: string
+  /** Accepted issuers (`iss`), normally the protected resource's authorization servers. */
+  readonly issuers: ReadonlyArray<string>
+  /**
+   * The JWKS URL, or one per issuer. Without it, each issuer's `jwks_uri` is read from its authorization server
+   * metadata (RFC 8414 / OpenID Discovery) on first use.
+   */
+  readonly jwksUri?: string | Readonly<Record<string, string>>
+  /** Accepted `alg` values; HMAC and `none` are refused. Default {@link defaultAlgorithms}. */
+  readonly algorithms?: ReadonlyArray<string>
+  /** Tolerance for `exp`, `nbf` and `iat`, at most {@link maxClockSkewSeconds}. Default 30. */
+  readonly clockSkewSeconds?: number
+  /** Require `typ: at+jwt` (RFC 9068 §2.1). Default true. */
+  readonly requireAccessTokenType?: boolean
+  /** Minimum time between two JWKS fetches caused by an unknown `kid`. Default 30 000 ms. */
+  readonly jwksCooldownMs?: number
+  /** How long fetched keys are used before refetching. Default 600 000 ms. */
+  readonly jwksCacheMaxAgeMs?: number
+  /** Timeout of one JWKS fetch. Default 5 000 ms. */
+  readonly jwksTimeoutMs?: number
+  /** Allow `http:` JWKS URLs on non-loopback hosts (development only). Default false. */
+  readonly allowInsecureHttp?: boolean
+}
+
+/**
+ * Thrown at construction when verifier options are unusable.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8725.html#section-3.1 | RFC 8725 §3.1}
+ */
+export class InvalidVerifierOptions extends Error {
+  override readonly name = "InvalidVerifierOptions"
+}
+
+const checkAlgorithms = (algorithms: ReadonlyArray<string>): ReadonlyArray<string> => {
+  if (algorithms.length === 0) throw new InvalidVerifierOptions("algorithms must not be empty")
+  for (const alg of algorithms) {
+    if (alg.toLowerCase() === "none") throw new InvalidVerifierOptions('algorithm "none" is never accepted')
+    if (/^HS\d+$/i.test(alg)) {
+      throw new InvalidVerifierOptions(`HMAC algorithm "${alg}" is not accepted: a public JWKS cannot verify it`)
+    }
+  }
+  return algorithms
+}
+
+const LOOPBACK = new Set(["localhost", "127.0.0.1", "[::1]"])
+
+const checkEndpoint = (name: string, value: string, allowInsecure: boolean | undefined): URL => {
+  if (!URL.canParse(value)) throw new InvalidVerifierOptions(`${name} is not a URL: ${value}`)
+  const url = new URL(value)
+  const insecureOk = allowInsecure === true || LOOPBACK.has(url.hostname)
+  if (url.protocol !== "https:" && !(url.protocol === "http:" && insecureOk)) {
+    throw new InvalidVerifierOptions(`${name} must use https: ${value}`)
+  }
+  return url
+}
+
+const checkSkew = (skew: number | undefined): number => {
+  const value = skew ?? 30
+  if (!Number.isFinite(value) || value < 0 || value > maxClockSkewSeconds) {
+    throw new InvalidVerifierOptions(`clockSkewSeconds must be between 0 and ${maxClockSkewSeconds}`)
+  }
+  return value
+}
+
+/** A JWKS retrieval failure, kept apart from key-selection errors that say something about the token. */
+class JwksFailure extends Error {}
+
+const KEY_SELECTION_CODES = new Set([
+  "ERR_JWKS_NO_MATCHING_KEY",
+  "ERR_JWKS_MULTIPLE_MATCHING_KEYS",
+  "ERR_JOSE_ALG_NOT_ALLOWED",
+  "ERR_JOSE_NOT_SUPPORTED",
+  "ERR_JWK_INVALID",
+])
+
+const codeOf = (error: unknown): string | undefined =>
+  error instanceof errors.JOSEError ? (error as { readonly code: string }).code : undefined
+
+const makeJwtVerify = (
+  options: JwtVerifierOptions,
+): ((token: string) => Effect.Effect<VerifiedToken, VerificationError>) => {
+  const algorithms = [...checkAlgorithms(options.algorithms ?? defaultAlgorithms)]
+  const clockTolerance = checkSkew(options.clockSkewSeconds)
+  if (options.issuers.length === 0) throw new InvalidVerifierOptions("issuers must not be empty")
+  const audience = CanonicalUri.parse(options.audience)
+  const issuers = [...options.issuers]
+  const remoteOptions = {
+    cooldownDuration: options.jwksCooldownMs ?? 30_000,
+    cacheMaxAge: options.jwksCacheMaxAgeMs ?? 600_000,
+    timeoutDuration: options.jwksTimeoutMs ?? 5_000,
+  }
+  const keySets = new Map<string, JWTVerifyGetKey>()
+  const jwksUri = options.jwksUri
+  const shared =
+    typeof jwksUri === "string"
+      ? guard(createRemoteJWKSet(checkEndpoint("jwksUri", jwksUri, options.allowInsecureHttp), remoteOptions))
+      : undefined
+  if (typeof jwksUri === "object") {
+    for (const issuer of issuers) {
+      const uri = jwksUri[issuer]
+      if (uri === undefined) throw new InvalidVerifierOptions(`no jwksUri for issuer ${issuer}`)
+      keySets.set(
+        issuer,
+        guard(createRemoteJWKSet(checkEndpoint("jwksUri", uri, options.allowInsecureHttp), remoteOptions)),
+      )
+    }
+  }
+  // Without a jwksUri, each issuer's `jwks_uri` is discovered from its metadata on first use; a failed discovery is
+  // not retried before the JWKS cooldown has passed, so an unreachable authorization server is not hammered.
+  const discovering = new Map<string, Promise<JWTVerifyGetKey>>()
+  const failedAt = new Map<string, number>()
+  const discover = (issuer: string): Promise<JWTVerifyGetKey> => {
+    const pending = discovering.get(issuer)
+    if (pending !== undefined) return pending
+    const last = failedAt.get(issuer)
+    if (last !== undefined && Date.now() - last < remoteOptions.cooldownDuration) {
+      return Promise.reject(new JwksFailure(`metadata discovery for ${issuer} failed recently`))
+    }
+    const promise = discoverJwks(issuer, remoteOptions, options.allowInsecureHttp).then(
+      (keys) => {
+        keySets.set(issuer, keys)
+        discovering.delete(issuer)
+        return keys
+      },
+      (error: unknown) => {
+        discovering.delete(issuer)
+        failedAt.set(issuer, Date.now())
+        throw error
+      },
+    )
+    discovering.set(issuer, promise)
+    return promise
+  }
+  const typ = options.requireAccessTokenType === false ? undefined : "at+jwt"
+
+  const run = async (token: string): Promise<VerifiedToken> => {
+    let unverified: Record<string, unknown>
+    try {
+      unverified = decodeJwt(token)
+    } catch {
+      throw invalid("malformed")
+    }
+    // Choose the key set by issuer first: a token from an unknown issuer never triggers a JWKS fetch.
+    const iss = unverified.iss
+    if (typeof iss !== "string" || !issuers.includes(iss)) throw invalid("wrong-issuer")
+    let payload: Record<string, unknown>
+    try {
+      const keys = shared ?? keySets.get(iss) ?? (await discover(iss))
+      const result = await jwtVerify(token, keys, {
+        algorithms,
+        issuer: issuers,
+        clockTolerance,
+        requiredClaims: ["exp", "aud"],
+        ...(typ === undefined ? {} : { typ }),
+      })
+      payload = result.payload as Record<string, unknown>
+    } catch (error) {
+      throw mapJoseError(error)
+    }
+    const aud = payload.aud
+    const audiences = typeof aud === "string" ? [aud] : Array.isArray(aud) ? aud : []
+    // Exact match first: canonical comparison parses both URIs and is only needed for non-canonical spellings.
+    if (!audiences.some((a) => a === audience || (typeof a === "string" && CanonicalUri.equals(a, audience)))) {
+      throw invalid("wrong-audience")
+    }
+    return fromClaims(payload)
+  }
+  return (token) =>
+    Effect.tryPromise({
+      try: () => run(token),
+      catch: (error) => toVerificationError(error, "jwks"),
+    })
+}
+
+/**
+ * Finds an issuer's `jwks_uri` in its authorization server metadata, trying the well-known locations in the MCP
+ * order; the document's `issuer` must equal the issuer (RFC 8414 §3.3).
+ */
+const discoverJwks = async (
+  issuer: string,
+  remoteOptions: { readonly cooldownDuration: number; readonly cacheMaxAge: number; readonly timeoutDuration: number },
+  allowInsecure: boolean | undefined,
+): Promise<JWTVerifyGetKey> => {
+  for (const location of WellKnown.authorizationServerMetadataUrls(issuer)) {
+    let response: Response
+    try {
+      response = await fetch(location.url, {
+        headers: { accept: "application/json" },
+        redirect: "manual",
+        signal: AbortSignal.timeout(remoteOptions.timeoutDuration),
+      })
+    } catch (error) {
+      throw new JwksFailure(`metadata of ${issuer}: ${error instanceof Error ? error.message : "request failed"}`)
+    }
+    if (response.status !== 200) {
+      await response.body?.cancel()
+      continue
+    }
+    const document = (await response.json().catch(() => undefined)) as Record<string, unknown> | undefined
+    if (document?.issuer !== issuer) throw new JwksFailure(`metadata at ${location.url} names another issuer`)
+    if (typeof document.jwks_uri !== "string") throw new JwksFailure(`metadata at ${location.url} has no jwks_uri`)
+    let url: URL
+    try {
+      url = checkEndpoint("jwks_uri", document.jwks_uri, allowInsecure)
+    } catch (error) {
+      throw new JwksFailure(error instanceof Error ? error.message : "invalid jwks_uri")
+    }
+    return guard(createRemoteJWKSet(url, remoteOptions))
+  }
+  throw new JwksFailure(`no authorization server metadata found for ${issuer}`)
+}
+
+const guard =
+  (keys: JWTVerifyGetKey): JWTVerifyGetKey =>
+  async (header, token) => {
+    try {
+      return await keys(header, token)
+    } catch (error) {
+      const code = codeOf(error)
+      if (code !== undefined && KEY_SELECTION_CODES.has(code)) throw error
+      throw new JwksFailure(error instanceof Error ? error.message : "JWKS retrieval failed")
+    }
+  }
+
+const mapJoseError = (error: unknown): unknown => {
+  if (error instanceof JwksFailure) return error
+  switch (codeOf(error)) {
+    case "ERR_JWT_EXPIRED":
+      return invalid("expired")
+    case "ERR_JWT_CLAIM_VALIDATION_FAILED": {
+      const { claim, reason } = error as { readonly claim: string; readonly reason: string }
+      if (reason === "missing") return invalid("missing-claim")
+      if (claim === "nbf" || claim === "iat") return invalid("not-yet-valid")
+      if (claim === "iss") return invalid("wrong-issuer")
+      if (claim === "typ") return invalid("wrong-type")
+      return invalid("malformed")
+    }
+    case "ERR_JWS_SIGNATURE_VERIFICATION_FAILED":
+      return invalid("bad-signature")
+    case "ERR_JOSE_ALG_NOT_ALLOWED":
+    case "ERR_JOSE_NOT_SUPPORTED":
+      return invalid("algorithm-not-allowed")
+    case "ERR_JWKS_NO_MATCHING_KEY":
+    case "ERR_JWKS_MULTIPLE_MATCHING_KEYS":
+    case "ERR_JWK_INVALID":
+      return invalid("unknown-key")
+    default:
+      return invalid("malformed")
+  }
+}
+
+const toVerificationError = (error: unknown, source: string): VerificationError => {
+  if (error instanceof InvalidToken || error instanceof VerifierUnavailable) return error
+  return new VerifierUnavailable({ source, detail: error instanceof Error ? error.message : String(error) })
+}
+
+/**
+ * How the resource server authenticates to the introspection endpoint.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc7662.html#section-2.1 | RFC 7662 §2.1}
+ * @see {@link https://www.rfc-editor.org/rfc/rfc6749.html#section-2.3.1 | RFC 6749 §2.3.1}
+ */
+export type IntrospectionClientAuth =
+  | {
+      readonly method: "client_secret_basic" | "client_secret_post"
+      readonly clientId: string
+      readonly clientSecret: string
+    }
+  | { readonly method: "bearer"; readonly token: string }
+
+/**
+ * Options of the introspection verifier.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc7662.html#section-2 | RFC 7662 §2}
+ */
+export interface IntrospectionVerifierOptions {
+  /** The introspection endpoint URL. */
+  readonly endpoint: string
+  /** How to authenticate to it. */
+  readonly clientAuth: IntrospectionClientAuth
+  /** This server's canonical URI: the response's `aud` must name it. */
+  readonly audience: string
+  /** When given, a response `iss` must be one of these. */
+  readonly issuers?: ReadonlyArray<string>
+  /** Refuse responses without `aud`. Default true (MCP requires audience validation). */
+  readonly requireAudience?: boolean
+  /** How long an `active` answer is reused (never beyond `exp`). Default 60 s. */
+  readonly cacheTtlSeconds?: number
+  /** Tolerance for `exp` and `nbf`. Default 30 s, at most {@link maxClockSkewSeconds}. */
+  readonly clockSkewSeconds?: number
+  /** Timeout of one introspection call. Default 5 000 ms. */
+  readonly timeoutMs?: number
+  /** The fetch to use; the global one by default. */
+  readonly fetch?: typeof globalThis.fetch
+  /** Allow an `http:` endpoint on a non-loopback host (development only). Default false. */
+  readonly allowInsecureHttp?: boolean
+}
+
+const formEncode = (s: string): string => encodeURIComponent(s).replace(/%20/g, "+")
+
+const makeIntrospectionVerify = (
+  options: IntrospectionVerifierOptions,
+): ((token: string) => Effect.Effect<VerifiedToken, VerificationError>) => {
+  const endpoint = checkEndpoint("endpoint", options.endpoint, options.allowInsecureHttp).href
+  const audience = CanonicalUri.parse(options.audience)
+  const skew = checkSkew(options.clockSkewSeconds)
+  const ttlMs = (options.cacheTtlSeconds ?? 60) * 1000
+  const timeoutMs = options.timeoutMs ?? 5_000
+  const requireAudience = options.requireAudience ?? true
+  const doFetch = options.fetch ?? globalThis.fetch
+  const auth = options.clientAuth
+  const headers: Record<string, string> = {
+    "content-type": "application/x-www-form-urlencoded",
+    accept: "application/json",
+  }
+  let extraForm = ""
+  if (auth.method === "bearer") {
+    headers.authorization = `Bearer ${auth.token}`
+  } else if (auth.method === "client_secret_basic") {
+    headers.authorization = `Basic ${btoa(`${formEncode(auth.clientId)}:${formEncode(auth.clientSecret)}`)}`
+  } else {
+    extraForm = `&client_id=${formEncode(auth.clientId)}&client_secret=${formEncode(auth.clientSecret)}`
+  }
+
+  const run = async (token: string): Promise<VerifiedToken> => {
+    let response: Response
+    try {
+      response = await doFetch(endpoint, {
+        method: "POST",
+        headers,
+        body: `token=${formEncode(token)}&token_type_hint=access_token${extraForm}`,
+        redirect: "manual",
+        signal: AbortSignal.timeout(timeoutMs),
+      })
+    } catch (error) {
+      throw new VerifierUnavailable({
+        source: "introspection",
+        detail: error instanceof Error ? error.message : "request failed",
+      })
+    }
+    if (response.status !== 200) {
+      await response.body?.cancel()
+      throw new VerifierUnavailable({ source: "introspection", detail: `status ${response.status}` })
+    }
+    let body: unknown
+    try {
+      body = await response.json()
+    } catch {
+      throw new VerifierUnavailable({ source: "introspection", detail: "response is not JSON" })
+    }
+    if (typeof body !== "object" || body === null || Array.isArray(body)) {
+      throw new VerifierUnavailable({ source: "introspection", detail: "response is not a JSON object" })
+    }
+    const claims = body as Record<string, unknown>
+    if (claims.active !== true) throw invalid("inactive")
+    const now = Date.now() / 1000
+    if (typeof claims.exp === "number" && claims.exp + skew <= now) throw invalid("expired")
+    if (typeof claims.nbf === "number" && claims.nbf - skew > now) throw invalid("not-yet-valid")
+    if (options.issuers !== undefined && claims.iss !== undefined) {
+      if (typeof claims.iss !== "string" || !options.issuers.includes(claims.iss)) throw invalid("wrong-issuer")
+    }
+    const aud = claims.aud
+    const audiences = typeof aud === "string" ? [aud] : Array.isArray(aud) ? aud : []
+    if (
+      audiences.length === 0
+        ? requireAudience
+        : !audiences.some((a) => typeof a === "string" && CanonicalUri.equals(a, audience))
+    ) {
+      throw invalid("wrong-audience")
+    }
+    return fromClaims(claims, Date.now() + ttlMs)
+  }
+  return (token) =>
+    Effect.tryPromise({
+      try: () => run(token),
+      catch: (error) => toVerificationError(error, "introspection"),
+    })
+}
+
+/**
+ * A caller-supplied verifier. Return the verified token, or `null`/`undefined` to refuse it; throw
+ * {@link InvalidToken} to refuse with a specific reason. Any other exception counts as "verification unavailable"
+ * (still a 401: the server fails closed).
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-5.2 | OAuth 2.1 §5.2}
+ */
+export type CustomVerify = (
+  token: string,
+) => Promise<VerifiedToken | null | undefined> | VerifiedToken | null | undefined
+
+const makeCustomVerify =
+  (verify: CustomVerify): ((token: string) => Effect.Effect<VerifiedToken, VerificationError>) =>
+  (token) =>
+    Effect.tryPromise({
+      try: async () => {
+        const result = await verify(token)
+        if (result === null || result === undefined) throw invalid("rejected")
+        return result
+      },
+      catch: (error) => toVerificationError(error, "custom"),
+    })
+
+/**
+ * What the protected resource tells a verifier definition about itself, so the plain-face helpers
+ * ({@link jwt}, {@link introspection}) can default audience and issuers.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc9728.html#section-2 | RFC 9728 §2}
+ */
+export interface ResourceIdentity {
+  /** The canonical server URI. */
+  readonly resource: string
+  /** The authorization servers of the protected resource metadata. */
+  readonly authorizationServers: ReadonlyArray<string>
+}
+
+/**
+ * A verifier choice for the plain face: turned into a {@link TokenVerifier} layer once the protected resource knows
+ * its own identity.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-5.2 | OAuth 2.1 §5.2}
+ */
+export interface VerifierDefinition {
+  readonly _tag: "VerifierDefinition"
+  readonly layer: (identity: ResourceIdentity) => Layer.Layer<TokenVerifier>
+}
+
+/**
+ * Options of {@link jwt}: {@link JwtVerifierOptions} whose audience defaults to the resource and whose issuers default
+ * to its authorization servers.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc9068.html#section-4 | RFC 9068 §4}
+ */
+export type JwtOptions = Omit<JwtVerifierOptions, "audience" | "issuers"> & {
+  readonly audience?: string
+  readonly issuers?: ReadonlyArray<string>
+}
+
+/**
+ * JWT access tokens verified against a remote JWKS.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc9068.html#section-4 | RFC 9068 §4}
+ */
+export const jwt = (options: JwtOptions = {}): VerifierDefinition => {
+  const build = (identity: ResourceIdentity): JwtVerifierOptions => ({
+    ...options,
+    audience: options.audience ?? identity.resource,
+    issuers: options.issuers ?? identity.authorizationServers,
+  })
+  // Fail at definition time for option errors that do not depend on the resource.
+  checkAlgorithms(options.algorithms ?? defaultAlgorithms)
+  checkSkew(options.clockSkewSeconds)
+  return {
+    _tag: "VerifierDefinition",
+    layer: (identity) => {
+      const verify = makeJwtVerify(build(identity))
+      return Layer.succeed(TokenVerifier, TokenVerifier.of({ verify }))
+    },
+  }
+}
+
+/**
+ * Options of {@link introspection}: {@link IntrospectionVerifierOptions} whose audience defaults to the resource and
+ * whose issuers default to its authorization servers.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc7662.html#section-2 | RFC 7662 §2}
+ */
+export type IntrospectionOptions = Omit<IntrospectionVerifierOptions, "audience" | "issuers"> & {
+  readonly audience?: string
+  readonly issuers?: ReadonlyArray<string>
+}
+
+/**
+ * Tokens checked at an RFC 7662 introspection endpoint.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc7662.html#section-2 | RFC 7662 §2}
+ */
+export const introspection = (options: IntrospectionOptions): VerifierDefinition => ({
+  _tag: "VerifierDefinition",
+  layer: (identity) => {
+    const verify = makeIntrospectionVerify({
+      ...options,
+      audience: options.audience ?? identity.resource,
+      issuers: options.issuers ?? identity.authorizationServers,
+    })
+    return Layer.succeed(TokenVerifier, TokenVerifier.of({ verify }))
+  },
+})
+
+/**
+ * The caller's own verification function. The protected resource still checks audience and expiry of what it returns.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-5.2 | OAuth 2.1 §5.2}
+ */
+export const custom = (verify: CustomVerify): VerifierDefinition => ({
+  _tag: "VerifierDefinition",
+  layer: () => TokenVerifier.layerCustom(verify),
+})

@@ -1,0 +1,21 @@
+/**
+ * The protected MCP server side of MCP authorization: protected resource metadata (RFC 9728), Bearer token
+ * authentication (RFC 6750) with audience binding (RFC 8707), 401/403 challenges, per-operation scopes, and a
+ * client for upstream calls that never forwards the inbound token.
+ *
+ * @packageDocumentation
+ */
+
+/** Web handlers on `node:http`. */
+export * as Node from "./Node.js"
+export { toNodeListener } from "./Node.js"
+/** The protected resource: the Effect service and the plain face. */
+export * as ProtectedResource from "./ProtectedResource.js"
+export { createProtectedResource } from "./ProtectedResource.js"
+/** Token verification: the service and its JWT, introspection and custom implementations. */
+export * as TokenVerifier from "./TokenVerifier.js"
+export { custom, introspection, jwt } from "./TokenVerifier.js"
+/** Upstream calls with the server's own token (no token passthrough). */
+export * as Upstream from "./Upstream.js"
+/** The verified token and the verification errors. */
+export * as VerifiedToken from "./VerifiedToken.js"

@@ -1,0 +1,93 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
+import type { AddressInfo } from "node:net"
+import { exportJWK, generateKeyPair, type JWK, type JWTPayload, SignJWT } from "jose"
+import { toNodeListener, type WebHandler } from "../src/Node.js"
+
+export interface Running {
+  readonly origin: string
+  readonly port: number
+  readonly close: () => Promise<void>
+}
+
+const listen = async (server: Server): Promise<Running> => {
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  const { port } = server.address() as AddressInfo
+  return {
+    origin: `http://127.0.0.1:${port}`,
+    port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      }),
+  }
+}
+
+/** A loopback server whose Web handler can be set after the port is known. */
+export const startWebServer = async (): Promise<Running & { readonly setHandler: (h: WebHandler) => void }> => {
+  let handler: WebHandler = () => new Response("no handler", { status: 500 })
+  const running = await listen(createServer(toNodeListener((request) => handler(request))))
+  return {
+    ...running,
+    setHandler: (h) => {
+      handler = h
+    },
+  }
+}
+
+export const startNodeServer = async (
+  listener: (req: IncomingMessage, res: ServerResponse) => void,
+): Promise<Running> => listen(createServer(listener))
+
+export interface SigningKey {
+  readonly kid: string
+  readonly privateKey: CryptoKey
+  readonly publicJwk: JWK
+}
+
+export const makeKey = async (kid: string, alg = "ES256"): Promise<SigningKey> => {
+  const { privateKey, publicKey } = await generateKeyPair(alg, { extractable: true })
+  const publicJwk = { ...(await exportJWK(publicKey)), kid, alg, use: "sig" }
+  return { kid, privateKey, publicJwk }
+}
+
+export interface JwksState {
+  keys: Array<SigningKey>
+  hits: number
+  down: boolean
+}
+
+/** A JWKS endpoint on loopback: its keys can rotate, it counts fetches and can be made to fail. */
+export const startJwks = async (
+  keys: Array<SigningKey>,
+): Promise<Running & { readonly state: JwksState; readonly url: string }> => {
+  const state: JwksState = { keys, hits: 0, down: false }
+  const running = await startNodeServer((_req, res) => {
+    state.hits++
+    if (state.down) {
+      res.writeHead(503, { "content-type": "text/plain" }).end("down")
+      return
+    }
+    res
+      .writeHead(200, { "content-type": "application/jwk-set+json" })
+      .end(JSON.stringify({ keys: state.keys.map((k) => k.publicJwk) }))
+  })
+  return { ...running, state, url: `${running.origin}/jwks` }
+}
+
+export const now = (): number => Math.floor(Date.now() / 1000)
+
+export const mint = (
+  key: SigningKey,
+  claims: JWTPayload & Record<string, unknown>,
+  header: { readonly typ?: string; readonly alg?: string; readonly kid?: string } = {},
+): Promise<string> =>
+  new SignJWT(claims)
+    .setProtectedHeader({ alg: header.alg ?? "ES256", typ: header.typ ?? "at+jwt", kid: header.kid ?? key.kid })
+    .sign(key.privateKey)
+
+/** An unsigned (`alg: none`) JWT. */
+export const unsecured = (claims: Record<string, unknown>): string => {
+  const enc = (v: unknown) => Buffer.from(JSON.stringify(v)).toString("base64url")
+  return `${enc({ alg: "none", typ: "at+jwt" })}.${enc(claims)}.`
+}

@@ -1,0 +1,1 @@
+export { NOTE_SCOPES, type Stack, startStack, USER } from "./stack.js"
