@@ -167,6 +167,27 @@ const make = Effect.gen(function* () {
     return { key, server, client, request }
   })
 
+  /**
+   * Finds again the authorization server an authorization or its tokens are bound to, the way it was found first:
+   * from the issuer, or in the 2025-03-26 fallback from the MCP server's origin, where the metadata must still name
+   * the recorded issuer.
+   */
+  const rediscover = Effect.fnUntraced(function* (issuer: string, server: string, legacy: boolean) {
+    if (!legacy) return yield* provide(discoverAuthorizationServer(issuer, { legacy }))
+    const origin = CanonicalUri.origin(server)
+    const found = yield* provide(discoverAuthorizationServer(origin, { legacy }))
+    if (found.issuer !== issuer) {
+      const url = found.metadataUrl ?? origin
+      return yield* new AuthError({
+        step: "authorization-server-metadata",
+        reason: "issuer-mismatch",
+        url,
+        message: `the authorization server metadata at ${url} now has issuer "${found.issuer}" but this authorization is bound to "${issuer}" (2025-03-26 fallback); authorize again`,
+      })
+    }
+    return found
+  })
+
   const finish = Effect.fnUntraced(function* (
     callbackUrl: string,
     pending: Pending,
@@ -174,9 +195,7 @@ const make = Effect.gen(function* () {
   ) {
     const code = yield* validateCallback(callbackUrl, pending)
     yield* store.delete(pendingKey(pending.state))
-    const server =
-      known?.server ??
-      (yield* provide(discoverAuthorizationServer(pending.issuer, { legacy: pending.legacy === true })))
+    const server = known?.server ?? (yield* rediscover(pending.issuer, pending.server, pending.legacy === true))
     const client = known?.client ?? (yield* provide(findClient(pending.issuer, pending.client_id)))
     if (client === undefined) {
       return yield* new AuthError({
@@ -280,11 +299,10 @@ const make = Effect.gen(function* () {
         const current = yield* readTokens(key)
         // Someone else already replaced the token: use theirs rather than spending the refresh token again.
         if (current !== undefined && current.access_token !== stale.access_token) return current
-        const server = yield* provide(
-          discoverAuthorizationServer(stale.issuer, {
-            legacy: config.legacyFallback && stale.issuer === CanonicalUri.origin(stale.resource),
-          }),
-        )
+        // Tokens stored before the legacy flag existed were legacy exactly when their issuer was the origin.
+        const legacy =
+          config.legacyFallback && (stale.legacy === true || stale.issuer === CanonicalUri.origin(stale.resource))
+        const server = yield* rediscover(stale.issuer, stale.resource, legacy)
         const client = yield* provide(findClient(stale.issuer, stale.client_id))
         if (client === undefined || stale.refresh_token === undefined) {
           yield* store.delete(tokensKey(key))
@@ -326,7 +344,7 @@ const make = Effect.gen(function* () {
       reason: "step-up-limit",
       url,
       status: 403,
-      message: `${url} still answers 403 insufficient_scope for ${operation} after ${attempts} step-up authorizations; giving up (the server may not grant the scopes it asks for)`,
+      message: `${url} still answers 403 insufficient_scope for ${operation} after ${attempts} authorization attempt${attempts === 1 ? "" : "s"} for this operation (limit ${config.maxStepUpAttempts}); giving up (the server may not grant the scopes it asks for)`,
     })
 
   const fetchWithAuth = Effect.fn("AuthClient.fetch")(function* (input: string | URL | Request, init?: RequestInit) {
@@ -401,6 +419,8 @@ const make = Effect.gen(function* () {
       const latest = yield* readTokens(key)
       // Another request finished an authorization meanwhile: try its token before asking the user again.
       if (latest !== undefined && latest.access_token !== tokens?.access_token) continue
+      // The authorization an operation triggers counts towards its step-up limit: the limit is on authorizations.
+      stepUps.set(stepKey, (stepUps.get(stepKey) ?? 0) + 1)
       yield* authorizeShared(key, original.url, { challenge, force: tokens !== undefined })
     }
     return yield* stepUpLimit(original.url, operation, stepUps.get(stepKey) ?? 0)

@@ -103,7 +103,11 @@ export interface ClientOptions {
   readonly legacyFallback?: boolean
   /** Refresh this many seconds before expiry (default 60). */
   readonly refreshSkewSeconds?: number
-  /** Step-up attempts per resource and operation before a permanent failure (default 3). */
+  /**
+   * Authorizations per resource and operation (JSON-RPC method, and tool name for `tools/call`) before a 403
+   * `insufficient_scope` becomes a permanent failure, counting the first authorization the operation triggered with
+   * a 401 and every step-up (default 3 in total). The count restarts when the operation succeeds.
+   */
   readonly maxStepUpAttempts?: number
   /** How long discovery documents stay fresh when the server sends no Cache-Control max-age (default 300). */
   readonly discoveryTtlSeconds?: number

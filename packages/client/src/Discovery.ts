@@ -10,7 +10,7 @@ import { Effect, Result } from "effect"
 import { AuthError, type Step } from "./AuthError.js"
 import { ClientConfig } from "./ClientConfig.js"
 import { DiscoveryCache, freshness } from "./DiscoveryCache.js"
-import { readJson, send } from "./internal/http.js"
+import { isLoopback, readJson, send } from "./internal/http.js"
 
 /**
  * What discovery learnt about the protected resource.
@@ -231,7 +231,25 @@ export const discoverProtectedResource = Effect.fn("Discovery.discoverProtectedR
   })
 })
 
-const validateAsm = Effect.fnUntraced(function* (issuer: string, url: string, json: unknown) {
+/**
+ * Whether the 2025-03-26 fallback may use metadata whose `issuer` is not the MCP server's origin. That revision
+ * derives the metadata URL from the MCP server's origin, so the client never had an issuer to expect; an issuer
+ * that is an https (or loopback http) URL at that same origin, without query or fragment, is accepted and becomes
+ * the issuer the tokens and the `iss` check are bound to.
+ *
+ * @see {@link https://modelcontextprotocol.io/specification/2025-03-26/basic/authorization#2-3-2-authorization-base-url | MCP 2025-03-26 authorization base URL}
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-2 | RFC 8414 §2}
+ */
+export const legacyIssuerAccepted = (issuer: string, serverOrigin: string): boolean => {
+  const url = URL.parse(issuer)
+  const origin = URL.parse(serverOrigin)
+  if (url === null || origin === null) return false
+  if (issuer.includes("?") || issuer.includes("#") || url.username !== "" || url.password !== "") return false
+  const secure = url.protocol === "https:" || (url.protocol === "http:" && isLoopback(url))
+  return secure && url.origin === origin.origin
+}
+
+const validateAsm = Effect.fnUntraced(function* (issuer: string, url: string, json: unknown, legacy: boolean) {
   const result = Wire.validate(Wire.AuthorizationServerMetadata, json, "authorization server metadata")
   if (Result.isFailure(result)) {
     return yield* new AuthError({
@@ -242,6 +260,15 @@ const validateAsm = Effect.fnUntraced(function* (issuer: string, url: string, js
     })
   }
   const metadata = result.success
+  if (legacy && metadata.issuer !== issuer) {
+    if (legacyIssuerAccepted(metadata.issuer, issuer)) return yield* checkCapabilities(url, metadata)
+    return yield* new AuthError({
+      step: ASM,
+      reason: "issuer-mismatch",
+      url,
+      message: `the authorization server metadata at ${url} has issuer "${metadata.issuer}", which is not an https (or loopback http) URL at the MCP server's origin ${issuer} (2025-03-26 fallback, no protected resource metadata); refusing to use it`,
+    })
+  }
   if (metadata.issuer !== issuer) {
     return yield* new AuthError({
       step: ASM,
@@ -282,8 +309,11 @@ const checkCapabilities = Effect.fnUntraced(function* (url: string, metadata: Wi
 /**
  * Fetches and validates an authorization server's metadata from the locations of the seed's order (RFC 8414 and
  * OpenID Connect Discovery), using the first that answers. The `issuer` must equal the expected one exactly and
- * `code_challenge_methods_supported` must contain S256. In the 2025-03-26 fallback, when no location answers, the
- * default endpoints `/authorize`, `/token` and `/register` at the server's origin are used.
+ * `code_challenge_methods_supported` must contain S256.
+ *
+ * In the 2025-03-26 fallback (`legacy`), `issuer` is the MCP server's origin: the metadata found there may name
+ * another issuer at that same origin ({@link legacyIssuerAccepted}), and the result carries that issuer. When no
+ * location answers, the default endpoints `/authorize`, `/token` and `/register` at the origin are used.
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-3 | RFC 8414 §3}
  * @see {@link https://openid.net/specs/openid-connect-discovery-1_0.html#ProviderConfigurationValidation | OIDC Discovery §4.3}
@@ -299,9 +329,9 @@ export const discoverAuthorizationServer = Effect.fn("Discovery.discoverAuthoriz
     tried.push(location.url)
     const fetched = yield* fetchDocument(ASM, location.url, options.force ?? false)
     if (fetched.kind === "absent") continue
-    const metadata = yield* validateAsm(issuer, location.url, fetched.json)
+    const metadata = yield* validateAsm(issuer, location.url, fetched.json, options.legacy === true)
     yield* remember(location.url, fetched.ttl, fetched.json)
-    return { issuer, metadata, metadataUrl: location.url } as AuthorizationServer
+    return { issuer: metadata.issuer, metadata, metadataUrl: location.url } as AuthorizationServer
   }
   if (options.legacy === true) {
     const metadata = {

@@ -154,6 +154,7 @@ const toTokens = (
     readonly issuer: string
     readonly clientId: string
     readonly previousRefreshToken?: string | undefined
+    readonly legacy: boolean
   },
 ): Tokens => {
   const now = Date.now()
@@ -168,6 +169,7 @@ const toTokens = (
     resource: context.resource,
     issuer: context.issuer,
     client_id: context.clientId,
+    ...(context.legacy ? { legacy: true } : {}),
     obtained_at: now,
   }
 }
@@ -197,6 +199,7 @@ export const exchangeCode = Effect.fn("TokenEndpoint.exchangeCode")(function* (
     resource: pending.resource,
     issuer: server.issuer,
     clientId: client.client_id,
+    legacy: pending.legacy === true,
   })
 })
 
@@ -232,5 +235,6 @@ export const refresh = Effect.fn("TokenEndpoint.refresh")(function* (
     issuer: server.issuer,
     clientId: client.client_id,
     previousRefreshToken: refreshToken,
+    legacy: tokens.legacy === true,
   })
 })

@@ -39,6 +39,8 @@ export interface Tokens {
   /** The issuer of the authorization server that issued the token. */
   readonly issuer: string
   readonly client_id: string
+  /** True when the authorization server was found by the 2025-03-26 fallback (refresh finds it the same way). */
+  readonly legacy?: boolean
   /** Milliseconds since the epoch. */
   readonly obtained_at: number
 }

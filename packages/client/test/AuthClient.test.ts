@@ -237,13 +237,26 @@ describe("step-up", () => {
     expect(rs.requests.map((r) => r.status)).toEqual([401, 200, 403, 200])
   })
 
-  it("stops after 3 step-ups for a server that answers 403 forever, with a typed permanent error", async () => {
+  it("makes at most 3 authorizations in total for an operation that triggered the first one itself", async () => {
     const { as, rs, client } = await world({ rs: { alwaysForbidden: ["tools/call admin"] } })
-    await client.fetch(rs.url, post(rpc("initialize")))
     const error = await rejection(client.fetch(rs.url, post(rpc("tools/call", { name: "admin" }))))
     expect(error).toMatchObject({ step: "step-up", reason: "step-up-limit", url: rs.url, status: 403 })
     expect((error as AuthError).message).toBe(
-      `${rs.url} still answers 403 insufficient_scope for tools/call admin after 3 step-up authorizations; giving up (the server may not grant the scopes it asks for)`,
+      `${rs.url} still answers 403 insufficient_scope for tools/call admin after 3 authorization attempts for this operation (limit 3); giving up (the server may not grant the scopes it asks for)`,
+    )
+    // The first authorization (answering the 401) and two step-ups.
+    expect(as.authorizations).toHaveLength(3)
+    expect(rs.requests.map((r) => r.status)).toEqual([401, 403, 403, 403])
+  })
+
+  it("allows 3 step-ups for an operation whose token another operation obtained, then fails permanently", async () => {
+    const { as, rs, client } = await world({ rs: { alwaysForbidden: ["tools/call admin"] } })
+    await client.fetch(rs.url, post(rpc("initialize")))
+    expect(as.authorizations).toHaveLength(1)
+    const error = await rejection(client.fetch(rs.url, post(rpc("tools/call", { name: "admin" }))))
+    expect(error).toMatchObject({ step: "step-up", reason: "step-up-limit", url: rs.url, status: 403 })
+    expect((error as AuthError).message).toBe(
+      `${rs.url} still answers 403 insufficient_scope for tools/call admin after 3 authorization attempts for this operation (limit 3); giving up (the server may not grant the scopes it asks for)`,
     )
     expect(as.authorizations).toHaveLength(4)
     // The limit is remembered per resource and operation: no further authorizations for the same call.
@@ -253,15 +266,41 @@ describe("step-up", () => {
     expect((await client.fetch(rs.url, post(rpc("tools/list")))).status).toBe(200)
   })
 
-  it("honours a configured limit", async () => {
+  it("honours a configured limit, counting the authorization the operation triggered", async () => {
     const { as, rs, client } = await world({
       rs: { alwaysForbidden: ["tools/call admin"] },
       client: { maxStepUpAttempts: 1 },
     })
+    const first = await rejection(client.fetch(rs.url, post(rpc("tools/call", { name: "admin" }))))
+    expect(first).toMatchObject({ step: "step-up", reason: "step-up-limit", url: rs.url, status: 403 })
+    expect((first as AuthError).message).toBe(
+      `${rs.url} still answers 403 insufficient_scope for tools/call admin after 1 authorization attempt for this operation (limit 1); giving up (the server may not grant the scopes it asks for)`,
+    )
+    expect(as.authorizations).toHaveLength(1)
+  })
+
+  it("honours a configured limit for an operation that reuses another operation's token", async () => {
+    const { as, rs, client } = await world({
+      rs: { alwaysForbidden: ["tools/call admin"] },
+      client: { maxStepUpAttempts: 5 },
+    })
     await client.fetch(rs.url, post(rpc("initialize")))
     const error = await rejection(client.fetch(rs.url, post(rpc("tools/call", { name: "admin" }))))
-    expect(error).toMatchObject({ reason: "step-up-limit" })
+    expect((error as AuthError).message).toBe(
+      `${rs.url} still answers 403 insufficient_scope for tools/call admin after 5 authorization attempts for this operation (limit 5); giving up (the server may not grant the scopes it asks for)`,
+    )
+    expect(as.authorizations).toHaveLength(6)
+  })
+
+  it("restarts the count once the operation succeeds", async () => {
+    const { as, rs, client } = await world({ rs: { required: { "tools/call write": "tools:write" } } })
+    const response = await client.fetch(rs.url, post(rpc("tools/call", { name: "write" })))
+    expect(response.status).toBe(200)
+    // 401 -> authorization with tools:read, 403 -> step-up with tools:write: two of the three allowed.
     expect(as.authorizations).toHaveLength(2)
+    await client.logout(rs.url)
+    expect((await client.fetch(rs.url, post(rpc("tools/call", { name: "write" })))).status).toBe(200)
+    expect(as.authorizations).toHaveLength(4)
   })
 
   it("passes a 403 without insufficient_scope through untouched", async () => {

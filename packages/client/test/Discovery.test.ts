@@ -1,8 +1,9 @@
 import { describe, expect, it } from "vitest"
-import { createAuthClient } from "../src/AuthClient.js"
+import { type CreateOptions, createAuthClient } from "../src/AuthClient.js"
 import { AuthError } from "../src/AuthError.js"
-import { resourceMatches } from "../src/Discovery.js"
-import { headless } from "../src/UserAgent.js"
+import { legacyIssuerAccepted, resourceMatches } from "../src/Discovery.js"
+import { memory } from "../src/TokenStore.js"
+import { headless, twoPhase } from "../src/UserAgent.js"
 import { json, rpc, startAuthorizationServer, startCombined } from "./support/peers.js"
 import { rejection, track, world } from "./support/world.js"
 
@@ -161,6 +162,17 @@ describe("authorization server metadata", () => {
     expect(as.authorizations).toHaveLength(0)
   })
 
+  it("keeps exact equality on the protected resource metadata path, even for an issuer at the same origin", async () => {
+    const { as, rs, client } = await world({ as: { metadata: (m) => ({ ...m, issuer: `${String(m.issuer)}/oauth` }) } })
+    const error = await rejection(client.fetch(rs.url, initialize))
+    const url = `${as.issuer}/.well-known/oauth-authorization-server`
+    expect(error).toMatchObject({ step: "authorization-server-metadata", reason: "issuer-mismatch", url })
+    expect((error as AuthError).message).toBe(
+      `the authorization server metadata at ${url} has issuer "${as.issuer}/oauth" but "${as.issuer}" was expected (compared exactly, without normalisation); refusing to use it`,
+    )
+    expect(as.registrations).toHaveLength(0)
+  })
+
   it("refuses metadata naming another issuer", async () => {
     const { as, rs, client } = await world({ as: { metadata: (m) => ({ ...m, issuer: "https://honest.example" }) } })
     const error = await rejection(client.fetch(rs.url, initialize))
@@ -235,13 +247,127 @@ describe("authorization server metadata", () => {
 })
 
 describe("2025-03-26 fallbacks", () => {
-  const legacy = async (asOptions: Parameters<typeof startCombined>[0]) => {
+  const legacy = async (asOptions: Parameters<typeof startCombined>[0], clientOptions: CreateOptions = {}) => {
     const { as, rs } = await startCombined(asOptions, { advertiseMetadata: false, metadataAt: [] })
     track(as.close)
-    const client = createAuthClient({ userAgent: headless() })
+    const client = createAuthClient({ userAgent: headless(), ...clientOptions })
     track(client.dispose)
     return { as, rs, client }
   }
+  /** An authorization server at `{origin}/oauth` whose metadata is served at the origin's RFC 8414 location. */
+  const oauthAtOrigin = { issuerPath: "/oauth", metadataAt: ["oauth-root"] } as const
+
+  it("accepts an issuer at the MCP server's origin other than the origin itself, and binds tokens to it", async () => {
+    const { as, rs, client } = await legacy(oauthAtOrigin)
+    expect(as.issuer).toBe(`${new URL(rs.url).origin}/oauth`)
+    expect((await client.fetch(rs.url, initialize)).status).toBe(200)
+    expect(as.metadataRequests).toEqual(["/.well-known/oauth-authorization-server"])
+    expect(as.paths).toEqual([
+      "/.well-known/oauth-authorization-server",
+      "/oauth/register",
+      "/oauth/authorize",
+      "/oauth/token",
+    ])
+    expect(as.authorizations[0]?.get("resource")).toBe(rs.url)
+    expect(await client.tokens(rs.url)).toMatchObject({ issuer: as.issuer, resource: rs.url, legacy: true })
+  })
+
+  it("checks iss against that issuer, not against the origin", async () => {
+    const { as, rs, client } = await legacy({
+      ...oauthAtOrigin,
+      tamperRedirect: (params) => params.set("iss", new URL(params.get("iss") ?? "").origin),
+    })
+    const error = await rejection(client.fetch(rs.url, initialize))
+    const origin = new URL(rs.url).origin
+    expect(error).toMatchObject({ step: "callback", reason: "iss-mismatch", url: "http://127.0.0.1/callback" })
+    expect((error as AuthError).message).toBe(
+      `the authorization response at http://127.0.0.1/callback has iss "${origin}" but the request went to "${as.issuer}"; rejected as a possible mix-up attack (RFC 9207)`,
+    )
+    expect(as.tokenRequests).toHaveLength(0)
+  })
+
+  it("refuses an issuer at another origin with issuer-mismatch, before registering", async () => {
+    const { as, rs, client } = await legacy({
+      ...oauthAtOrigin,
+      metadata: (m) => ({ ...m, issuer: "https://elsewhere.example/oauth" }),
+    })
+    const error = await rejection(client.fetch(rs.url, initialize))
+    const origin = new URL(rs.url).origin
+    const url = `${origin}/.well-known/oauth-authorization-server`
+    expect(error).toMatchObject({ step: "authorization-server-metadata", reason: "issuer-mismatch", url })
+    expect((error as AuthError).message).toBe(
+      `the authorization server metadata at ${url} has issuer "https://elsewhere.example/oauth", which is not an https (or loopback http) URL at the MCP server's origin ${origin} (2025-03-26 fallback, no protected resource metadata); refusing to use it`,
+    )
+    expect(as.paths).toEqual(["/.well-known/oauth-authorization-server"])
+  })
+
+  it("refuses an issuer on another port of the same host", async () => {
+    const { as, rs, client } = await legacy({
+      ...oauthAtOrigin,
+      metadata: (m) => {
+        const issuer = new URL(String(m.issuer))
+        issuer.port = String(Number(issuer.port) === 65535 ? 65534 : Number(issuer.port) + 1)
+        return { ...m, issuer: issuer.href }
+      },
+    })
+    const error = await rejection(client.fetch(rs.url, initialize))
+    expect(error).toMatchObject({ step: "authorization-server-metadata", reason: "issuer-mismatch" })
+    expect(as.registrations).toHaveLength(0)
+  })
+
+  it("refreshes through the issuer found at the origin", async () => {
+    const { as, rs, client } = await legacy({ ...oauthAtOrigin, expiresIn: 30 })
+    expect((await client.fetch(rs.url, initialize)).status).toBe(200)
+    const before = as.refreshes
+    // 30 s is inside the default 60 s refresh skew, so the next request refreshes first.
+    expect((await client.fetch(rs.url, initialize)).status).toBe(200)
+    expect(as.refreshes).toBe(before + 1)
+    expect(as.tokenRequests.map((request) => request.grant)).toEqual([
+      "authorization_code",
+      ...Array.from({ length: before + 1 }, () => "refresh_token"),
+    ])
+    expect(as.paths.filter((path) => path.endsWith("/token"))).toEqual(as.tokenRequests.map(() => "/oauth/token"))
+    expect(await client.tokens(rs.url)).toMatchObject({ issuer: as.issuer, legacy: true })
+  })
+
+  it("completes a two-phase authorization by finding that issuer again at the origin", async () => {
+    const REDIRECT = "https://app.example/oauth/callback"
+    const store = memory()
+    const { as, rs } = await legacy(oauthAtOrigin)
+    const first = createAuthClient({ userAgent: twoPhase({ redirectUri: REDIRECT }), store })
+    track(first.dispose)
+    const begun = await first.begin(rs.url)
+    expect(begun.url.startsWith(`${as.issuer}/authorize?`)).toBe(true)
+    const callback = (await fetch(begun.url, { redirect: "manual" })).headers.get("location") ?? ""
+    // A second client (a restart) has no discovery cache: it finds the authorization server again.
+    const second = createAuthClient({ userAgent: twoPhase({ redirectUri: REDIRECT }), store })
+    track(second.dispose)
+    expect(await second.complete(callback)).toMatchObject({ issuer: as.issuer, resource: rs.url, legacy: true })
+  })
+
+  it("refuses to complete when the origin's metadata names another issuer than the one the request went to", async () => {
+    const REDIRECT = "https://app.example/oauth/callback"
+    const store = memory()
+    let moved = false
+    const { as, rs } = await legacy({
+      ...oauthAtOrigin,
+      metadata: (m) => (moved ? { ...m, issuer: `${String(m.issuer)}/v2` } : m),
+    })
+    const first = createAuthClient({ userAgent: twoPhase({ redirectUri: REDIRECT }), store })
+    track(first.dispose)
+    const begun = await first.begin(rs.url)
+    const callback = (await fetch(begun.url, { redirect: "manual" })).headers.get("location") ?? ""
+    moved = true
+    const second = createAuthClient({ userAgent: twoPhase({ redirectUri: REDIRECT }), store })
+    track(second.dispose)
+    const error = await rejection(second.complete(callback))
+    const url = `${new URL(rs.url).origin}/.well-known/oauth-authorization-server`
+    expect(error).toMatchObject({ step: "authorization-server-metadata", reason: "issuer-mismatch", url })
+    expect((error as AuthError).message).toBe(
+      `the authorization server metadata at ${url} now has issuer "${as.issuer}/v2" but this authorization is bound to "${as.issuer}" (2025-03-26 fallback); authorize again`,
+    )
+    expect(as.tokenRequests).toHaveLength(0)
+  })
 
   it("uses authorization server metadata at the MCP server's origin when no protected resource metadata exists", async () => {
     const { as, rs, client } = await legacy({})
@@ -260,6 +386,26 @@ describe("2025-03-26 fallbacks", () => {
       "/authorize",
       "/token",
     ])
+  })
+})
+
+describe("legacyIssuerAccepted (2025-03-26 fallback)", () => {
+  it.each([
+    ["https://mcp.example.com/oauth", "https://mcp.example.com", true],
+    ["https://mcp.example.com", "https://mcp.example.com", true],
+    ["https://MCP.example.com:443/oauth", "https://mcp.example.com", true],
+    ["http://127.0.0.1:8080/oauth", "http://127.0.0.1:8080", true],
+    ["http://localhost:8080/oauth", "http://localhost:8080", true],
+    ["http://mcp.example.com/oauth", "http://mcp.example.com", false],
+    ["https://mcp.example.com:8443/oauth", "https://mcp.example.com", false],
+    ["https://other.example.com/oauth", "https://mcp.example.com", false],
+    ["https://mcp.example.com.evil.example/oauth", "https://mcp.example.com", false],
+    ["https://mcp.example.com/oauth?tenant=1", "https://mcp.example.com", false],
+    ["https://mcp.example.com/oauth#x", "https://mcp.example.com", false],
+    ["https://user@mcp.example.com/oauth", "https://mcp.example.com", false],
+    ["/oauth", "https://mcp.example.com", false],
+  ])("%s at origin %s: %s", (issuer, origin, accepted) => {
+    expect(legacyIssuerAccepted(issuer, origin)).toBe(accepted)
   })
 })
 

@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest"
 import { createAuthClient } from "../src/AuthClient.js"
 import type { AuthError } from "../src/AuthError.js"
 import { buildClientMetadataDocument, clientMetadataDocumentHandler, redirectUriCovered } from "../src/Registration.js"
+import { memory } from "../src/TokenStore.js"
 import { headless } from "../src/UserAgent.js"
 import {
   type AuthorizationServerPeer,
@@ -138,6 +139,47 @@ describe("registration order", () => {
     expect((error as AuthError).message).toBe(
       `dynamic client registration at ${as.issuer}/register failed with HTTP 400 invalid_redirect_uri: loopback not allowed; check the redirect URI and application_type, or pre-register the client`,
     )
+  })
+
+  it("accepts a client_secret issued without client_secret_expires_at as one that never expires", async () => {
+    let server: AuthorizationServerPeer | undefined
+    const store = memory()
+    const { as, rs, client } = await world({
+      as: {
+        // RFC 7591 §3.2.1 requires client_secret_expires_at with a secret; deployed servers omit it.
+        registerReply: (requested) => {
+          const redirect_uris = requested.redirect_uris as Array<string>
+          server?.clients.set("dcr-secret", {
+            client_id: "dcr-secret",
+            client_secret: "s3cret",
+            token_endpoint_auth_method: "client_secret_basic",
+            redirect_uris,
+          })
+          return json(201, {
+            client_id: "dcr-secret",
+            client_secret: "s3cret",
+            token_endpoint_auth_method: "client_secret_basic",
+            redirect_uris,
+          })
+        },
+      },
+      client: { store },
+    })
+    server = as
+    expect((await client.fetch(rs.url, initialize)).status).toBe(200)
+    expect(as.tokenRequests[0]?.authorization).toBe(`Basic ${Buffer.from("dcr-secret:s3cret").toString("base64")}`)
+    expect(await store.get(`client:${as.issuer}`)).toStrictEqual({
+      issuer: as.issuer,
+      client_id: "dcr-secret",
+      token_endpoint_auth_method: "client_secret_basic",
+      redirect_uris: [CALLBACK],
+      client_secret: "s3cret",
+      client_secret_expires_at: 0,
+    })
+    // Still usable later: the stored registration is reused, not replaced.
+    await client.logout(rs.url)
+    expect((await client.fetch(rs.url, initialize)).status).toBe(200)
+    expect(as.registrations).toHaveLength(1)
   })
 
   it("sends application_type web when configured", async () => {

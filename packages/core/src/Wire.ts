@@ -8,7 +8,8 @@
  *   requirements of issuers, endpoints and resources depend on the role and on development settings, so role
  *   packages enforce them (e.g. RFC 8414 §2 "issuer uses https, no query or fragment").
  * - Members the RFCs mark REQUIRED but that MCP can live without (`response_types_supported`,
- *   `authorization_servers`) are optional here; the role packages decide.
+ *   `authorization_servers`) are optional here; the role packages decide. A registration response's missing
+ *   `client_secret_expires_at` reads as `0` (see {@link ClientRegistrationResponse}).
  * - `null` is not accepted for an optional member: the RFCs say to omit it.
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc9728.html#section-2 | RFC 9728 §2}
@@ -250,8 +251,12 @@ export type ClientRegistrationRequest = z.infer<typeof ClientRegistrationRequest
 
 /**
  * An RFC 7591 client information response: `client_id` (required), `client_secret`, `client_id_issued_at`,
- * `client_secret_expires_at` (required when a secret is issued), the RFC 7592 management members, and the
- * registered metadata echoed back.
+ * `client_secret_expires_at`, the RFC 7592 management members, and the registered metadata echoed back.
+ *
+ * Deliberate leniency: RFC 7591 §3.2.1 makes `client_secret_expires_at` REQUIRED when a `client_secret` is issued,
+ * but deployed authorization servers omit it. Its absence is accepted and read as `0` (the secret never expires),
+ * so the parsed value always carries `client_secret_expires_at` alongside a `client_secret`. A value that is
+ * present must still be a number; every other member is checked as strictly as elsewhere.
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc7591.html#section-3.2.1 | RFC 7591 §3.2.1}
  */
@@ -265,11 +270,12 @@ export const ClientRegistrationResponse = F.document({
   registration_access_token: F.string().optional(),
   registration_client_uri: F.url().optional(),
 })
-  .refine((value) => value.client_secret === undefined || value.client_secret_expires_at !== undefined, {
-    error: 'is required when "client_secret" is issued',
-    path: ["client_secret_expires_at"],
-  })
   .refine(jwksExclusive, jwksExclusiveError)
+  .transform((value) =>
+    value.client_secret !== undefined && value.client_secret_expires_at === undefined
+      ? { ...value, client_secret_expires_at: 0 }
+      : value,
+  )
 /** @see {@link https://www.rfc-editor.org/rfc/rfc7591.html#section-3.2.1 | RFC 7591 §3.2.1} */
 export type ClientRegistrationResponse = z.infer<typeof ClientRegistrationResponse>
 

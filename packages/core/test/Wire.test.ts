@@ -339,10 +339,32 @@ describe("ClientRegistrationResponse (RFC 7591 §3.2.1)", () => {
   })
 
   it("accepts a public client without secret, and a secret that never expires (0)", () => {
-    expect(ok(schema, { client_id: "abc", token_endpoint_auth_method: "none" }).client_id).toBe("abc")
+    expect(ok(schema, { client_id: "abc", token_endpoint_auth_method: "none" })).toStrictEqual({
+      client_id: "abc",
+      token_endpoint_auth_method: "none",
+    })
     expect(
       ok(schema, { client_id: "abc", client_secret: "s", client_secret_expires_at: 0 }).client_secret_expires_at,
     ).toBe(0)
+  })
+
+  it("reads a client_secret issued without client_secret_expires_at as a secret that never expires (0)", () => {
+    // RFC 7591 §3.2.1 makes the member REQUIRED, but deployed servers omit it.
+    expect(ok(schema, { client_id: "abc", client_secret: "s", client_name: "App" })).toStrictEqual({
+      client_id: "abc",
+      client_secret: "s",
+      client_name: "App",
+      client_secret_expires_at: 0,
+    })
+  })
+
+  it("keeps a client_secret_expires_at the server sent, and adds none when no secret is issued", () => {
+    expect(ok(schema, { client_id: "abc", client_secret: "s", client_secret_expires_at: 2893276800 })).toStrictEqual({
+      client_id: "abc",
+      client_secret: "s",
+      client_secret_expires_at: 2893276800,
+    })
+    expect(ok(schema, { client_id: "abc" })).toStrictEqual({ client_id: "abc" })
   })
 
   it.each([
@@ -350,9 +372,15 @@ describe("ClientRegistrationResponse (RFC 7591 §3.2.1)", () => {
     [{ client_id: "" }, "client_id", `${doc}: "client_id" must not be empty`],
     [{ client_id: 12 }, "client_id", `${doc}: "client_id" must be a string`],
     [
-      { client_id: "abc", client_secret: "s" },
+      { client_id: "abc", client_secret: "s", client_secret_expires_at: "0" },
       "client_secret_expires_at",
-      `${doc}: "client_secret_expires_at" is required when "client_secret" is issued`,
+      `${doc}: "client_secret_expires_at" must be a number`,
+    ],
+    [{ client_id: "abc", client_secret: 42 }, "client_secret", `${doc}: "client_secret" must be a string`],
+    [
+      { client_id: "abc", client_secret: "s", jwks: { keys: [] }, jwks_uri: "https://client.example.org/jwks" },
+      "jwks",
+      `${doc}: "jwks" must not be present together with "jwks_uri"`,
     ],
     [
       { client_id: "abc", client_id_issued_at: "2893256800" },

@@ -2,7 +2,8 @@
 /**
  * `node tools/conformance/dist/run.js`: runs the official MCP conformance suite's client scenarios against Keyway's
  * conformance client, writes docs/conformance.md, and exits non-zero on any unexpected failure, any unexpected pass
- * (a listed failure that now passes must be removed from expected-failures.json) or any stale entry.
+ * (a listed failure that now passes must be removed from expected-failures.json), any stale entry, or any run the
+ * installed suite cannot run (a spec version it does not know).
  *
  * Options: `--only <run label>` (repeatable, for example `--only auth --only backcompat`), `--output <file>`
  * (default docs/conformance.md at the repository root), `--no-write`, `--expected-failures <file>`,
@@ -78,7 +79,7 @@ const main = async (): Promise<number> => {
     await writeFile(values.output, markdown)
     process.stderr.write(`wrote ${values.output}\n`)
   }
-  const { unexpectedFailures, unexpectedPasses, staleEntries } = compare(outcomes, expected)
+  const { unexpectedFailures, unexpectedPasses, staleEntries, unavailableRuns } = compare(outcomes, expected)
   for (const r of unexpectedFailures) {
     process.stderr.write(`unexpected failure: [${r.run}] ${r.scenario}: ${r.detail ?? "no detail"}\n`)
   }
@@ -90,8 +91,11 @@ const main = async (): Promise<number> => {
   for (const e of staleEntries) {
     process.stderr.write(`stale entry: [${e.suite}] ${e.scenario} did not run; remove it from expected-failures.json\n`)
   }
+  for (const o of unavailableRuns) {
+    process.stderr.write(`run not available: [${o.run.label}] ${o.note ?? ""}; pin a suite version that has it\n`)
+  }
   const results = outcomes.flatMap((outcome) => outcome.results)
-  const bad = unexpectedFailures.length + unexpectedPasses.length + staleEntries.length
+  const bad = unexpectedFailures.length + unexpectedPasses.length + staleEntries.length + unavailableRuns.length
   process.stdout.write(
     `${results.filter((r) => r.passed).length}/${results.length} scenarios passed; ${bad === 0 ? "all as expected" : `${bad} unexpected outcome(s)`}\n`,
   )

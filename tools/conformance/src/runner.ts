@@ -194,13 +194,13 @@ export const executeRun = async (run: Run, options: ExecuteOptions): Promise<Run
 }
 
 /**
- * The authorization-server scenarios (`conformance authorization`), to be run against apps/authorization-server
- * with a registered test client. Not wired yet: the app does not exist, and the installed suite has no
- * authorization-server mode.
+ * The authorization-server scenarios (`conformance authorization --url <issuer> --client-id ... --resource ...`:
+ * `authorization-server-metadata-endpoint` and `authorization-code-grant`), to be run against
+ * apps/authorization-server with a registered test client. Not wired yet: the app does not exist.
  */
 export const runAuthorizationServerScenarios = async (issuer: string): Promise<RunOutcome> => {
   throw new Error(
-    `the authorization-server scenarios are not wired yet (requested for ${issuer}): apps/authorization-server does not exist and @modelcontextprotocol/conformance ${suiteCli().version} has no authorization-server mode`,
+    `the authorization-server scenarios are not wired yet (requested for ${issuer}): apps/authorization-server does not exist; @modelcontextprotocol/conformance ${suiteCli().version} runs them with \`conformance authorization\``,
   )
 }
 
@@ -224,6 +224,8 @@ export interface Comparison {
   readonly unexpectedPasses: ReadonlyArray<ScenarioResult>
   /** Listed for a run that ran, but no such scenario ran. */
   readonly staleEntries: ReadonlyArray<ExpectedFailure>
+  /** Runs the installed suite could not run (it does not know their spec version): the pin is too old. */
+  readonly unavailableRuns: ReadonlyArray<RunOutcome>
 }
 
 const keyOf = (suite: string, scenario: string): string => `${suite}\u0000${scenario}`
@@ -238,6 +240,7 @@ export const compare = (outcomes: ReadonlyArray<RunOutcome>, expected: ReadonlyA
     unexpectedFailures: results.filter((r) => !r.passed && !listed.has(keyOf(r.run, r.scenario))),
     unexpectedPasses: results.filter((r) => r.passed && listed.has(keyOf(r.run, r.scenario))),
     staleEntries: expected.filter((e) => ran.has(e.suite) && !seen.has(keyOf(e.suite, e.scenario))),
+    unavailableRuns: outcomes.filter((outcome) => !outcome.available),
   }
 }
 
@@ -291,8 +294,9 @@ export const renderMarkdown = (
     "",
     "## Authorization-server scenarios",
     "",
-    "Not run yet: they need `apps/authorization-server`, and this version of the suite has no authorization-server",
-    "mode (`runAuthorizationServerScenarios` in `tools/conformance/src/runner.ts` is where they go).",
+    "Not run yet: the suite runs them with `conformance authorization` against an issuer URL and a registered client,",
+    "and they need `apps/authorization-server` (`runAuthorizationServerScenarios` in `tools/conformance/src/runner.ts`",
+    "is where they go).",
     "",
   )
   return lines.join("\n")

@@ -39,6 +39,11 @@ it("passes the official conformance suite's client scenarios, apart from the lis
     }
     expect(markdown).toContain("| `auth/basic-cimd` | pass |")
     expect(markdown).toContain("| `auth/pre-registration` | pass |")
+    // Every run ran, the 2026-07-28 wire included, and none of its scenarios is an expected failure.
+    expect(markdown).not.toContain("Not run:")
+    const modern = markdown.split("## `conformance client --suite auth --spec-version 2026-07-28`")[1]?.split("## ")[0]
+    expect(modern).toContain("| `auth/scope-retry-limit` | pass |")
+    expect(modern).not.toMatch(/failure/u)
   } finally {
     await rm(dir, { recursive: true, force: true })
   }

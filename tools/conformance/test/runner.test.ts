@@ -61,6 +61,12 @@ describe("compare", () => {
     expect(result.unexpectedFailures.map((r) => r.scenario)).toEqual(["auth/new-failure"])
     expect(result.unexpectedPasses.map((r) => r.scenario)).toEqual(["auth/listed-passes"])
     expect(result.staleEntries.map((e) => e.scenario)).toEqual(["auth/gone"])
+    expect(result.unavailableRuns.map((o) => o.run.label)).toEqual(["auth --spec-version 2026-07-28"])
+  })
+
+  it("finds nothing to flag when the outcomes are as expected", () => {
+    const result = compare([outcome("auth", [["auth/ok", true]])], [])
+    expect(result).toEqual({ unexpectedFailures: [], unexpectedPasses: [], staleEntries: [], unavailableRuns: [] })
   })
 
   it("renders one table row per scenario with its verdict", () => {

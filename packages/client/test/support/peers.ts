@@ -90,8 +90,11 @@ export interface IssuedToken {
 export interface AuthorizationServerOptions {
   /** Path of the issuer ("" for an issuer at the origin). */
   readonly issuerPath?: string
-  /** Which metadata locations answer; all of the seed's by default. */
-  readonly metadataAt?: ReadonlyArray<"oauth" | "openid" | "openid-appended">
+  /**
+   * Which metadata locations answer; all of the seed's by default. "oauth-root" is the RFC 8414 location at the
+   * origin whatever the issuer's path (where 2025-03-26 clients look).
+   */
+  readonly metadataAt?: ReadonlyArray<"oauth" | "openid" | "openid-appended" | "oauth-root">
   /** Changes the metadata document served (after defaults). */
   readonly metadata?: (metadata: Record<string, unknown>) => Record<string, unknown>
   /** Raw reply for metadata requests, instead of the document. */
@@ -285,6 +288,7 @@ export const makeAuthorizationServer = (options: AuthorizationServerOptions = {}
     if (metadataAt.includes("openid-appended") && issuerPath !== "") {
       paths.push(`${issuerPath}/.well-known/openid-configuration`)
     }
+    if (metadataAt.includes("oauth-root")) paths.push("/.well-known/oauth-authorization-server")
     return suffix === "" ? paths : paths
   }
 
