@@ -133,8 +133,8 @@ const main = () => {
   process.env.NX_DAEMON ??= "false"
   process.env.NX_NO_CLOUD = "true"
   process.env.NX_TUI = "false"
-  process.env.NX_SKIP_NX_CACHE ??= process.env.KEYWAY_NO_CACHE ? "true" : ""
-  if (!process.env.NX_SKIP_NX_CACHE) delete process.env.NX_SKIP_NX_CACHE
+  // CI and KEYWAY_NO_CACHE=1 run every target for real; locally, Nx replays unchanged targets from .nx/cache.
+  if (process.env.CI || process.env.KEYWAY_NO_CACHE) process.env.NX_SKIP_NX_CACHE = "true"
 
   if (task === "pnpm") process.exit(pnpm(rest))
   ensureInstall(pnpm)
