@@ -7,13 +7,20 @@
  */
 import { Context, Effect, Layer, ManagedRuntime } from "effect"
 import { type ClientOptions, type ConfigOptions, clientAuthMethod, type ResolvedConfig, resolve } from "./Config.js"
+import { ClientMetadataResolver } from "./cimd/ClientMetadataResolver.js"
+import { ClientTrustPolicy } from "./cimd/TrustPolicy.js"
 import { authorizeGet, consentPost, loginPost } from "./internal/authorize.js"
+import { MetadataDocuments } from "./internal/clients.js"
 import { CORS_HEADERS, json, preflight } from "./internal/http.js"
+import { introspectEndpoint } from "./internal/introspect.js"
 import { type PolicyDecision, type RegistrationPolicy, registerEndpoint } from "./internal/register.js"
+import { revokeEndpoint } from "./internal/revoke.js"
 import { Sessions } from "./internal/session.js"
 import { tokenEndpoint } from "./internal/token.js"
 import * as Metadata from "./Metadata.js"
 import * as NodeServer from "./NodeServer.js"
+import { OutboundFetch } from "./outbound/OutboundFetch.js"
+import { Resolver } from "./outbound/Resolver.js"
 import { type SigningAlgorithm, TokenSigner } from "./Signing.js"
 import type { StorageError } from "./storage/Errors.js"
 import {
@@ -35,6 +42,36 @@ export interface ServerOptions extends ConfigOptions {
   readonly registrationPolicy?: RegistrationPolicy
   /** Access-token signature algorithm for keys generated on first start; ES256 by default. */
   readonly signingAlgorithm?: SigningAlgorithm
+  /**
+   * Replaces the resolver built from `clientIdMetadataDocuments` (its trust, cache and outbound options are then
+   * ignored): for a custom outbound fetch, DNS resolver or trust service, and for tests.
+   */
+  readonly clientMetadataResolver?: Layer.Layer<ClientMetadataResolver>
+}
+
+/** The resolver the options describe: OS DNS, the SSRF-guarded fetch, and the trust policy. */
+const metadataDocumentsLayer = (options: ServerOptions): Layer.Layer<MetadataDocuments> => {
+  // Same default as Config.resolve.
+  if (options.clientIdMetadataDocuments?.enabled === false) return MetadataDocuments.disabled
+  const cimd = options.clientIdMetadataDocuments ?? {}
+  const trust = cimd.trust ?? { acceptAnyHttps: true }
+  const resolver =
+    options.clientMetadataResolver ??
+    ClientMetadataResolver.layer(cimd).pipe(
+      Layer.provide(
+        OutboundFetch.layer({
+          ...cimd.outbound,
+          ...(cimd.allowHttpLoopbackClientIds === true ? { allowInsecureLoopback: true } : {}),
+        }).pipe(Layer.provide(Resolver.layer)),
+      ),
+      Layer.provide(
+        typeof trust === "function" ? ClientTrustPolicy.layerFunction(trust) : ClientTrustPolicy.layer(trust),
+      ),
+    )
+  return Layer.effect(
+    MetadataDocuments,
+    ClientMetadataResolver.useSync((r) => MetadataDocuments.of({ resolve: r.resolve })),
+  ).pipe(Layer.provide(resolver))
 }
 
 /**
@@ -69,7 +106,7 @@ const staticClient = (c: ClientOptions, now: number): NewClient => {
 
 type Route = (
   request: Request,
-) => Effect.Effect<Response, StorageError, StorageServices | TokenSigner | UserAuthenticator>
+) => Effect.Effect<Response, StorageError, StorageServices | TokenSigner | UserAuthenticator | MetadataDocuments>
 
 const methodNotAllowed = (allow: string) =>
   new Response(null, { status: 405, headers: { Allow: allow, ...CORS_HEADERS } })
@@ -108,6 +145,14 @@ const router = (config: ResolvedConfig, sessions: Sessions, policy: Registration
   routes.set(`${base}/authorize/consent`, { POST: (r) => consentPost(config, sessions, r) })
   routes.set(`${base}/token`, {
     POST: (r) => tokenEndpoint(config, r),
+    OPTIONS: () => Effect.succeed(preflight("POST, OPTIONS")),
+  })
+  routes.set(`${base}/revoke`, {
+    POST: (r) => revokeEndpoint(config, r),
+    OPTIONS: () => Effect.succeed(preflight("POST, OPTIONS")),
+  })
+  routes.set(`${base}/introspect`, {
+    POST: (r) => introspectEndpoint(config, r),
     OPTIONS: () => Effect.succeed(preflight("POST, OPTIONS")),
   })
   if (config.registration) {
@@ -174,7 +219,7 @@ export class AuthorizationServer extends Context.Service<
             yield* clients.delete(stale.client_id).pipe(Effect.catchTag("ClientNotFound", () => Effect.void))
           }
         }
-        const context = yield* Effect.context<StorageServices | TokenSigner | UserAuthenticator>()
+        const context = yield* Effect.context<StorageServices | TokenSigner | UserAuthenticator | MetadataDocuments>()
         const route = router(config, new Sessions(config.secureCookies, config.sessionTtl), options.registrationPolicy)
         return AuthorizationServer.of({
           config,
@@ -188,7 +233,10 @@ export class AuthorizationServer extends Context.Service<
             ),
         })
       }),
-    ).pipe(Layer.provide(TokenSigner.layer(options.signingAlgorithm ?? "ES256")))
+    ).pipe(
+      Layer.provide(TokenSigner.layer(options.signingAlgorithm ?? "ES256")),
+      Layer.provide(metadataDocumentsLayer(options)),
+    )
 }
 
 /**

@@ -7,6 +7,9 @@
  */
 import { CanonicalUri } from "@keyway/core"
 import { Schema } from "effect"
+import type { ResolverOptions } from "./cimd/ClientMetadataResolver.js"
+import type { PolicyFunction, PolicyOptions } from "./cimd/TrustPolicy.js"
+import type { Options as OutboundOptions } from "./outbound/OutboundFetch.js"
 
 /**
  * A protected MCP server this authorization server issues access tokens for, identified by its canonical URI.
@@ -97,6 +100,25 @@ export interface DevelopmentOptions {
 }
 
 /**
+ * Client ID metadata documents: a `client_id` that is an https URL is resolved by fetching the document at that URL
+ * (through the SSRF-guarded outbound fetch), validated and cached. On by default, accepting any https client ID
+ * (unverified on the consent page), since MCP says authorization servers SHOULD support them. The cache bounds,
+ * size and back-off options are those of {@link ResolverOptions}; `allowHttpLoopbackClientIds` (development only,
+ * logged loudly) also lets the outbound fetch reach http loopback hosts.
+ *
+ * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#client-id-metadata-documents | MCP 2025-11-25 Client ID Metadata Documents}
+ * @see {@link https://www.ietf.org/archive/id/draft-ietf-oauth-client-id-metadata-document-02.html | draft-ietf-oauth-client-id-metadata-document-02}
+ */
+export interface ClientIdMetadataDocumentOptions extends ResolverOptions {
+  /** True by default; false makes URL client IDs unknown clients, like any unregistered ID. */
+  readonly enabled?: boolean
+  /** Which hosts are accepted and which are verified: domain rules or a function; any https host by default. */
+  readonly trust?: PolicyOptions | PolicyFunction
+  /** Limits of the outbound fetch (size, time, redirects, trust anchors). */
+  readonly outbound?: OutboundOptions
+}
+
+/**
  * The parts of the configuration that are plain data (every face shares them).
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-2 | RFC 8414 §2}
@@ -112,6 +134,15 @@ export interface ConfigOptions {
   readonly lifetimes?: TokenLifetimes
   /** Rotate refresh tokens of confidential clients too (public clients always rotate); true by default. */
   readonly rotateConfidentialRefreshTokens?: boolean
+  /**
+   * Clients (configured in `clients`, with credentials) that may introspect every token (RFC 7662): the resource
+   * servers. Any other confidential client may introspect only tokens issued to itself; public clients may not call
+   * the introspection endpoint. A resource server that is never sent through the authorization endpoint can be a
+   * client with `grantTypes: []` and no redirect URIs.
+   */
+  readonly introspectionClients?: ReadonlyArray<string>
+  /** Client ID metadata documents; on by default (see {@link ClientIdMetadataDocumentOptions}). */
+  readonly clientIdMetadataDocuments?: ClientIdMetadataDocumentOptions
   /** Dynamic Client Registration (RFC 7591); off by default. */
   readonly registration?: boolean
   readonly development?: DevelopmentOptions
@@ -150,6 +181,10 @@ export interface ResolvedConfig {
   readonly sessionTtl: number
   readonly rotateConfidentialRefreshTokens: boolean
   readonly registration: boolean
+  /** Whether URL client IDs are resolved through client ID metadata documents. */
+  readonly clientIdMetadataDocuments: boolean
+  /** Client IDs allowed to introspect every token. */
+  readonly introspectionClients: ReadonlySet<string>
   readonly secureCookies: boolean
   readonly maxBodyBytes: number
   readonly endpoints: Endpoints
@@ -164,6 +199,10 @@ export interface Endpoints {
   readonly authorization: string
   readonly token: string
   readonly registration: string
+  /** RFC 7009 revocation endpoint. */
+  readonly revocation: string
+  /** RFC 7662 introspection endpoint. */
+  readonly introspection: string
   readonly jwks: string
   readonly login: string
   readonly consent: string
@@ -277,7 +316,8 @@ export const resolve = (options: ConfigOptions): ResolvedConfig => {
   for (const c of options.clients ?? []) {
     if (clientIds.has(c.clientId)) throw new ConfigError({ message: `client ${c.clientId} is configured twice` })
     clientIds.add(c.clientId)
-    if (c.redirectUris.length === 0)
+    // A client with no grant (a resource server that only introspects) never reaches the authorization endpoint.
+    if (c.redirectUris.length === 0 && (c.grantTypes === undefined || c.grantTypes.length > 0))
       throw new ConfigError({ message: `client ${c.clientId} needs at least one redirect URI` })
     const method = clientAuthMethod(c)
     // The store hashes secrets with plain SHA-256, which is only safe for high-entropy values.
@@ -288,6 +328,21 @@ export const resolve = (options: ConfigOptions): ResolvedConfig => {
     }
     if (method === "private_key_jwt" && c.jwks === undefined) {
       throw new ConfigError({ message: `client ${c.clientId}: private_key_jwt needs jwks` })
+    }
+  }
+  const cimdEnabled = options.clientIdMetadataDocuments?.enabled ?? true
+  if (cimdEnabled && options.clientIdMetadataDocuments?.allowHttpLoopbackClientIds === true) {
+    warn(
+      "[keyway] DEVELOPMENT MODE: http loopback client IDs (http://localhost/...) are accepted and fetched. " +
+        "Never use this outside local development.",
+    )
+  }
+  const introspectionClients = new Set(options.introspectionClients ?? [])
+  for (const id of introspectionClients) {
+    const c = options.clients?.find((client) => client.clientId === id)
+    if (c === undefined) throw new ConfigError({ message: `introspectionClients: ${id} is not a configured client` })
+    if (clientAuthMethod(c) === "none") {
+      throw new ConfigError({ message: `introspectionClients: ${id} must authenticate (it has no credentials)` })
     }
   }
 
@@ -304,12 +359,16 @@ export const resolve = (options: ConfigOptions): ResolvedConfig => {
     sessionTtl: positive("lifetimes.session", options.lifetimes?.session, 8 * 3600),
     rotateConfidentialRefreshTokens: options.rotateConfidentialRefreshTokens ?? true,
     registration: options.registration ?? false,
+    clientIdMetadataDocuments: cimdEnabled,
+    introspectionClients,
     secureCookies: issuerUrl.protocol === "https:",
     maxBodyBytes: positive("maxBodyBytes", options.maxBodyBytes, 64 * 1024),
     endpoints: {
       authorization: `${base}/authorize`,
       token: `${base}/token`,
       registration: `${base}/register`,
+      revocation: `${base}/revoke`,
+      introspection: `${base}/introspect`,
       jwks: `${base}/jwks`,
       login: `${base}/authorize/login`,
       consent: `${base}/authorize/consent`,

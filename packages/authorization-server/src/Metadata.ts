@@ -14,6 +14,8 @@ import type { ResolvedConfig } from "./Config.js"
  */
 export const CLIENT_ASSERTION_ALGORITHMS: ReadonlyArray<string> = ["ES256", "ES384", "ES512", "RS256", "PS256", "EdDSA"]
 
+const AUTH_METHODS = ["none", "client_secret_basic", "client_secret_post", "private_key_jwt"]
+
 /**
  * The metadata document. The same document answers at the RFC 8414 and the OpenID Discovery locations;
  * `subject_types_supported` and `id_token_signing_alg_values_supported` are there because OpenID Discovery
@@ -21,6 +23,8 @@ export const CLIENT_ASSERTION_ALGORITHMS: ReadonlyArray<string> = ["ES256", "ES3
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-2 | RFC 8414 §2}
  * @see {@link https://www.rfc-editor.org/rfc/rfc9207.html#section-3 | RFC 9207 §3}
+ * @see {@link https://www.rfc-editor.org/rfc/rfc7009.html#section-2 | RFC 7009 §2}
+ * @see {@link https://www.rfc-editor.org/rfc/rfc7662.html#section-2 | RFC 7662 §2}
  */
 export const document = (config: ResolvedConfig): Record<string, unknown> => {
   const scopes = new Set<string>()
@@ -35,10 +39,18 @@ export const document = (config: ResolvedConfig): Record<string, unknown> => {
     response_types_supported: ["code"],
     response_modes_supported: ["query"],
     grant_types_supported: ["authorization_code", "refresh_token"],
-    token_endpoint_auth_methods_supported: ["none", "client_secret_basic", "client_secret_post", "private_key_jwt"],
+    token_endpoint_auth_methods_supported: AUTH_METHODS,
     token_endpoint_auth_signing_alg_values_supported: CLIENT_ASSERTION_ALGORITHMS,
+    revocation_endpoint: config.endpoints.revocation,
+    revocation_endpoint_auth_methods_supported: AUTH_METHODS,
+    revocation_endpoint_auth_signing_alg_values_supported: CLIENT_ASSERTION_ALGORITHMS,
+    introspection_endpoint: config.endpoints.introspection,
+    // Public clients (`none`) cannot introspect.
+    introspection_endpoint_auth_methods_supported: AUTH_METHODS.filter((m) => m !== "none"),
+    introspection_endpoint_auth_signing_alg_values_supported: CLIENT_ASSERTION_ALGORITHMS,
     code_challenge_methods_supported: ["S256"],
     authorization_response_iss_parameter_supported: true,
+    ...(config.clientIdMetadataDocuments ? { client_id_metadata_document_supported: true } : {}),
     subject_types_supported: ["public"],
     id_token_signing_alg_values_supported: ["ES256"],
   }

@@ -34,6 +34,21 @@ describe("configuration", () => {
       /not a valid canonical URI/,
     ],
     [
+      "an introspection client that is not configured",
+      { introspectionClients: ["rs"] },
+      /introspectionClients: rs is not a configured client/,
+    ],
+    [
+      "an introspection client without credentials",
+      { clients: [{ clientId: "rs", redirectUris: ["https://rs.example.com/cb"] }], introspectionClients: ["rs"] },
+      /introspectionClients: rs must authenticate/,
+    ],
+    [
+      "a client with grants and no redirect URI",
+      { clients: [{ clientId: "c", redirectUris: [] }] },
+      /client c needs at least one redirect URI/,
+    ],
+    [
       "a duplicate resource",
       { resources: [base.resources[0], { uri: "https://mcp.example.com/mcp", scopes: {} }] },
       /configured twice/,

@@ -26,9 +26,15 @@ const expectMetadata = (body: Record<string, unknown>, issuer: string, registrat
   expect(body.code_challenge_methods_supported).toEqual(["S256"])
   expect(body.authorization_response_iss_parameter_supported).toBe(true)
   expect(body.scopes_supported).toEqual(["tools:read", "tools:call", "files"])
-  expect(body).not.toHaveProperty("revocation_endpoint")
-  expect(body).not.toHaveProperty("introspection_endpoint")
-  expect(body).not.toHaveProperty("client_id_metadata_document_supported")
+  expect(body.revocation_endpoint).toBe(`${issuer}/revoke`)
+  expect(body.revocation_endpoint_auth_methods_supported).toEqual(body.token_endpoint_auth_methods_supported)
+  expect(body.introspection_endpoint).toBe(`${issuer}/introspect`)
+  expect(body.introspection_endpoint_auth_methods_supported).toEqual([
+    "client_secret_basic",
+    "client_secret_post",
+    "private_key_jwt",
+  ])
+  expect(body.client_id_metadata_document_supported).toBe(true)
 }
 
 describe("authorization server metadata", () => {

@@ -1,7 +1,7 @@
 import { Effect, Result } from "effect"
 import type { ResolvedConfig } from "../Config.js"
 import type { StorageError } from "../storage/Errors.js"
-import { type Client, type ClientStore, GrantStore } from "../storage/Storage.js"
+import { type ClientStore, GrantStore } from "../storage/Storage.js"
 import { UserAuthenticator } from "../UserAuthenticator.js"
 import {
   type ClientView,
@@ -11,7 +11,7 @@ import {
   type ValidAuthorizationRequest,
   validate,
 } from "./authorizeRequest.js"
-import { findClient } from "./clients.js"
+import { type FoundClient, findClient, type MetadataDocuments } from "./clients.js"
 import { randomToken } from "./crypto.js"
 import { BodyTooLarge, mediaType, parseForm, readBody } from "./http.js"
 import { consentPage, csrfRefused, errorPage, loginPage } from "./pages.js"
@@ -20,12 +20,13 @@ import type { Session, Sessions } from "./session.js"
 
 const now = () => Math.floor(Date.now() / 1000)
 
-const toView = (client: Client): ClientView => ({
+const toView = ({ client, trust }: FoundClient): ClientView => ({
   clientId: client.client_id,
   clientName: client.client_name,
   redirectUris: client.redirect_uris,
   grantTypes: client.grant_types,
   scope: client.scope,
+  ...(trust === undefined ? {} : { metadataDocument: { host: trust.host, verified: trust.verified } }),
 })
 
 /** A 303 (after POST) or 302 (after GET) to `location`, never cached. */
@@ -46,8 +47,15 @@ const check = (config: ResolvedConfig, query: string) =>
   Effect.gen(function* () {
     const params = new URLSearchParams(query)
     const clientId = params.get("client_id")
-    const client = clientId === null || clientId === "" ? undefined : yield* findClient(clientId)
-    return validate(params, config, client === undefined ? undefined : toView(client))
+    const found =
+      clientId === null || clientId === "" || params.getAll("client_id").length > 1
+        ? undefined
+        : yield* findClient(clientId).pipe(Effect.catchTag("ClientMetadataError", (e) => Effect.succeed(e)))
+    if (found !== undefined && "_tag" in found) {
+      // A document that cannot be used: the page shows why, and nothing goes to its (unvalidated) redirect URIs.
+      return Result.fail<PageError>({ _tag: "PageError", error: found.error, description: found.message })
+    }
+    return validate(params, config, found === undefined ? undefined : toView(found))
   })
 
 /** Turns a failed check into its answer: an error page, or a redirect with `error`, `state` and `iss` (RFC 9207). */
@@ -103,6 +111,7 @@ const renderConsent = (
     redirectHost: host,
     redirectOrigin: origin,
     localhostOnly: isLocalhostOnly(request.redirectUri),
+    ...(request.client.metadataDocument === undefined ? {} : { metadataDocument: request.client.metadataDocument }),
     resourceName: request.resource.name,
     resourceUri: request.resource.uri,
     scopes: request.scopes.map((name) => ({ name, description: request.resource.scopes.get(name) ?? name })),
@@ -117,7 +126,7 @@ export const authorizeGet = (
   config: ResolvedConfig,
   sessions: Sessions,
   request: Request,
-): Effect.Effect<Response, StorageError, ClientStore | GrantStore> =>
+): Effect.Effect<Response, StorageError, ClientStore | GrantStore | MetadataDocuments> =>
   Effect.gen(function* () {
     const url = new URL(request.url)
     const query = url.search.slice(1)
@@ -168,7 +177,7 @@ export const loginPost = (
   config: ResolvedConfig,
   sessions: Sessions,
   request: Request,
-): Effect.Effect<Response, StorageError, ClientStore | UserAuthenticator> =>
+): Effect.Effect<Response, StorageError, ClientStore | UserAuthenticator | MetadataDocuments> =>
   Effect.gen(function* () {
     const form = yield* readForm(config, request)
     const session = sessions.read(request)
@@ -202,7 +211,7 @@ export const consentPost = (
   config: ResolvedConfig,
   sessions: Sessions,
   request: Request,
-): Effect.Effect<Response, StorageError, ClientStore | GrantStore> =>
+): Effect.Effect<Response, StorageError, ClientStore | GrantStore | MetadataDocuments> =>
   Effect.gen(function* () {
     const form = yield* readForm(config, request)
     const session = sessions.read(request)

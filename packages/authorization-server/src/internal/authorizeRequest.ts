@@ -11,6 +11,8 @@ export interface ClientView {
   readonly grantTypes: ReadonlyArray<string>
   /** Space-separated scopes the client may request; any when undefined. */
   readonly scope: string | undefined
+  /** For a client ID metadata document client: its host and whether the trust policy vouches for it. */
+  readonly metadataDocument?: { readonly host: string; readonly verified: boolean }
 }
 
 /** A request that passed every check. */

@@ -3,7 +3,7 @@ import { createLocalJWKSet, decodeJwt, type JSONWebKeySet, jwtVerify } from "jos
 import { CLIENT_ASSERTION_ALGORITHMS } from "../Metadata.js"
 import type { StorageError } from "../storage/Errors.js"
 import { type Client, ClientStore, GrantStore } from "../storage/Storage.js"
-import { findClient } from "./clients.js"
+import { findClient, type MetadataDocuments } from "./clients.js"
 
 /** RFC 7523 §2.2 client assertion type. */
 export const JWT_BEARER_ASSERTION = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
@@ -38,7 +38,7 @@ export const authenticateClient = (
   request: Request,
   form: Map<string, string>,
   audiences: ReadonlyArray<string>,
-): Effect.Effect<AuthenticatedClient, ClientAuthFailure | StorageError, ClientStore | GrantStore> =>
+): Effect.Effect<AuthenticatedClient, ClientAuthFailure | StorageError, ClientStore | GrantStore | MetadataDocuments> =>
   Effect.gen(function* () {
     const clients = yield* ClientStore
     const grants = yield* GrantStore
@@ -55,8 +55,11 @@ export const authenticateClient = (
     }
 
     const lookup = (clientId: string) =>
-      Effect.flatMap(findClient(clientId), (client) =>
-        client === undefined ? fail("invalid_client", "client authentication failed") : Effect.succeed(client),
+      findClient(clientId).pipe(
+        Effect.catchTag("ClientMetadataError", (e) => fail("invalid_client", e.message)),
+        Effect.flatMap((found) =>
+          found === undefined ? fail("invalid_client", "client authentication failed") : Effect.succeed(found.client),
+        ),
       )
     const requireMethod = (client: Client, method: Client["token_endpoint_auth_method"]) =>
       client.token_endpoint_auth_method === method
@@ -111,8 +114,11 @@ export const authenticateClient = (
         return yield* fail("invalid_client", "client_id differs from the assertion's subject")
       }
       const client = yield* lookup(claimedId)
-      if (client.token_endpoint_auth_method !== "private_key_jwt" || client.jwks === undefined) {
+      if (client.token_endpoint_auth_method !== "private_key_jwt") {
         return yield* fail("invalid_client", `this client must authenticate with ${client.token_endpoint_auth_method}`)
+      }
+      if (client.jwks === undefined) {
+        return yield* fail("invalid_client", "this client has no inline jwks (jwks_uri is not supported)")
       }
       const verified = yield* Effect.tryPromise({
         try: () =>

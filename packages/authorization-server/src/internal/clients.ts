@@ -1,15 +1,50 @@
-import { Effect } from "effect"
+import { Context, Effect, Layer } from "effect"
+import { type ClientMetadataError, isClientIdUrl, type ResolvedClient } from "../cimd/ClientMetadataResolver.js"
+import type { TrustDecision } from "../cimd/TrustPolicy.js"
 import type { StorageError } from "../storage/Errors.js"
 import { type Client, ClientStore } from "../storage/Storage.js"
 
 /**
- * The one place the authorization and token endpoints look a client up; `undefined` when it is unknown.
- * URL-formatted client IDs (client ID metadata documents) plug in here.
+ * Resolution of URL client IDs (client ID metadata documents) as the endpoints see it; `resolve` is absent when the
+ * feature is off, and URL client IDs are then unknown clients like any other.
  */
-export const findClient = (clientId: string): Effect.Effect<Client | undefined, StorageError, ClientStore> =>
+export class MetadataDocuments extends Context.Service<
+  MetadataDocuments,
+  {
+    readonly resolve:
+      | ((clientId: string, now: number) => Effect.Effect<ResolvedClient, ClientMetadataError>)
+      | undefined
+  }
+>()("@keyway/authorization-server/internal/MetadataDocuments") {
+  static readonly disabled: Layer.Layer<MetadataDocuments> = Layer.succeed(
+    MetadataDocuments,
+    MetadataDocuments.of({ resolve: undefined }),
+  )
+}
+
+/** A client found by {@link findClient}; `trust` is set for a client ID metadata document client. */
+export interface FoundClient {
+  readonly client: Client
+  readonly trust?: TrustDecision
+}
+
+/**
+ * The one place the authorization, token, revocation and introspection endpoints look a client up; `undefined` when
+ * it is unknown. A stored client wins; otherwise a URL client ID is resolved through its metadata document, whose
+ * failures (`ClientMetadataError`) the caller shows as they are, never at the client's redirect URI.
+ */
+export const findClient = (
+  clientId: string,
+): Effect.Effect<FoundClient | undefined, StorageError | ClientMetadataError, ClientStore | MetadataDocuments> =>
   Effect.gen(function* () {
     const clients = yield* ClientStore
-    return yield* clients
-      .get(clientId, Math.floor(Date.now() / 1000))
+    const now = Math.floor(Date.now() / 1000)
+    const stored = yield* clients
+      .get(clientId, now)
       .pipe(Effect.catchTag("ClientNotFound", () => Effect.succeed(undefined)))
+    if (stored !== undefined) return { client: stored }
+    const { resolve } = yield* MetadataDocuments
+    if (resolve === undefined || !isClientIdUrl(clientId)) return undefined
+    const resolved = yield* resolve(clientId, now)
+    return { client: resolved.client, trust: resolved.trust }
   })

@@ -105,6 +105,8 @@ export const consentPage = (args: {
   readonly redirectHost: string
   readonly redirectOrigin: string
   readonly localhostOnly: boolean
+  /** Set for a client ID metadata document client. */
+  readonly metadataDocument?: { readonly host: string; readonly verified: boolean }
   readonly resourceName: string
   readonly resourceUri: string
   readonly scopes: ReadonlyArray<{ readonly name: string; readonly description: string }>
@@ -114,6 +116,17 @@ export const consentPage = (args: {
   page(
     "Authorize access",
     html`<h1>Authorize <span data-client-name>${args.clientName}</span>?</h1>
+${
+  args.metadataDocument === undefined
+    ? ""
+    : html`<p>This application is published by</p>
+<p class="host" data-client-host>${args.metadataDocument.host}</p>
+${
+  args.metadataDocument.verified
+    ? html`<p class="muted" data-client-verified>This server knows this publisher.</p>`
+    : html`<div class="warning" role="note" data-client-unverified><strong>Unverified application:</strong> this server does not know ${args.metadataDocument.host}. The name above is what the application says about itself. Approve only if you trust ${args.metadataDocument.host}.</div>`
+}`
+}
 <p>After you decide, you will be sent to</p>
 <p class="host" data-redirect-host>${args.redirectHost}</p>
 ${

@@ -5,6 +5,7 @@ import { TokenSigner } from "../Signing.js"
 import type { StorageError } from "../storage/Errors.js"
 import { type Client, type ClientStore, GrantStore } from "../storage/Storage.js"
 import { authenticateClient } from "./clientAuth.js"
+import type { MetadataDocuments } from "./clients.js"
 import { randomToken } from "./crypto.js"
 import { BodyTooLarge, CORS_HEADERS, json, mediaType, oauthError, parseForm, readBody } from "./http.js"
 
@@ -211,7 +212,7 @@ const tokenResponse = (accessToken: string, expiresIn: number, scope: string, re
 export const tokenEndpoint = (
   config: ResolvedConfig,
   request: Request,
-): Effect.Effect<Response, StorageError, ClientStore | GrantStore | TokenSigner> =>
+): Effect.Effect<Response, StorageError, ClientStore | GrantStore | TokenSigner | MetadataDocuments> =>
   Effect.gen(function* () {
     if (mediaType(request) !== "application/x-www-form-urlencoded") {
       return yield* err("invalid_request", "the body must be application/x-www-form-urlencoded")

@@ -286,6 +286,16 @@ export interface RotateRefreshToken {
 }
 
 /**
+ * A refresh token as looked up without side effects (introspection, revocation): the token and whether it would be
+ * accepted now (not rotated out, family not revoked, not expired).
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc7662.html#section-2.2 | RFC 7662 §2.2}
+ */
+export interface RefreshTokenStatus extends RefreshToken {
+  readonly active: boolean
+}
+
+/**
  * An access token's id recorded under its grant, so revoking the grant can revoke it until it expires.
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc9068.html#section-2.2 | RFC 9068 §2.2}
@@ -371,6 +381,11 @@ export class GrantStore extends Context.Service<
       | RefreshTokenClientMismatch
       | StorageError
     >
+    /**
+     * Looks a refresh token up and changes nothing, not even for a rotated-out token (which {@link GrantStore}
+     * `getRefresh` treats as reuse); `None` when unknown.
+     */
+    readonly findRefresh: (token: string, now: number) => Effect.Effect<Option.Option<RefreshTokenStatus>, StorageError>
     /** Revokes one refresh-token family; false when unknown. */
     readonly revokeFamily: (familyId: string, now: number) => Effect.Effect<boolean, StorageError>
     /**

@@ -674,6 +674,32 @@ export const storageContract = (name: string, factory: StoresFactory): void => {
         }),
       ))
 
+    it("finds a refresh token without side effects and reports whether it is active", () =>
+      run(
+        Effect.gen(function* () {
+          const { grants, input, code, refreshToken, refresh } = yield* issued
+          expect(yield* grants.findRefresh(secret(), NOW + 5)).toEqual(Option.none())
+          expect(yield* grants.findRefresh(refreshToken, NOW + 5)).toEqual(Option.some({ ...refresh, active: true }))
+          expect(Option.getOrThrow(yield* grants.findRefresh(refreshToken, NOW + 86_401)).active).toBe(false)
+          const next = secret()
+          yield* grants.rotate({
+            token: refreshToken,
+            new_token: next,
+            client_id: input.client_id,
+            scope: input.scope,
+            now: NOW + 10,
+          })
+          // A rotated-out token is inactive, and looking it up is not reuse: the grant stays live.
+          expect(Option.getOrThrow(yield* grants.findRefresh(refreshToken, NOW + 11)).active).toBe(false)
+          expect((yield* grants.getGrant(code.grant_id)).revoked_at).toBeUndefined()
+          expect(Option.getOrThrow(yield* grants.findRefresh(next, NOW + 11)).active).toBe(true)
+          yield* grants.revokeGrant(code.grant_id, NOW + 12)
+          const revoked = Option.getOrThrow(yield* grants.findRefresh(next, NOW + 13))
+          expect(revoked.active).toBe(false)
+          expect(revoked.client_id).toBe(input.client_id)
+        }),
+      ))
+
     it("revokes the grant behind a refresh token (RFC 7009), and ignores unknown tokens", () =>
       run(
         Effect.gen(function* () {

@@ -299,6 +299,15 @@ export const makeGrantStore = (): GrantStore["Service"] => {
           ? Effect.fail(presented)
           : Effect.succeed(refreshView(presented.r, presented.f))
       }),
+    findRefresh: (token, now) =>
+      Effect.sync(() => {
+        const r = refresh.get(hashSecret(token))
+        const f = r === undefined ? undefined : families.get(r.family_id)
+        if (r === undefined || f === undefined) return Option.none()
+        const active =
+          r.rotated_at === undefined && f.revoked_at === undefined && (r.expires_at === undefined || r.expires_at > now)
+        return Option.some({ ...refreshView(r, f), active })
+      }),
     rotate: (rotation) =>
       atomically(() => {
         const presented = presentRefresh(rotation.token, rotation.now)

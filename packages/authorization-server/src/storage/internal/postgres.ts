@@ -33,6 +33,7 @@ import type {
   PostgresOptions,
   PostgresPool,
   RefreshToken,
+  RefreshTokenStatus,
   SigningKey,
 } from "../Storage.js"
 import {
@@ -489,6 +490,15 @@ const refreshFromRow = (row: Row): RefreshToken =>
     expires_at: optNum(row, "expires_at"),
   })
 
+const refreshStatus = (row: Row, now: number): RefreshTokenStatus => {
+  const token = refreshFromRow(row)
+  const active =
+    row.rotated_at === null &&
+    row.family_revoked_at === null &&
+    (token.expires_at === undefined || token.expires_at > now)
+  return { ...token, active }
+}
+
 const consentFromRow = (row: Row): Consent => ({
   subject: str(row, "subject"),
   client_id: str(row, "client_id"),
@@ -689,6 +699,13 @@ export const makeGrantStore = ({ pool, t }: Database): GrantStore["Service"] => 
           return presented instanceof Error ? Effect.fail(presented) : Effect.succeed(refreshFromRow(presented))
         }),
       ),
+    findRefresh: (token, now) =>
+      attempt("GrantStore.findRefresh")(async () => {
+        const row = first(await pool.query(SELECT_REFRESH, [hashSecret(token)]))
+        return Effect.succeed(
+          row === undefined ? Option.none<RefreshTokenStatus>() : Option.some(refreshStatus(row, now)),
+        )
+      }),
     rotate: (rotation) =>
       attempt("GrantStore.rotate")(() =>
         transaction(pool, async (c) => {

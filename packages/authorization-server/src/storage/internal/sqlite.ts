@@ -30,6 +30,7 @@ import type {
   KeyStore,
   NewClient,
   RefreshToken,
+  RefreshTokenStatus,
   SigningKey,
   SqliteOptions,
 } from "../Storage.js"
@@ -405,6 +406,15 @@ const refreshFromRow = (row: Row): RefreshToken =>
     expires_at: optNum(row, "expires_at"),
   })
 
+const refreshStatus = (row: Row, now: number): RefreshTokenStatus => {
+  const token = refreshFromRow(row)
+  const active =
+    row.rotated_at === null &&
+    row.family_revoked_at === null &&
+    (token.expires_at === undefined || token.expires_at > now)
+  return { ...token, active }
+}
+
 const consentFromRow = (row: Row): Consent => ({
   subject: str(row, "subject"),
   client_id: str(row, "client_id"),
@@ -578,6 +588,13 @@ export const makeGrantStore = (db: DatabaseSync): GrantStore["Service"] => {
           return presented instanceof Error ? Effect.fail(presented) : Effect.succeed(refreshFromRow(presented))
         }),
       ),
+    findRefresh: (token, now) =>
+      attempt("GrantStore.findRefresh")(() => {
+        const row = q(SELECT_REFRESH).get(hashSecret(token))
+        return Effect.succeed(
+          row === undefined ? Option.none<RefreshTokenStatus>() : Option.some(refreshStatus(row, now)),
+        )
+      }),
     rotate: (rotation) =>
       attempt("GrantStore.rotate")(() =>
         transaction(db, () => {

@@ -1,0 +1,63 @@
+import { Effect } from "effect"
+import { createLocalJWKSet, type JSONWebKeySet, jwtVerify } from "jose"
+import type { ResolvedConfig } from "../Config.js"
+import { TokenSigner } from "../Signing.js"
+import type { StorageError } from "../storage/Errors.js"
+
+/** The claims of an access token this server issued (RFC 9068 §2.2). */
+export interface AccessTokenClaims {
+  readonly iss: string
+  readonly sub: string
+  readonly aud: string
+  readonly client_id: string
+  readonly scope: string
+  readonly jti: string
+  readonly iat: number
+  readonly exp: number
+}
+
+// Every algorithm TokenSigner can sign with; the key's own `alg` narrows it further.
+const ALGORITHMS = ["ES256", "ES384", "EdDSA", "RS256", "PS256"]
+
+/**
+ * Verifies a token as one of our own access tokens: signature by a published key, `typ` at+jwt, our issuer, not
+ * expired at `now`. `undefined` for anything else (another issuer's token, a refresh token, garbage), so callers can
+ * treat all of those alike, as RFC 7009 §2.2 and RFC 7662 §2.2 ask.
+ */
+export const verifyAccessToken = (
+  config: ResolvedConfig,
+  token: string,
+  now: number,
+): Effect.Effect<AccessTokenClaims | undefined, StorageError, TokenSigner> =>
+  Effect.gen(function* () {
+    if (token.split(".").length !== 3) return undefined
+    const signer = yield* TokenSigner
+    const jwks = yield* signer.jwks
+    const verified = yield* Effect.promise(() =>
+      jwtVerify(token, createLocalJWKSet(jwks as unknown as JSONWebKeySet), {
+        issuer: config.issuer,
+        typ: "at+jwt",
+        algorithms: ALGORITHMS,
+        currentDate: new Date(now * 1000),
+        requiredClaims: ["sub", "aud", "jti", "iat", "exp"],
+      }).then(
+        (r) => r.payload,
+        () => undefined,
+      ),
+    )
+    if (verified === undefined) return undefined
+    const { iss, sub, aud, client_id, scope, jti, iat, exp } = verified
+    if (
+      typeof iss !== "string" ||
+      typeof sub !== "string" ||
+      typeof aud !== "string" ||
+      typeof client_id !== "string" ||
+      typeof scope !== "string" ||
+      typeof jti !== "string" ||
+      typeof iat !== "number" ||
+      typeof exp !== "number"
+    ) {
+      return undefined
+    }
+    return { iss, sub, aud, client_id, scope, jti, iat, exp }
+  })

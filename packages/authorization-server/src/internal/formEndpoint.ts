@@ -1,0 +1,61 @@
+import { OAuthError } from "@keyway/core"
+import { Effect } from "effect"
+import type { ResolvedConfig } from "../Config.js"
+import type { StorageError } from "../storage/Errors.js"
+import type { ClientAuthFailure } from "./clientAuth.js"
+import { BodyTooLarge, CORS_HEADERS, json, mediaType, oauthError, parseForm, readBody } from "./http.js"
+import { BodyTooLargeFailure } from "./token.js"
+
+/**
+ * Reads the form body of a back-channel endpoint (token, revocation, introspection): form media type only,
+ * size-capped, no repeated parameter.
+ */
+export const readForm = (
+  config: ResolvedConfig,
+  request: Request,
+): Effect.Effect<Map<string, string>, OAuthError.OAuthError | BodyTooLargeFailure> =>
+  Effect.gen(function* () {
+    if (mediaType(request) !== "application/x-www-form-urlencoded") {
+      return yield* Effect.fail(
+        OAuthError.make("invalid_request", "the body must be application/x-www-form-urlencoded"),
+      )
+    }
+    const body = yield* Effect.tryPromise({
+      try: () => readBody(request, config.maxBodyBytes),
+      catch: (e) =>
+        e instanceof BodyTooLarge
+          ? new BodyTooLargeFailure()
+          : OAuthError.make("invalid_request", "the body is not valid UTF-8 form data"),
+    })
+    const form = parseForm(body)
+    if (!(form instanceof Map)) {
+      return yield* Effect.fail(OAuthError.make("invalid_request", `parameter ${form.duplicate} is repeated`))
+    }
+    return form
+  })
+
+/** Turns the failures of a back-channel endpoint into responses; `realm` names the Basic challenge. */
+export const answerFailures =
+  (config: ResolvedConfig, realm: string) =>
+  <R>(
+    effect: Effect.Effect<Response, StorageError | OAuthError.OAuthError | BodyTooLargeFailure | ClientAuthFailure, R>,
+  ): Effect.Effect<Response, StorageError, R> =>
+    effect.pipe(
+      Effect.catchTags({
+        BodyTooLargeFailure: () =>
+          Effect.succeed(
+            json(
+              { error: "invalid_request", error_description: `the body exceeds ${config.maxBodyBytes} bytes` },
+              { status: 413, headers: CORS_HEADERS },
+            ),
+          ),
+        ClientAuthFailure: (e) =>
+          Effect.succeed(
+            oauthError(
+              OAuthError.make(e.code, e.description),
+              e.code === "invalid_client" ? { "WWW-Authenticate": `Basic realm="${realm}"` } : {},
+            ),
+          ),
+        OAuthError: (e) => Effect.succeed(oauthError(e)),
+      }),
+    )

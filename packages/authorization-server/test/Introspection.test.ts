@@ -1,0 +1,145 @@
+import { decodeJwt, SignJWT } from "jose"
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest"
+import { basic, MCP, SECRET, type TestServer, tokenRequest } from "./support/server.js"
+import { introspect, issueTokens, post, RS_SECRET, startTokenServer } from "./support/tokens.js"
+
+let server: TestServer
+beforeAll(async () => {
+  server = await startTokenServer()
+})
+afterAll(async () => {
+  await server.close()
+})
+afterEach(() => {
+  vi.useRealTimers()
+})
+
+const expectError = async (response: Response, status: number, error: string, description: string) => {
+  expect(response.status).toBe(status)
+  expect(await response.json()).toEqual({ error, error_description: description })
+}
+
+describe("introspection endpoint (RFC 7662)", () => {
+  it("describes a live access token", async () => {
+    const tokens = await issueTokens(server)
+    const claims = decodeJwt(tokens.access_token)
+    expect(await introspect(server, tokens.access_token)).toEqual({
+      active: true,
+      scope: "tools:read tools:call",
+      client_id: "public-app",
+      sub: "alice",
+      aud: MCP,
+      iss: server.issuer,
+      exp: claims.exp,
+      iat: claims.iat,
+      token_type: "Bearer",
+      jti: claims.jti,
+    })
+  })
+
+  it("describes a live refresh token, and reports it inactive once rotated out", async () => {
+    const tokens = await issueTokens(server)
+    const body = await introspect(server, tokens.refresh_token, "refresh_token")
+    expect(body).toMatchObject({
+      active: true,
+      scope: "tools:read tools:call",
+      client_id: "public-app",
+      sub: "alice",
+      aud: MCP,
+      iss: server.issuer,
+      token_type: "refresh_token",
+    })
+    expect(body.exp).toBe((body.iat as number) + 30 * 24 * 3600)
+    const rotated = await tokenRequest(server, {
+      grant_type: "refresh_token",
+      refresh_token: tokens.refresh_token,
+      client_id: "public-app",
+    })
+    expect(rotated.status).toBe(200)
+    const { refresh_token: next } = (await rotated.json()) as { refresh_token: string }
+    expect(await introspect(server, tokens.refresh_token)).toEqual({ active: false })
+    // Introspecting the rotated-out token is not reuse: the family stays live.
+    expect((await introspect(server, next)).active).toBe(true)
+  })
+
+  it("code replay: the access token issued from the code now introspects as inactive", async () => {
+    const tokens = await issueTokens(server)
+    expect((await introspect(server, tokens.access_token)).active).toBe(true)
+    const replay = await tokenRequest(server, {
+      grant_type: "authorization_code",
+      code: tokens.code,
+      code_verifier: tokens.verifier,
+      redirect_uri: "https://app.example.com/callback",
+      client_id: "public-app",
+    })
+    expect(replay.status).toBe(400)
+    expect(await introspect(server, tokens.access_token)).toEqual({ active: false })
+    expect(await introspect(server, tokens.refresh_token)).toEqual({ active: false })
+  })
+
+  it("an expired access token is inactive", async () => {
+    const tokens = await issueTokens(server)
+    vi.useFakeTimers({ toFake: ["Date"] })
+    vi.setSystemTime(Date.now() + 301_000)
+    expect(await introspect(server, tokens.access_token)).toEqual({ active: false })
+  })
+
+  it("malformed, unknown and foreign tokens are inactive", async () => {
+    const tokens = await issueTokens(server)
+    const [header, payload] = tokens.access_token.split(".")
+    const foreignKey = await crypto.subtle.generateKey({ name: "ECDSA", namedCurve: "P-256" }, false, ["sign"])
+    const foreign = await new SignJWT(decodeJwt(tokens.access_token))
+      .setProtectedHeader({ alg: "ES256", typ: "at+jwt" })
+      .sign(foreignKey.privateKey)
+    for (const token of ["garbage", "a.b.c", `${header}.${payload}.`, foreign, `${tokens.access_token}x`]) {
+      expect(await introspect(server, token)).toEqual({ active: false })
+    }
+  })
+
+  it("a confidential client sees its own tokens, and other clients' tokens as inactive", async () => {
+    const own = await issueTokens(server, "web-app")
+    const foreign = await issueTokens(server)
+    const asWebApp = async (token: string) =>
+      (await post(server, "introspect", { token }, { authorization: basic("web-app", SECRET) })).json()
+    expect(await asWebApp(own.access_token)).toMatchObject({ active: true, client_id: "web-app" })
+    expect(await asWebApp(foreign.access_token)).toEqual({ active: false })
+    expect(await asWebApp(foreign.refresh_token)).toEqual({ active: false })
+  })
+
+  it("an unauthenticated caller: 401 invalid_client with a Basic challenge", async () => {
+    const tokens = await issueTokens(server)
+    const anonymous = await post(server, "introspect", { token: tokens.access_token })
+    expect(anonymous.headers.get("www-authenticate")).toBe('Basic realm="introspection"')
+    await expectError(anonymous, 401, "invalid_client", "client authentication failed")
+    const wrong = await post(server, "introspect", { token: tokens.access_token }, { authorization: basic("rs", "no") })
+    expect(wrong.headers.get("www-authenticate")).toBe('Basic realm="introspection"')
+    await expectError(wrong, 401, "invalid_client", "client authentication failed")
+  })
+
+  it("a public client (no credentials): 401 invalid_client", async () => {
+    const tokens = await issueTokens(server)
+    const response = await post(server, "introspect", { token: tokens.access_token, client_id: "public-app" })
+    expect(response.headers.get("www-authenticate")).toBe('Basic realm="introspection"')
+    await expectError(response, 401, "invalid_client", "introspection needs client credentials")
+  })
+
+  it("missing token: 400 invalid_request", async () => {
+    const response = await post(server, "introspect", {}, { authorization: basic("rs", RS_SECRET) })
+    await expectError(response, 400, "invalid_request", "token is missing")
+  })
+
+  it("GET: 405", async () => {
+    const response = await fetch(`${server.issuer}/introspect`)
+    expect(response.status).toBe(405)
+    expect(response.headers.get("allow")).toBe("POST, OPTIONS")
+  })
+
+  it("the resource-server client cannot use the authorization endpoint or any grant", async () => {
+    const response = await tokenRequest(
+      server,
+      { grant_type: "refresh_token", refresh_token: "x" },
+      { authorization: basic("rs", RS_SECRET) },
+    )
+    await expectError(response, 400, "unauthorized_client", "this client may not use the refresh_token grant")
+  })
+})
