@@ -585,15 +585,30 @@ const makeHandle = (config: Config, verify: Verify): Omit<Handle, "close"> & { c
     if (q !== -1 && new URLSearchParams(url.slice(q + 1)).has("access_token")) {
       return { ok: false, rejection: reject(request.origin, "invalid_request", queryTokenDescription, undefined) }
     }
-    const credentials: BearerCredentials = parseAuthorization(request.authorization)
+    // Fast path for a token verified before: its cache entry proves the syntax was checked then, so the full header
+    // parse is skipped. Anything unusual (other spacing, several values, a form body) takes the full path below.
+    const authorization = request.authorization
+    if (
+      typeof authorization === "string" &&
+      authorization.length > 7 &&
+      authorization.charCodeAt(6) === 32 &&
+      (authorization.startsWith("Bearer") || authorization.slice(0, 6).toLowerCase() === "bearer") &&
+      (request.method === "GET" || !isForm(request.contentType))
+    ) {
+      const accessToken = authorization.slice(7)
+      const hit = cache.get(tokenKey(accessToken))
+      if (hit !== undefined && (hit.expiresAt === undefined || hit.expiresAt * 1000 + config.skewMs > Date.now())) {
+        return authorize(request, extra, hit, accessToken)
+      }
+    }
+    const credentials: BearerCredentials = parseAuthorization(authorization)
     if (credentials._tag === "Malformed") {
       return { ok: false, rejection: reject(request.origin, "invalid_request", credentials.description, undefined) }
     }
     // A token in a form body is refused (RFC 6750 §2.2 is not supported), for bodies small enough to inspect; larger
     // ones are not buffered here, and a body token is never used in any case.
-    const contentType = request.contentType
     if (
-      contentType?.toLowerCase().startsWith("application/x-www-form-urlencoded") &&
+      isForm(request.contentType) &&
       request.readBody !== undefined &&
       Number(request.contentLength ?? Number.NaN) <= maxAnonymousBodyBytes
     ) {
@@ -607,6 +622,9 @@ const makeHandle = (config: Config, verify: Verify): Omit<Handle, "close"> & { c
     }
     return afterCredentials(request, extra, credentials)
   }
+
+  const isForm = (contentType: string | null | undefined): boolean =>
+    contentType?.toLowerCase().startsWith("application/x-www-form-urlencoded") === true
 
   const isSimple = (extra: ReadonlyArray<string> | undefined): boolean =>
     config.operations === undefined && (extra === undefined || extra.length === 0)
@@ -689,30 +707,8 @@ const makeHandle = (config: Config, verify: Verify): Omit<Handle, "close"> & { c
       headers: rejection.headers,
     })
 
-  // Content-Type and Origin are read only when a check needs them; `request.url` is serialised once by the caller.
-  const fromRequest = (request: Request, url: string = request.url): InboundRequest => {
-    const headers = request.headers
-    let clone: Promise<string> | undefined
-    return {
-      method: request.method,
-      url,
-      authorization: headers.get("authorization"),
-      get contentType() {
-        return headers.get("content-type")
-      },
-      get contentLength() {
-        return headers.get("content-length")
-      },
-      get origin() {
-        return headers.get("origin")
-      },
-      readBody: () => {
-        // The handler still reads the original body: inspect a clone, read at most once.
-        clone ??= request.body === null ? Promise.resolve("") : request.clone().text()
-        return clone
-      },
-    }
-  }
+  const fromRequest = (request: Request, url: string = request.url): InboundRequest =>
+    new WebInbound(request, url, request.method, request.headers.get("authorization"))
 
   const authenticate = async (request: Request, scopes?: ReadonlyArray<string>): Promise<AuthResult> => {
     const outcome = await check(fromRequest(request), scopes)
@@ -826,6 +822,31 @@ const makeHandle = (config: Config, verify: Verify): Omit<Handle, "close"> & { c
     toResponse,
     clearCache: () => cache.clear(),
     close: async () => {},
+  }
+}
+
+// A Web request as the check sees it. A class, so the per-request object carries no closures; Content-Type, Origin
+// and Content-Length are read only when a check needs them, and the body is read from a clone at most once.
+class WebInbound implements InboundRequest {
+  #body: Promise<string> | undefined
+  constructor(
+    readonly request: Request,
+    readonly url: string,
+    readonly method: string,
+    readonly authorization: string | null,
+  ) {}
+  get contentType(): string | null {
+    return this.request.headers.get("content-type")
+  }
+  get contentLength(): string | null {
+    return this.request.headers.get("content-length")
+  }
+  get origin(): string | null {
+    return this.request.headers.get("origin")
+  }
+  readBody(): Promise<string> {
+    this.#body ??= this.request.body === null ? Promise.resolve("") : this.request.clone().text()
+    return this.#body
   }
 }
 

@@ -335,6 +335,26 @@ describe("bad input", () => {
     )
   })
 
+  it("a cached token does not bypass the header and body checks", async () => {
+    const token = await mint(key, claims())
+    expect((await get({ authorization: `Bearer ${token}` })).status).toBe(200)
+    const joined = await get({ authorization: `Bearer ${token}, Bearer ${token}` })
+    expect(joined.status).toBe(400)
+    expect(joined.headers.get("www-authenticate")).toBe(
+      challenge(`, error="invalid_request", error_description="${Descriptions.multipleHeaders}"`),
+    )
+    const form = await fetch(`${server.origin}/mcp`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/x-www-form-urlencoded" },
+      body: `access_token=${token}`,
+    })
+    expect(form.status).toBe(400)
+    expect(form.headers.get("www-authenticate")).toBe(
+      challenge(`, error="invalid_request", error_description="${bodyTokenDescription}"`),
+    )
+    expect((await get({ authorization: `bearer ${token}` })).status).toBe(200)
+  })
+
   const invalidToken = (description: string) =>
     challenge(`, scope="mcp:tools", error="invalid_token", error_description="${description}"`)
 
