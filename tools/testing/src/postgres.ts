@@ -49,11 +49,16 @@ export const startPostgres = async (): Promise<PostgresServer> => {
   const dir = mkdtempSync(join(tmpdir(), "keyway-pg-"))
   chmodSync(dir, 0o777)
   const data = join(dir, "data")
+  // runuser lives in /usr/sbin, which a non-login PATH may lack.
+  const runuser =
+    ["/usr/sbin/runuser", "/sbin/runuser", "/usr/bin/runuser"].find((path) => existsSync(path)) ?? "runuser"
   const run = (tool: string, args: ReadonlyArray<string>) => {
-    const command = asRoot ? "runuser" : join(bin, tool)
+    const command = asRoot ? runuser : join(bin, tool)
     const argv = asRoot ? ["-u", "postgres", "--", join(bin, tool), ...args] : [...args]
     const result = spawnSync(command, argv, { encoding: "utf8", cwd: dir })
-    if (result.status !== 0) throw new Error(`${tool} failed: ${result.stderr || result.stdout}`)
+    if (result.error !== undefined) throw new Error(`${tool} could not start (${command}): ${result.error.message}`)
+    if (result.status !== 0)
+      throw new Error(`${tool} failed (exit ${result.status}): ${result.stderr || result.stdout}`)
     return result.stdout
   }
   const user = asRoot ? "postgres" : (process.env.USER ?? "postgres")
