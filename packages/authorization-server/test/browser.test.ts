@@ -1,9 +1,9 @@
 import { mkdirSync } from "node:fs"
 import { join } from "node:path"
+import { launchChromium } from "@keyway/testing"
 import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { listen, type RunningServer } from "../src/NodeServer.js"
-import { launchChromium } from "./support/browser.js"
 import { authorizeUrl, MCP, PASSWORD, startServer, type TestServer, tokenRequest } from "./support/server.js"
 
 const ARTIFACTS = join(import.meta.dirname, "..", "test-artifacts")

@@ -24,11 +24,9 @@ import type {
   ClientMetadata,
   ClientStore,
   Consent,
-  Grant,
   GrantStore,
   Jwk,
   KeyStore,
-  NewClient,
   PostgresClient,
   PostgresOptions,
   PostgresPool,
@@ -37,7 +35,6 @@ import type {
   SigningKey,
 } from "../Storage.js"
 import {
-  clientMetadata,
   clientRecord,
   covers,
   defined,
@@ -47,8 +44,20 @@ import {
   secretLive,
   updatedHash,
 } from "./common.js"
-
-type Row = Record<string, unknown>
+import {
+  clientParams,
+  codeFromRow,
+  grantFromRow,
+  newHashes,
+  num,
+  opt,
+  optNum,
+  optStr,
+  type Row,
+  refreshFromRow,
+  refreshStatus,
+  str,
+} from "./rows.js"
 
 /** Anything that runs one statement: the pool (autocommit) or a client inside a transaction. */
 interface Queryable {
@@ -316,21 +325,6 @@ const attempt =
       }),
     ) as Effect.Effect<Effect.Success<T>, Effect.Error<T> | StorageError>
 
-const str = (row: Row, key: string): string => {
-  const v = row[key]
-  if (typeof v !== "string") throw new Error(`column ${key}: expected text`)
-  return v
-}
-// int8 arrives as a decimal string (pg's default, as it may exceed 2^53); our values are seconds, well within range.
-const num = (row: Row, key: string): number => {
-  const v = row[key]
-  if (typeof v === "number") return v
-  if ((typeof v === "string" && /^-?\d+$/.test(v)) || typeof v === "bigint") return Number(v)
-  throw new Error(`column ${key}: expected integer`)
-}
-const optStr = (row: Row, key: string): string | undefined => (row[key] == null ? undefined : str(row, key))
-const optNum = (row: Row, key: string): number | undefined => (row[key] == null ? undefined : num(row, key))
-const opt = (v: string | number | undefined): string | number | null => v ?? null
 const count = (r: { rowCount: number | null }): number => r.rowCount ?? 0
 const first = (r: { rows: Array<Row> }): Row | undefined => r.rows[0]
 
@@ -342,22 +336,6 @@ const clientFromRow = (row: Row): Client =>
     optStr(row, "client_secret_hash"),
     optStr(row, "registration_access_token_hash"),
   )
-
-const clientParams = (c: ClientMetadata, secretHash: string | undefined, tokenHash: string | undefined) => [
-  c.client_id,
-  c.origin,
-  opt(c.expires_at),
-  c.client_secret_expires_at,
-  opt(secretHash),
-  opt(tokenHash),
-  JSON.stringify(clientMetadata(c)),
-]
-
-const newHashes = (c: NewClient) =>
-  [
-    c.client_secret === undefined ? undefined : hashSecret(c.client_secret),
-    c.registration_access_token === undefined ? undefined : hashSecret(c.registration_access_token),
-  ] as const
 
 export const makeClientStore = ({ pool, t }: Database): ClientStore["Service"] => {
   const INSERT = `INSERT INTO ${t.clients} (client_id, origin, expires_at, client_secret_expires_at, client_secret_hash,
@@ -449,55 +427,6 @@ export const makeClientStore = ({ pool, t }: Database): ClientStore["Service"] =
 }
 
 // ---------------------------------------------------------------------------------------------------------------------
-
-const codeFromRow = (row: Row): AuthorizationCode =>
-  defined<AuthorizationCode>({
-    grant_id: str(row, "grant_id"),
-    client_id: str(row, "client_id"),
-    redirect_uri: str(row, "redirect_uri"),
-    code_challenge: str(row, "code_challenge"),
-    code_challenge_method: str(row, "code_challenge_method") as "S256",
-    resource: str(row, "resource"),
-    scope: str(row, "scope"),
-    subject: str(row, "subject"),
-    auth_time: num(row, "auth_time"),
-    issued_at: num(row, "issued_at"),
-    expires_at: num(row, "expires_at"),
-    nonce: optStr(row, "nonce"),
-  })
-
-const grantFromRow = (row: Row): Grant =>
-  defined<Grant>({
-    grant_id: str(row, "grant_id"),
-    client_id: str(row, "client_id"),
-    subject: str(row, "subject"),
-    resource: str(row, "resource"),
-    scope: str(row, "scope"),
-    auth_time: num(row, "auth_time"),
-    created_at: num(row, "created_at"),
-    revoked_at: optNum(row, "revoked_at"),
-  })
-
-const refreshFromRow = (row: Row): RefreshToken =>
-  defined<RefreshToken>({
-    family_id: str(row, "family_id"),
-    grant_id: str(row, "grant_id"),
-    client_id: str(row, "client_id"),
-    subject: str(row, "subject"),
-    resource: str(row, "resource"),
-    scope: str(row, "scope"),
-    issued_at: num(row, "issued_at"),
-    expires_at: optNum(row, "expires_at"),
-  })
-
-const refreshStatus = (row: Row, now: number): RefreshTokenStatus => {
-  const token = refreshFromRow(row)
-  const active =
-    row.rotated_at === null &&
-    row.family_revoked_at === null &&
-    (token.expires_at === undefined || token.expires_at > now)
-  return { ...token, active }
-}
 
 const consentFromRow = (row: Row): Consent => ({
   subject: str(row, "subject"),

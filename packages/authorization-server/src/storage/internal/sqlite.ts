@@ -1,4 +1,4 @@
-import { DatabaseSync, type SQLInputValue, type SQLOutputValue, type StatementSync } from "node:sqlite"
+import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite"
 import { Effect, Option } from "effect"
 import {
   ClientAlreadyExists,
@@ -24,11 +24,9 @@ import type {
   ClientMetadata,
   ClientStore,
   Consent,
-  Grant,
   GrantStore,
   Jwk,
   KeyStore,
-  NewClient,
   RefreshToken,
   RefreshTokenStatus,
   SigningKey,
@@ -36,7 +34,6 @@ import type {
 } from "../Storage.js"
 import {
   atomically,
-  clientMetadata,
   clientRecord,
   covers,
   defined,
@@ -46,8 +43,20 @@ import {
   secretLive,
   updatedHash,
 } from "./common.js"
-
-type Row = Record<string, SQLOutputValue>
+import {
+  clientParams,
+  codeFromRow,
+  grantFromRow,
+  newHashes,
+  num,
+  opt,
+  optNum,
+  optStr,
+  type Row,
+  refreshFromRow,
+  refreshStatus,
+  str,
+} from "./rows.js"
 
 /** Schema changes, applied in order, each once, each in its own transaction. Never edit a released entry. */
 export const MIGRATIONS: ReadonlyArray<{ readonly version: number; readonly name: string; readonly sql: string }> = [
@@ -246,19 +255,6 @@ const attempt =
       }
     })
 
-const str = (row: Row, key: string): string => {
-  const v = row[key]
-  if (typeof v !== "string") throw new Error(`column ${key}: expected text`)
-  return v
-}
-const num = (row: Row, key: string): number => {
-  const v = row[key]
-  if (typeof v !== "number" && typeof v !== "bigint") throw new Error(`column ${key}: expected integer`)
-  return Number(v)
-}
-const optStr = (row: Row, key: string): string | undefined => (row[key] === null ? undefined : str(row, key))
-const optNum = (row: Row, key: string): number | undefined => (row[key] === null ? undefined : num(row, key))
-const opt = (v: string | number | undefined): SQLInputValue => v ?? null
 const changes = (r: { changes: number | bigint }): number => Number(r.changes)
 
 // ---------------------------------------------------------------------------------------------------------------------
@@ -269,22 +265,6 @@ const clientFromRow = (row: Row): Client =>
     optStr(row, "client_secret_hash"),
     optStr(row, "registration_access_token_hash"),
   )
-
-const clientParams = (c: ClientMetadata, secretHash: string | undefined, tokenHash: string | undefined) => [
-  c.client_id,
-  c.origin,
-  opt(c.expires_at),
-  c.client_secret_expires_at,
-  opt(secretHash),
-  opt(tokenHash),
-  JSON.stringify(clientMetadata(c)),
-]
-
-const newHashes = (c: NewClient) =>
-  [
-    c.client_secret === undefined ? undefined : hashSecret(c.client_secret),
-    c.registration_access_token === undefined ? undefined : hashSecret(c.registration_access_token),
-  ] as const
 
 export const makeClientStore = (db: DatabaseSync): ClientStore["Service"] => {
   const q = statements(db)
@@ -365,55 +345,6 @@ export const makeClientStore = (db: DatabaseSync): ClientStore["Service"] => {
 }
 
 // ---------------------------------------------------------------------------------------------------------------------
-
-const codeFromRow = (row: Row): AuthorizationCode =>
-  defined<AuthorizationCode>({
-    grant_id: str(row, "grant_id"),
-    client_id: str(row, "client_id"),
-    redirect_uri: str(row, "redirect_uri"),
-    code_challenge: str(row, "code_challenge"),
-    code_challenge_method: str(row, "code_challenge_method") as "S256",
-    resource: str(row, "resource"),
-    scope: str(row, "scope"),
-    subject: str(row, "subject"),
-    auth_time: num(row, "auth_time"),
-    issued_at: num(row, "issued_at"),
-    expires_at: num(row, "expires_at"),
-    nonce: optStr(row, "nonce"),
-  })
-
-const grantFromRow = (row: Row): Grant =>
-  defined<Grant>({
-    grant_id: str(row, "grant_id"),
-    client_id: str(row, "client_id"),
-    subject: str(row, "subject"),
-    resource: str(row, "resource"),
-    scope: str(row, "scope"),
-    auth_time: num(row, "auth_time"),
-    created_at: num(row, "created_at"),
-    revoked_at: optNum(row, "revoked_at"),
-  })
-
-const refreshFromRow = (row: Row): RefreshToken =>
-  defined<RefreshToken>({
-    family_id: str(row, "family_id"),
-    grant_id: str(row, "grant_id"),
-    client_id: str(row, "client_id"),
-    subject: str(row, "subject"),
-    resource: str(row, "resource"),
-    scope: str(row, "scope"),
-    issued_at: num(row, "issued_at"),
-    expires_at: optNum(row, "expires_at"),
-  })
-
-const refreshStatus = (row: Row, now: number): RefreshTokenStatus => {
-  const token = refreshFromRow(row)
-  const active =
-    row.rotated_at === null &&
-    row.family_revoked_at === null &&
-    (token.expires_at === undefined || token.expires_at > now)
-  return { ...token, active }
-}
 
 const consentFromRow = (row: Row): Consent => ({
   subject: str(row, "subject"),
