@@ -5,7 +5,7 @@
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13 | OAuth 2.1}
  * @module
  */
-import { Context, Effect, Layer, ManagedRuntime } from "effect"
+import { Clock, Context, Duration, Effect, Layer, ManagedRuntime } from "effect"
 import { type ClientOptions, type ConfigOptions, clientAuthMethod, type ResolvedConfig, resolve } from "./Config.js"
 import { ClientMetadataResolver } from "./cimd/ClientMetadataResolver.js"
 import { ClientTrustPolicy } from "./cimd/TrustPolicy.js"
@@ -13,22 +13,26 @@ import { authorizeGet, consentPost, loginPost } from "./internal/authorize.js"
 import { MetadataDocuments } from "./internal/clients.js"
 import { CORS_HEADERS, json, preflight } from "./internal/http.js"
 import { introspectEndpoint } from "./internal/introspect.js"
+import { ProxyState, proxyAuthorizeGet, proxyConsentPost, UpstreamClient, upstreamCallback } from "./internal/proxy.js"
 import { type PolicyDecision, type RegistrationPolicy, registerEndpoint } from "./internal/register.js"
 import { revokeEndpoint } from "./internal/revoke.js"
 import { Sessions } from "./internal/session.js"
 import { tokenEndpoint } from "./internal/token.js"
+import { type Rotation, type RotationPolicy, rotate, rotationJob } from "./KeyRotation.js"
 import * as Metadata from "./Metadata.js"
 import * as NodeServer from "./NodeServer.js"
 import { OutboundFetch } from "./outbound/OutboundFetch.js"
 import { Resolver } from "./outbound/Resolver.js"
 import { type SigningAlgorithm, TokenSigner } from "./Signing.js"
 import type { StorageError } from "./storage/Errors.js"
+import { purgeJob } from "./storage/Purge.js"
 import {
   ClientStore,
   type Consent,
   GrantStore,
   type KeyStore,
   layerMemory,
+  layerPostgres,
   layerSqlite,
   type NewClient,
 } from "./storage/Storage.js"
@@ -70,7 +74,7 @@ const metadataDocumentsLayer = (options: ServerOptions): Layer.Layer<MetadataDoc
     )
   return Layer.effect(
     MetadataDocuments,
-    ClientMetadataResolver.useSync((r) => MetadataDocuments.of({ resolve: r.resolve })),
+    ClientMetadataResolver.useSync((r) => MetadataDocuments.of({ resolve: r.resolve, jwks: r.jwks })),
   ).pipe(Layer.provide(resolver))
 }
 
@@ -140,9 +144,17 @@ const router = (config: ResolvedConfig, sessions: Sessions, policy: Registration
       }),
     OPTIONS: () => Effect.succeed(preflight("GET, OPTIONS")),
   })
-  routes.set(`${base}/authorize`, { GET: (r) => authorizeGet(config, sessions, r) })
-  routes.set(`${base}/authorize/login`, { POST: (r) => loginPost(config, sessions, r) })
-  routes.set(`${base}/authorize/consent`, { POST: (r) => consentPost(config, sessions, r) })
+  if (config.upstream === undefined) {
+    routes.set(`${base}/authorize`, { GET: (r) => authorizeGet(config, sessions, r) })
+    routes.set(`${base}/authorize/login`, { POST: (r) => loginPost(config, sessions, r) })
+    routes.set(`${base}/authorize/consent`, { POST: (r) => consentPost(config, sessions, r) })
+  } else {
+    // Proxy mode: no local login; Keyway's consent for each client, then the upstream sign-in.
+    const proxy = new ProxyState(config.secureCookies, new UpstreamClient(config.upstream), config.sessionSecret)
+    routes.set(`${base}/authorize`, { GET: (r) => proxyAuthorizeGet(config, sessions, proxy, r) })
+    routes.set(`${base}/authorize/consent`, { POST: (r) => proxyConsentPost(config, sessions, proxy, r) })
+    routes.set(`${base}/upstream/callback`, { GET: (r) => upstreamCallback(config, proxy, r) })
+  }
   routes.set(`${base}/token`, {
     POST: (r) => tokenEndpoint(config, r),
     OPTIONS: () => Effect.succeed(preflight("POST, OPTIONS")),
@@ -194,11 +206,19 @@ export class AuthorizationServer extends Context.Service<
     readonly metadata: Readonly<Record<string, unknown>>
     /** Answers any request addressed to the server. Never fails: errors become responses. */
     readonly handle: (request: Request) => Effect.Effect<Response>
+    /**
+     * Starts a signing-key rotation now: a new key is published at once and signs after `signingKeys.publishAhead`
+     * (see {@link rotate}).
+     */
+    readonly rotateSigningKey: Effect.Effect<Rotation, StorageError>
   }
 >()("@keyway/authorization-server/AuthorizationServer") {
   /**
    * The server over storage and user-authentication services. Pre-registered clients are written to the
-   * {@link ClientStore}; a signing key is generated when the {@link KeyStore} has none.
+   * {@link ClientStore}; a signing key is generated when the {@link KeyStore} has none. For as long as the layer's
+   * scope is open, two background jobs run at the time of Effect's `Clock`: key upkeep and scheduled rotation
+   * ({@link rotationJob}, every `signingKeys.checkEvery`) and the purge of expired records ({@link purgeJob}, every
+   * `maintenance.purgeEvery` unless off).
    *
    * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-3 | RFC 8414 §3}
    */
@@ -220,10 +240,28 @@ export class AuthorizationServer extends Context.Service<
           }
         }
         const context = yield* Effect.context<StorageServices | TokenSigner | UserAuthenticator | MetadataDocuments>()
-        const route = router(config, new Sessions(config.secureCookies, config.sessionTtl), options.registrationPolicy)
+        const route = router(
+          config,
+          new Sessions(config.secureCookies, config.sessionTtl, config.sessionSecret),
+          options.registrationPolicy,
+        )
+        const policy: RotationPolicy = {
+          ...config.signingKeys,
+          accessTokenTtl: config.accessTokenTtl,
+          algorithm: options.signingAlgorithm ?? "ES256",
+        }
+        yield* Effect.forkScoped(rotationJob(policy, Duration.millis(config.signingKeys.checkEvery * 1000)))
+        if (config.purgeEvery !== false) {
+          yield* Effect.forkScoped(purgeJob({ every: Duration.millis(config.purgeEvery * 1000) }))
+        }
+        const seconds = Effect.map(Clock.currentTimeMillis, (millis) => Math.floor(millis / 1000))
         return AuthorizationServer.of({
           config,
           metadata: Metadata.document(config),
+          rotateSigningKey: seconds.pipe(
+            Effect.flatMap((now) => rotate(policy, now)),
+            Effect.provideContext(context),
+          ),
           handle: (request) =>
             route(request).pipe(
               Effect.provideContext(context),
@@ -247,7 +285,24 @@ export class AuthorizationServer extends Context.Service<
 export type StorageOption =
   | { readonly type: "memory" }
   | { readonly type: "sqlite"; readonly path: string }
+  | PostgresStorageOption
   | { readonly type: "layer"; readonly layer: Layer.Layer<StorageServices, StorageError> }
+
+/**
+ * PostgreSQL storage for the plain face, for several instances sharing one database (see `Storage.layerPostgres`).
+ * The pool is created on start and ended by `close()`.
+ *
+ * @see {@link https://www.postgresql.org/docs/current/libpq-connect.html#LIBPQ-CONNSTRING | PostgreSQL connection URIs}
+ */
+export interface PostgresStorageOption {
+  readonly type: "postgres"
+  /** `postgres://user:password@host:port/database` */
+  readonly connectionString: string
+  /** The schema holding Keyway's tables, created when absent; `public` by default. */
+  readonly schema?: string
+  /** The most connections the pool opens at once; 10 by default. */
+  readonly poolSize?: number
+}
 
 /**
  * Options of {@link createAuthorizationServer}.
@@ -255,7 +310,10 @@ export type StorageOption =
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13 | OAuth 2.1}
  */
 export interface AuthorizationServerOptions extends ServerOptions {
-  /** In memory by default (data is lost on exit); `{ type: "sqlite", path }` for the embedded database. */
+  /**
+   * In memory by default (data is lost on exit); `{ type: "sqlite", path }` for the embedded database;
+   * `{ type: "postgres", connectionString }` for several instances behind one issuer.
+   */
   readonly storage?: StorageOption
   /** Replaces the default user authentication (configured users with scrypt hashes). */
   readonly authenticate?: AuthenticateFn
@@ -278,13 +336,25 @@ export interface AuthorizationServerInstance {
   readonly listConsents: (subject: string) => Promise<ReadonlyArray<Consent>>
   /** Forgets a user's consent for a client (one resource, or all); returns how many were removed. */
   readonly revokeConsent: (subject: string, clientId: string, resource?: string) => Promise<number>
-  /** Releases storage (closes the SQLite database). */
+  /**
+   * Starts a signing-key rotation now; the new key is in the JWK Set at once and signs after
+   * `signingKeys.publishAhead`. Returns the key already waiting when a rotation is under way.
+   */
+  readonly rotateSigningKey: () => Promise<Rotation>
+  /** Stops the background jobs and releases storage (closes the SQLite database or the PostgreSQL pool). */
   readonly close: () => Promise<void>
 }
 
 const storageLayer = (option: StorageOption | undefined): Layer.Layer<StorageServices, StorageError> => {
   if (option === undefined || option.type === "memory") return layerMemory
   if (option.type === "sqlite") return layerSqlite({ path: option.path })
+  if (option.type === "postgres") {
+    return layerPostgres({
+      connectionString: option.connectionString,
+      ...(option.schema === undefined ? {} : { schema: option.schema }),
+      ...(option.poolSize === undefined ? {} : { max: option.poolSize }),
+    })
+  }
   return option.layer
 }
 
@@ -320,6 +390,7 @@ export const createAuthorizationServer = (options: AuthorizationServerOptions): 
     listConsents: (subject) => run(GrantStore.use((g) => g.listConsents(subject))),
     revokeConsent: (subject, clientId, resource) =>
       run(GrantStore.use((g) => g.revokeConsent(subject, clientId, resource))),
+    rotateSigningKey: () => run(AuthorizationServer.use((s) => s.rotateSigningKey)),
     close: () => runtime.dispose(),
   }
 }

@@ -10,6 +10,7 @@ import { Schema } from "effect"
 import type { ResolverOptions } from "./cimd/ClientMetadataResolver.js"
 import type { PolicyFunction, PolicyOptions } from "./cimd/TrustPolicy.js"
 import type { Options as OutboundOptions } from "./outbound/OutboundFetch.js"
+import { type ResolvedUpstream, resolveUpstream, type UpstreamOptions } from "./proxy/Upstream.js"
 
 /**
  * A protected MCP server this authorization server issues access tokens for, identified by its canonical URI.
@@ -97,6 +98,8 @@ export interface TokenLifetimes {
 export interface DevelopmentOptions {
   /** Accept an `http` issuer whose host is loopback (127.0.0.1, [::1] or localhost). */
   readonly allowHttpLoopbackIssuer?: boolean
+  /** Accept an `http` `upstream.issuer` on a loopback host (proxy mode). */
+  readonly allowHttpLoopbackUpstream?: boolean
 }
 
 /**
@@ -116,6 +119,43 @@ export interface ClientIdMetadataDocumentOptions extends ResolverOptions {
   readonly trust?: PolicyOptions | PolicyFunction
   /** Limits of the outbound fetch (size, time, redirects, trust anchors). */
   readonly outbound?: OutboundOptions
+}
+
+/**
+ * Signing-key rotation, in seconds. A new key is published in the JWK Set `publishAhead` seconds before it signs
+ * anything, so resource servers that cache the JWK Set see it first; the key it replaces stays published until every
+ * token it signed has expired (its last signing moment plus the access-token lifetime plus `clockSkew`). The state
+ * lives in the key store, so the schedule survives restarts and every instance sharing the store follows it.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc7517.html#section-5 | RFC 7517 §5 (JWK Set)}
+ * @see {@link https://openid.net/specs/openid-connect-core-1_0.html#RotateSigKeys | OpenID Connect Core §10.1.1 (rotation of asymmetric signing keys)}
+ */
+export interface SigningKeyOptions {
+  /** Rotate when the newest key is this old; 30 days by default; `false` rotates only on demand. */
+  readonly rotateEvery?: number | false
+  /**
+   * How long a new key is published before it signs; 600 s by default. It must exceed the time resource servers
+   * cache the JWK Set (this server sends `max-age=300`) and be shorter than `rotateEvery`.
+   */
+  readonly publishAhead?: number
+  /** How often each instance checks the schedule and retires superseded keys; 60 s by default (fractions allowed). */
+  readonly checkEvery?: number
+  /** Allowance for clocks differing between instances and verifiers; 60 s by default. */
+  readonly clockSkew?: number
+}
+
+/**
+ * Background maintenance while the server runs.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.2 | OAuth 2.1 §4.1.2}
+ */
+export interface MaintenanceOptions {
+  /**
+   * Seconds between two purges of what can no longer matter (expired codes, access-token ids, assertion ids, refresh
+   * tokens, dead families, expired cached metadata documents, retired keys); 300 by default (fractions allowed);
+   * `false` turns the purge off (then call `Storage.purgeExpired` yourself).
+   */
+  readonly purgeEvery?: number | false
 }
 
 /**
@@ -145,11 +185,26 @@ export interface ConfigOptions {
   readonly clientIdMetadataDocuments?: ClientIdMetadataDocumentOptions
   /** Dynamic Client Registration (RFC 7591); off by default. */
   readonly registration?: boolean
+  /**
+   * Proxy mode: users sign in at this upstream authorization server instead of the local login page, after Keyway's
+   * own per-client consent (see {@link UpstreamOptions}).
+   */
+  readonly upstream?: UpstreamOptions
   readonly development?: DevelopmentOptions
   /** Largest request body accepted, in bytes; 64 KiB by default. */
   readonly maxBodyBytes?: number
   /** Where warnings go (development relaxations); `console.warn` by default. Tokens are never logged. */
   readonly warn?: (message: string) => void
+  /**
+   * The secret login sessions are signed with (at least 32 random characters). Give every instance behind one issuer
+   * the same value, so a browser can land on any of them during login and consent; a random per-process key when
+   * omitted (then a restart signs users out, and several instances need sticky sessions).
+   */
+  readonly sessionSecret?: string
+  /** Signing-key rotation (see {@link SigningKeyOptions}); on, every 30 days, by default. */
+  readonly signingKeys?: SigningKeyOptions
+  /** Background purge of expired records (see {@link MaintenanceOptions}); every 5 minutes by default. */
+  readonly maintenance?: MaintenanceOptions
 }
 
 /**
@@ -188,6 +243,25 @@ export interface ResolvedConfig {
   readonly secureCookies: boolean
   readonly maxBodyBytes: number
   readonly endpoints: Endpoints
+  /** Proxy mode, when configured. */
+  readonly upstream: ResolvedUpstream | undefined
+  readonly signingKeys: ResolvedSigningKeys
+  /** The shared session secret, if configured. */
+  readonly sessionSecret: string | undefined
+  /** Seconds between purges, or false when the purge is off. */
+  readonly purgeEvery: number | false
+}
+
+/**
+ * Signing-key rotation after validation and defaults (seconds).
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc7517.html#section-5 | RFC 7517 §5}
+ */
+export interface ResolvedSigningKeys {
+  readonly rotateEvery: number | false
+  readonly publishAhead: number
+  readonly checkEvery: number
+  readonly clockSkew: number
 }
 
 /**
@@ -206,6 +280,8 @@ export interface Endpoints {
   readonly jwks: string
   readonly login: string
   readonly consent: string
+  /** Proxy mode: Keyway's redirect URI at the upstream authorization server. */
+  readonly upstreamCallback: string
 }
 
 /**
@@ -235,6 +311,41 @@ const positive = (name: string, value: number | undefined, fallback: number, max
     })
   }
   return v
+}
+
+const interval = (name: string, value: number | undefined, fallback: number) => {
+  const v = value ?? fallback
+  if (typeof v !== "number" || !Number.isFinite(v) || v <= 0) {
+    throw new ConfigError({ message: `${name} must be a positive number of seconds, got ${String(value)}` })
+  }
+  return v
+}
+
+const signingKeys = (options: SigningKeyOptions | undefined): ResolvedSigningKeys => {
+  const rotateEvery =
+    options?.rotateEvery === false ? false : positive("signingKeys.rotateEvery", options?.rotateEvery, 30 * 24 * 3600)
+  const publishAhead = options?.publishAhead ?? 600
+  if (!Number.isInteger(publishAhead) || publishAhead < 0) {
+    throw new ConfigError({
+      message: `signingKeys.publishAhead must be a whole number of seconds from 0, got ${String(options?.publishAhead)}`,
+    })
+  }
+  // Otherwise every rotation would start before the previous key signs, and no new key would ever take over.
+  if (rotateEvery !== false && publishAhead >= rotateEvery) {
+    throw new ConfigError({ message: "signingKeys.publishAhead must be shorter than signingKeys.rotateEvery" })
+  }
+  const clockSkew = options?.clockSkew ?? 60
+  if (!Number.isInteger(clockSkew) || clockSkew < 0) {
+    throw new ConfigError({
+      message: `signingKeys.clockSkew must be a whole number of seconds from 0, got ${String(options?.clockSkew)}`,
+    })
+  }
+  return {
+    rotateEvery,
+    publishAhead,
+    checkEvery: interval("signingKeys.checkEvery", options?.checkEvery, 60),
+    clockSkew,
+  }
 }
 
 /**
@@ -330,12 +441,27 @@ export const resolve = (options: ConfigOptions): ResolvedConfig => {
       throw new ConfigError({ message: `client ${c.clientId}: private_key_jwt needs jwks` })
     }
   }
+  if (options.sessionSecret !== undefined && options.sessionSecret.length < 32) {
+    throw new ConfigError({ message: "sessionSecret must be at least 32 random characters" })
+  }
   const cimdEnabled = options.clientIdMetadataDocuments?.enabled ?? true
   if (cimdEnabled && options.clientIdMetadataDocuments?.allowHttpLoopbackClientIds === true) {
     warn(
       "[keyway] DEVELOPMENT MODE: http loopback client IDs (http://localhost/...) are accepted and fetched. " +
         "Never use this outside local development.",
     )
+  }
+  let upstream: ResolvedUpstream | undefined
+  if (options.upstream !== undefined) {
+    const resolved = resolveUpstream(options.upstream, options.development?.allowHttpLoopbackUpstream === true)
+    if ("error" in resolved) throw new ConfigError({ message: resolved.error })
+    upstream = resolved.upstream
+    if (upstream.issuerUrl.protocol === "http:") {
+      warn(
+        `[keyway] DEVELOPMENT MODE: the upstream authorization server ${upstream.issuer} is reached over http. ` +
+          "Never use this outside local development.",
+      )
+    }
   }
   const introspectionClients = new Set(options.introspectionClients ?? [])
   for (const id of introspectionClients) {
@@ -372,6 +498,14 @@ export const resolve = (options: ConfigOptions): ResolvedConfig => {
       jwks: `${base}/jwks`,
       login: `${base}/authorize/login`,
       consent: `${base}/authorize/consent`,
+      upstreamCallback: `${base}/upstream/callback`,
     },
+    upstream,
+    signingKeys: signingKeys(options.signingKeys),
+    sessionSecret: options.sessionSecret,
+    purgeEvery:
+      options.maintenance?.purgeEvery === false
+        ? false
+        : interval("maintenance.purgeEvery", options.maintenance?.purgeEvery, 300),
   }
 }

@@ -6,7 +6,7 @@
  * @see {@link https://www.rfc-editor.org/rfc/rfc7517.html#section-5 | RFC 7517 §5}
  * @module
  */
-import { Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Layer } from "effect"
 import {
   type CryptoKey,
   calculateJwkThumbprint,
@@ -23,6 +23,9 @@ import { type Jwk, type JwkSet, KeyStore, type SigningKey } from "./storage/Stor
 export type SigningAlgorithm = "ES256" | "ES384" | "EdDSA" | "RS256" | "PS256"
 
 const now = () => Math.floor(Date.now() / 1000)
+
+/** The time of Effect's `Clock` in NumericDate seconds, so tests and rotation share one injectable clock. */
+const clockSeconds = Effect.map(Clock.currentTimeMillis, (millis) => Math.floor(millis / 1000))
 
 /**
  * Creates a key pair for `alg` with a thumbprint `kid`, ready for {@link KeyStore} `add`.
@@ -70,12 +73,13 @@ export class TokenSigner extends Context.Service<
       TokenSigner,
       Effect.gen(function* () {
         const keys = yield* KeyStore
-        const existing = yield* keys.current(now()).pipe(
+        const startedAt = yield* clockSeconds
+        const existing = yield* keys.current(startedAt).pipe(
           Effect.map(() => true),
           Effect.catchTag("NoSigningKey", () => Effect.succeed(false)),
         )
         if (!existing) {
-          const key = yield* Effect.promise(() => generateSigningKey(alg))
+          const key = yield* Effect.promise(() => generateSigningKey(alg, startedAt))
           yield* keys.add(key).pipe(Effect.catchTag("KeyAlreadyExists", () => Effect.void))
         }
         const imported = new Map<string, CryptoKey>()
@@ -91,13 +95,13 @@ export class TokenSigner extends Context.Service<
         return TokenSigner.of({
           sign: (payload, typ) =>
             Effect.gen(function* () {
-              const key = yield* keys.current(now())
+              const key = yield* keys.current(yield* clockSeconds)
               const cryptoKey = yield* importKey(key)
               return yield* Effect.promise(() =>
                 new SignJWT(payload).setProtectedHeader({ alg: key.alg, kid: key.kid, typ }).sign(cryptoKey),
               )
             }),
-          jwks: Effect.suspend(() => keys.published(now())).pipe(
+          jwks: Effect.flatMap(clockSeconds, keys.published).pipe(
             Effect.map((list) => ({ keys: list.map((k) => k.public_jwk) })),
           ),
         })

@@ -201,7 +201,7 @@ describe("client ID metadata documents at the authorization server", () => {
     expect(response.status).toBe(200)
   })
 
-  it("a private_key_jwt client with only jwks_uri: 401 invalid_client (inline jwks only)", async () => {
+  it("a private_key_jwt client whose jwks_uri answers 404: 401 invalid_client", async () => {
     server = await startServer({ clientMetadataResolver: resolverLayer() })
     const clientId = `${origin()}/jwks-uri.json`
     const { code, verifier } = await frontChannel(clientId)
@@ -224,7 +224,7 @@ describe("client ID metadata documents at the authorization server", () => {
     expect(response.status).toBe(401)
     expect(await response.json()).toEqual({
       error: "invalid_client",
-      error_description: "this client has no inline jwks (jwks_uri is not supported)",
+      error_description: `the client's jwks_uri could not be fetched: ${origin()}/jwks.json answered HTTP 404, expected 200`,
     })
   })
 

@@ -161,7 +161,8 @@ describe("consent page", () => {
     const { consent, html } = await signIn()
     expect(consent.status).toBe(200)
     expectPageHeaders(consent)
-    expect(consent.headers.get("content-security-policy")).toContain("form-action 'self' https://app.example.com")
+    // No form-action: Chromium would apply it to every redirect after Approve (see pages.ts).
+    expect(consent.headers.get("content-security-policy")).not.toContain("form-action")
     expect(html).toContain("<span data-client-name>Public App</span>")
     expect(html).toContain('<p class="host" data-redirect-host>app.example.com</p>')
     expect(html).not.toContain("data-localhost-warning")

@@ -64,6 +64,31 @@ describe("dynamic client registration (RFC 7591)", () => {
     expect(token.status).toBe(200)
   })
 
+  it("a scope chosen at registration does not stop a later step-up to more scopes of the resource", async () => {
+    const response = await register({
+      client_name: "Step-up Tool",
+      redirect_uris: ["http://127.0.0.1/callback"],
+      token_endpoint_auth_method: "none",
+      scope: "tools:read",
+    })
+    expect(response.status).toBe(201)
+    const clientId = ((await response.json()) as { client_id: string }).client_id
+    const { code, verifier } = await obtainCode(server, {
+      client_id: clientId,
+      redirect_uri: "http://127.0.0.1:5051/callback",
+      scope: "tools:read tools:call",
+    })
+    const token = await tokenRequest(server, {
+      grant_type: "authorization_code",
+      code,
+      code_verifier: verifier,
+      client_id: clientId,
+      redirect_uri: "http://127.0.0.1:5051/callback",
+    })
+    expect(token.status).toBe(200)
+    expect(((await token.json()) as { scope: string }).scope).toBe("tools:read tools:call")
+  })
+
   it("gives a confidential client its secret once; the secret authenticates it", async () => {
     const response = await register({ client_name: "Web", redirect_uris: ["https://web.example.org/cb"] })
     expect(response.status).toBe(201)

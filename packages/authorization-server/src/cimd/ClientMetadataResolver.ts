@@ -14,7 +14,7 @@
 import { OAuthError, Wire } from "@keyway/core"
 import { Cause, Context, Deferred, Effect, type Exit, Layer, Result, Schema } from "effect"
 import * as Address from "../outbound/Address.js"
-import { OutboundFetch, RefusalReason } from "../outbound/OutboundFetch.js"
+import { OutboundFetch, type OutboundFetchService, RefusalReason } from "../outbound/OutboundFetch.js"
 import type { ClientMetadata, JwkSet, TokenEndpointAuthMethod } from "../storage/Storage.js"
 import * as CacheControl from "./CacheControl.js"
 import { ClientTrustPolicy, type TrustDecision } from "./TrustPolicy.js"
@@ -107,6 +107,13 @@ export interface ResolverOptions {
    * when on.
    */
   readonly allowHttpLoopbackClientIds?: boolean
+  /**
+   * After a `jwks_uri` key set was fetched, an assertion naming an unknown `kid` makes the server fetch the set again
+   * (the client may have rotated its keys), but not before this many seconds have passed since the last fetch, so
+   * assertions with made-up key ids cannot make the server hammer the client's host. Default 30; 0 refetches on every
+   * unknown `kid`.
+   */
+  readonly jwksRefetchCooldownSeconds?: number
 }
 
 /**
@@ -122,6 +129,22 @@ export interface ClientMetadataResolverService {
   readonly resolve: (clientId: string, now: number) => Effect.Effect<ResolvedClient, ClientMetadataError>
   /** Drops any cached document or back-off for a client ID. */
   readonly forget: (clientId: string) => Effect.Effect<void>
+  /**
+   * The public keys at a `private_key_jwt` client's `jwks_uri`, fetched through the same SSRF guard as documents and
+   * cached per HTTP caching within the same bounds. `refresh` asks for a fresh copy (an assertion named a `kid` the
+   * cached set lacks); it is honoured at most once per {@link ResolverOptions.jwksRefetchCooldownSeconds}.
+   * Failures are `invalid_client` with reason `fetch` (the guard refused or the fetch failed) or `document` (not a
+   * JWK Set of public keys).
+   *
+   * @see {@link https://www.ietf.org/archive/id/draft-ietf-oauth-client-id-metadata-document-02.html#section-6.2 | draft-ietf-oauth-client-id-metadata-document-02 §6.2}
+   * @see {@link https://www.rfc-editor.org/rfc/rfc7591.html#section-2 | RFC 7591 §2 (jwks_uri)}
+   */
+  readonly jwks: (
+    clientId: string,
+    jwksUri: string,
+    now: number,
+    options?: { readonly refresh?: boolean },
+  ) => Effect.Effect<JwkSet, ClientMetadataError>
 }
 
 /**
@@ -238,6 +261,7 @@ interface Settings {
   readonly maxClientIdLength: number
   readonly maxDocumentBytes: number | undefined
   readonly allowHttpLoopbackClientIds: boolean
+  readonly jwksRefetchCooldownSeconds: number
 }
 
 /**
@@ -290,6 +314,122 @@ const validateDocument = (
   return Result.map(twin, (doc) => ({ ...doc, client_id: clientId }))
 }
 
+type JwksEntry =
+  | { readonly _tag: "ok"; readonly keys: JwkSet; readonly fetchedAt: number; readonly expiresAt: number }
+  | { readonly _tag: "failed"; readonly error: ClientMetadataError; readonly until: number }
+
+/** A JWK Set of public keys, each with a string `kty`; otherwise the field at fault and why. */
+const jwkSetProblem = (json: unknown): { readonly path: string; readonly problem: string } | undefined => {
+  const keys = typeof json === "object" && json !== null ? (json as { keys?: unknown }).keys : undefined
+  if (!Array.isArray(keys)) return { path: "keys", problem: "must be an array of keys" }
+  for (const [i, key] of keys.entries()) {
+    if (typeof key !== "object" || key === null || typeof (key as { kty?: unknown }).kty !== "string") {
+      return { path: `keys.${i}.kty`, problem: "is required" }
+    }
+    const secret = PRIVATE_JWK_MEMBERS.find((member) => (key as Record<string, unknown>)[member] !== undefined)
+    if (secret !== undefined) {
+      return { path: `keys.${i}.${secret}`, problem: "must not be present: only public keys may be published" }
+    }
+  }
+  return undefined
+}
+
+/** The `jwks_uri` cache: one fetch per URL at a time, HTTP freshness within bounds, back-off after failures. */
+const makeJwksCache = (outbound: OutboundFetchService, settings: Settings) => {
+  const entries = new Map<string, JwksEntry>()
+  const inflight = new Map<string, Deferred.Deferred<JwkSet, ClientMetadataError>>()
+  const remember = (uri: string, entry: JwksEntry) => {
+    entries.delete(uri)
+    while (entries.size >= settings.maxEntries) {
+      const oldest = entries.keys().next()
+      if (oldest.done === true) break
+      entries.delete(oldest.value)
+    }
+    entries.set(uri, entry)
+  }
+  const fetchKeys = Effect.fnUntraced(function* (clientId: string, uri: string, now: number) {
+    const response = yield* outbound.fetchJson(uri, { accept: "application/jwk-set+json, application/json" }).pipe(
+      Effect.mapError(
+        (refused) =>
+          new ClientMetadataError({
+            error: "invalid_client",
+            reason: "fetch",
+            client_id: clientId,
+            fetch: refused.reason,
+            message: `the client's jwks_uri could not be fetched: ${refused.message}`,
+          }),
+      ),
+    )
+    const problem = jwkSetProblem(response.json)
+    if (problem !== undefined) {
+      return yield* new ClientMetadataError({
+        error: "invalid_client",
+        reason: "document",
+        client_id: clientId,
+        path: `jwks_uri.${problem.path}`,
+        message: `the client's jwks_uri did not return a JWK Set of public keys: '${problem.path}' ${problem.problem}`,
+      })
+    }
+    const keys = response.json as JwkSet
+    remember(uri, {
+      _tag: "ok",
+      keys,
+      fetchedAt: now,
+      expiresAt: now + CacheControl.lifetime(response.headers, now, settings.bounds),
+    })
+    return keys
+  })
+  const load = (clientId: string, uri: string, now: number): Effect.Effect<JwkSet, ClientMetadataError> =>
+    Effect.suspend(() => {
+      const running = inflight.get(uri)
+      if (running !== undefined) return Deferred.await(running)
+      const deferred = Deferred.makeUnsafe<JwkSet, ClientMetadataError>()
+      inflight.set(uri, deferred)
+      const settle = (exit: Exit.Exit<JwkSet, ClientMetadataError>) =>
+        Effect.suspend(() => {
+          inflight.delete(uri)
+          if (exit._tag === "Failure" && settings.failureBackoffSeconds > 0) {
+            const error = Cause.findError(exit.cause)
+            if (Result.isSuccess(error)) {
+              remember(uri, { _tag: "failed", error: error.success, until: now + settings.failureBackoffSeconds })
+            }
+          }
+          return Deferred.done(deferred, exit)
+        })
+      return fetchKeys(clientId, uri, now).pipe(
+        Effect.exit,
+        Effect.flatMap(settle),
+        Effect.forkDetach,
+        Effect.andThen(Deferred.await(deferred)),
+      )
+    })
+  return Effect.fn("ClientMetadataResolver.jwks")(function* (
+    clientId: string,
+    jwksUri: string,
+    now: number,
+    options?: { readonly refresh?: boolean },
+  ) {
+    const cached = entries.get(jwksUri)
+    if (cached?._tag === "failed" && now < cached.until) {
+      // The back-off entry may come from another client naming the same URL: answer in this client's name.
+      const e = cached.error
+      return yield* new ClientMetadataError({
+        error: e.error,
+        reason: e.reason,
+        client_id: clientId,
+        message: e.message,
+        ...(e.fetch === undefined ? {} : { fetch: e.fetch }),
+        ...(e.path === undefined ? {} : { path: e.path }),
+      })
+    }
+    if (cached?._tag === "ok" && now < cached.expiresAt) {
+      const mayRefetch = now - cached.fetchedAt >= settings.jwksRefetchCooldownSeconds
+      if (options?.refresh !== true || !mayRefetch) return cached.keys
+    }
+    return yield* load(clientId, jwksUri, now)
+  })
+}
+
 /**
  * Resolves client ID metadata documents.
  *
@@ -322,6 +462,7 @@ export class ClientMetadataResolver extends Context.Service<ClientMetadataResolv
           maxClientIdLength: options.maxClientIdLength ?? 2048,
           maxDocumentBytes: options.maxDocumentBytes,
           allowHttpLoopbackClientIds: options.allowHttpLoopbackClientIds ?? false,
+          jwksRefetchCooldownSeconds: options.jwksRefetchCooldownSeconds ?? 30,
         }
         if (settings.allowHttpLoopbackClientIds) {
           yield* Effect.logWarning(
@@ -435,9 +576,12 @@ export class ClientMetadataResolver extends Context.Service<ClientMetadataResolv
           } satisfies ResolvedClient
         })
 
+        const jwks = makeJwksCache(outbound, settings)
+
         return ClientMetadataResolver.of({
           resolve,
           forget: (clientId) => Effect.sync(() => void entries.delete(clientId)),
+          jwks,
         })
       }),
     )

@@ -25,12 +25,15 @@ const toView = ({ client, trust }: FoundClient): ClientView => ({
   clientName: client.client_name,
   redirectUris: client.redirect_uris,
   grantTypes: client.grant_types,
-  scope: client.scope,
+  // Only an operator's registration limits scope: a scope a client chose for itself (dynamic registration, metadata
+  // document) protects nothing, since it can register again, and would block MCP step-up (a client registered with
+  // the first challenge's scope must later ask for more); the user's consent decides.
+  scope: client.origin === "static" ? client.scope : undefined,
   ...(trust === undefined ? {} : { metadataDocument: { host: trust.host, verified: trust.verified } }),
 })
 
 /** A 303 (after POST) or 302 (after GET) to `location`, never cached. */
-const redirect = (location: string, status: 302 | 303, headers: Record<string, string> = {}): Response =>
+export const redirect = (location: string, status: 302 | 303, headers: Record<string, string> = {}): Response =>
   new Response(null, {
     status,
     headers: {
@@ -43,7 +46,7 @@ const redirect = (location: string, status: 302 | 303, headers: Record<string, s
   })
 
 /** Looks the client up and validates the whole request. */
-const check = (config: ResolvedConfig, query: string) =>
+export const check = (config: ResolvedConfig, query: string) =>
   Effect.gen(function* () {
     const params = new URLSearchParams(query)
     const clientId = params.get("client_id")
@@ -59,7 +62,7 @@ const check = (config: ResolvedConfig, query: string) =>
   })
 
 /** Turns a failed check into its answer: an error page, or a redirect with `error`, `state` and `iss` (RFC 9207). */
-const errorFor = (config: ResolvedConfig, failure: PageError | RedirectError, status: 302 | 303): Response =>
+export const errorFor = (config: ResolvedConfig, failure: PageError | RedirectError, status: 302 | 303): Response =>
   failure._tag === "PageError"
     ? errorPage(400, failure.error, failure.description)
     : redirect(
@@ -72,8 +75,15 @@ const errorFor = (config: ResolvedConfig, failure: PageError | RedirectError, st
         status,
       )
 
-/** Issues the code and redirects to the client with `code`, `state` and `iss`. */
-const approve = (config: ResolvedConfig, request: ValidAuthorizationRequest, session: Session, status: 302 | 303) =>
+/** Issues the code for `subject` and redirects to the client with `code`, `state` and `iss`. */
+export const issueCode = (
+  config: ResolvedConfig,
+  request: ValidAuthorizationRequest,
+  subject: string,
+  authTime: number,
+  status: 302 | 303,
+  headers: Record<string, string> = {},
+) =>
   Effect.gen(function* () {
     const grants = yield* GrantStore
     const code = randomToken(32)
@@ -86,13 +96,20 @@ const approve = (config: ResolvedConfig, request: ValidAuthorizationRequest, ses
       code_challenge_method: "S256",
       resource: request.resource.uri,
       scope: request.scopes.join(" "),
-      subject: session.subject ?? "",
-      auth_time: session.authTime ?? issuedAt,
+      subject,
+      auth_time: authTime,
       issued_at: issuedAt,
       expires_at: issuedAt + config.codeTtl,
     })
-    return redirect(redirectWith(request.redirectUri, { code, state: request.state, iss: config.issuer }), status)
+    return redirect(
+      redirectWith(request.redirectUri, { code, state: request.state, iss: config.issuer }),
+      status,
+      headers,
+    )
   })
+
+const approve = (config: ResolvedConfig, request: ValidAuthorizationRequest, session: Session, status: 302 | 303) =>
+  issueCode(config, request, session.subject ?? "", session.authTime ?? now(), status)
 
 const renderConsent = (
   config: ResolvedConfig,
@@ -101,7 +118,7 @@ const renderConsent = (
   session: Session,
   query: string,
 ) => {
-  const { host, origin } = describeRedirect(request.redirectUri)
+  const { host } = describeRedirect(request.redirectUri)
   return consentPage({
     action: config.endpoints.consent,
     csrf: sessions.csrfToken(session),
@@ -109,7 +126,6 @@ const renderConsent = (
     clientName: request.client.clientName ?? request.client.clientId,
     clientId: request.client.clientId,
     redirectHost: host,
-    redirectOrigin: origin,
     localhostOnly: isLocalhostOnly(request.redirectUri),
     ...(request.client.metadataDocument === undefined ? {} : { metadataDocument: request.client.metadataDocument }),
     resourceName: request.resource.name,
@@ -155,7 +171,7 @@ export const authorizeGet = (
     return renderConsent(config, sessions, valid, session, query)
   })
 
-const readForm = (config: ResolvedConfig, request: Request) =>
+export const readForm = (config: ResolvedConfig, request: Request) =>
   Effect.promise(async () => {
     if (mediaType(request) !== "application/x-www-form-urlencoded") return undefined
     try {
@@ -167,7 +183,7 @@ const readForm = (config: ResolvedConfig, request: Request) =>
     }
   })
 
-const sameOrigin = (config: ResolvedConfig, request: Request): boolean => {
+export const sameOrigin = (config: ResolvedConfig, request: Request): boolean => {
   const origin = request.headers.get("origin")
   return origin === null || origin === config.issuerUrl.origin
 }

@@ -1,9 +1,9 @@
 import { Effect, Schema } from "effect"
-import { createLocalJWKSet, decodeJwt, type JSONWebKeySet, jwtVerify } from "jose"
+import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, type JSONWebKeySet, jwtVerify } from "jose"
 import { CLIENT_ASSERTION_ALGORITHMS } from "../Metadata.js"
 import type { StorageError } from "../storage/Errors.js"
-import { type Client, ClientStore, GrantStore } from "../storage/Storage.js"
-import { findClient, type MetadataDocuments } from "./clients.js"
+import { type Client, ClientStore, GrantStore, type JwkSet } from "../storage/Storage.js"
+import { findClient, MetadataDocuments } from "./clients.js"
 
 /** RFC 7523 §2.2 client assertion type. */
 export const JWT_BEARER_ASSERTION = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
@@ -29,6 +29,33 @@ const decodeBasicPart = (value: string): string | undefined => {
     return undefined
   }
 }
+
+/**
+ * The client's public keys: its inline `jwks`, else the set at its `jwks_uri` (client ID metadata documents, fetched
+ * through the SSRF guard and cached), fetched again once when the assertion names a `kid` the cached set lacks.
+ * Fails with the description of an `invalid_client`.
+ */
+const clientKeys = (client: Client, assertion: string, now: number): Effect.Effect<JwkSet, string, MetadataDocuments> =>
+  Effect.gen(function* () {
+    if (client.jwks !== undefined) return client.jwks
+    if (client.jwks_uri === undefined) return yield* Effect.fail("this client has neither jwks nor jwks_uri")
+    const { jwks } = yield* MetadataDocuments
+    if (jwks === undefined) {
+      return yield* Effect.fail("this client's jwks_uri cannot be used: client ID metadata documents are disabled")
+    }
+    let kid: string | undefined
+    try {
+      kid = decodeProtectedHeader(assertion).kid
+    } catch {
+      return yield* Effect.fail("client_assertion is not a JWT")
+    }
+    const uri = client.jwks_uri
+    const get = (refresh: boolean) =>
+      jwks(client.client_id, uri, now, { refresh }).pipe(Effect.mapError((e) => e.message))
+    const cached = yield* get(false)
+    if (kid === undefined || cached.keys.some((key) => key.kid === kid)) return cached
+    return yield* get(true)
+  })
 
 /**
  * Authenticates the client at the token endpoint (OAuth 2.1 §2.4; RFC 7523 §2.2 and §3). Exactly one method may be
@@ -117,12 +144,12 @@ export const authenticateClient = (
       if (client.token_endpoint_auth_method !== "private_key_jwt") {
         return yield* fail("invalid_client", `this client must authenticate with ${client.token_endpoint_auth_method}`)
       }
-      if (client.jwks === undefined) {
-        return yield* fail("invalid_client", "this client has no inline jwks (jwks_uri is not supported)")
-      }
+      const keys = yield* clientKeys(client, assertion, now).pipe(
+        Effect.mapError((description) => new ClientAuthFailure({ code: "invalid_client", description, basic: false })),
+      )
       const verified = yield* Effect.tryPromise({
         try: () =>
-          jwtVerify(assertion, createLocalJWKSet(client.jwks as unknown as JSONWebKeySet), {
+          jwtVerify(assertion, createLocalJWKSet(keys as unknown as JSONWebKeySet), {
             issuer: client.client_id,
             subject: client.client_id,
             audience: [...audiences],

@@ -1,5 +1,10 @@
 import { Context, Effect, Layer } from "effect"
-import { type ClientMetadataError, isClientIdUrl, type ResolvedClient } from "../cimd/ClientMetadataResolver.js"
+import {
+  type ClientMetadataError,
+  type ClientMetadataResolverService,
+  isClientIdUrl,
+  type ResolvedClient,
+} from "../cimd/ClientMetadataResolver.js"
 import type { TrustDecision } from "../cimd/TrustPolicy.js"
 import type { StorageError } from "../storage/Errors.js"
 import { type Client, ClientStore } from "../storage/Storage.js"
@@ -14,6 +19,8 @@ export class MetadataDocuments extends Context.Service<
     readonly resolve:
       | ((clientId: string, now: number) => Effect.Effect<ResolvedClient, ClientMetadataError>)
       | undefined
+    /** The keys at a client's `jwks_uri` (same guard and cache rules); absent when the feature is off. */
+    readonly jwks?: ClientMetadataResolverService["jwks"]
   }
 >()("@keyway/authorization-server/internal/MetadataDocuments") {
   static readonly disabled: Layer.Layer<MetadataDocuments> = Layer.succeed(

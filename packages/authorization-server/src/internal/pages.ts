@@ -21,10 +21,13 @@ ul.scopes{padding-left:1.2rem}ul.scopes code{font-weight:600}.muted{color:var(--
 export const page = (
   title: string,
   body: Html,
-  options: { status?: number; formAction?: ReadonlyArray<string>; headers?: Record<string, string> } = {},
+  options: { status?: number; redirectingForm?: boolean; headers?: Record<string, string> } = {},
 ): Response => {
   const nonce = randomToken(16)
-  const formAction = ["'self'", ...(options.formAction ?? [])].join(" ")
+  // No form-action on pages whose form answers with a redirect: Chromium checks form-action against every hop of the
+  // redirect chain after the POST, and OAuth chains leave this origin by design (to the client, whose callback may
+  // redirect again; in proxy mode upstream -> proxy callback -> client), so any list would break real flows.
+  const formAction = options.redirectingForm === true ? "" : " form-action 'self';"
   const document = html`<!doctype html>
 <html lang="en">
 <head>
@@ -45,7 +48,7 @@ ${body}
     headers: {
       ...options.headers,
       "Content-Type": "text/html; charset=utf-8",
-      "Content-Security-Policy": `default-src 'none'; style-src 'nonce-${nonce}'; img-src 'self'; form-action ${formAction}; frame-ancestors 'none'; base-uri 'none'`,
+      "Content-Security-Policy": `default-src 'none'; style-src 'nonce-${nonce}'; img-src 'self';${formAction} frame-ancestors 'none'; base-uri 'none'`,
       "X-Frame-Options": "DENY",
       "X-Content-Type-Options": "nosniff",
       // same-origin, not no-referrer: Chromium then sends "Origin: null" on our own form POSTs.
@@ -92,7 +95,11 @@ ${args.error === undefined ? "" : html`<div class="error" role="alert" id="login
 <input type="password" id="password" name="password" autocomplete="current-password" required>
 <div class="actions"><button type="submit" class="primary">Sign in</button></div>
 </form>`,
-    { status: args.status ?? 200, ...(args.headers === undefined ? {} : { headers: args.headers }) },
+    {
+      status: args.status ?? 200,
+      redirectingForm: true,
+      ...(args.headers === undefined ? {} : { headers: args.headers }),
+    },
   )
 
 /** Consent page: who asks, where the answer goes, for which resource and scopes. */
@@ -103,14 +110,17 @@ export const consentPage = (args: {
   readonly clientName: string
   readonly clientId: string
   readonly redirectHost: string
-  readonly redirectOrigin: string
   readonly localhostOnly: boolean
   /** Set for a client ID metadata document client. */
   readonly metadataDocument?: { readonly host: string; readonly verified: boolean }
   readonly resourceName: string
   readonly resourceUri: string
   readonly scopes: ReadonlyArray<{ readonly name: string; readonly description: string }>
-  readonly userName: string
+  /** The signed-in user; absent in proxy mode, where the user signs in upstream after approving. */
+  readonly userName?: string
+  /** Proxy mode: the full redirect URI, and the upstream authorization server the user is sent to on Approve. */
+  readonly redirectUri?: string
+  readonly upstream?: { readonly name: string }
   readonly headers?: Record<string, string>
 }): Response =>
   page(
@@ -129,6 +139,7 @@ ${
 }
 <p>After you decide, you will be sent to</p>
 <p class="host" data-redirect-host>${args.redirectHost}</p>
+${args.redirectUri === undefined ? "" : html`<p class="muted">Full address: <code data-redirect-uri>${args.redirectUri}</code></p>`}
 ${
   args.localhostOnly
     ? html`<div class="warning" role="note" data-localhost-warning><strong>Warning:</strong> this application receives the answer on your own computer (${args.redirectHost}). Any program running on this computer could be the one asking. Approve only if you started this sign-in yourself from an application you trust.</div>`
@@ -140,7 +151,12 @@ ${
     ? html`<p data-no-scopes>No specific permissions (basic access only).</p>`
     : html`<ul class="scopes">${args.scopes.map((s) => html`<li data-scope="${s.name}"><code>${s.name}</code>: ${s.description}</li>`)}</ul>`
 }
-<p class="muted">Signed in as ${args.userName}.</p>
+${args.userName === undefined ? "" : html`<p class="muted">Signed in as ${args.userName}.</p>`}
+${
+  args.upstream === undefined
+    ? ""
+    : html`<p data-upstream>If you approve, you will sign in at <strong>${args.upstream.name}</strong> next. This server asks before every new application, even if you already signed in there.</p>`
+}
 <form method="post" action="${args.action}">
 <input type="hidden" name="csrf_token" value="${args.csrf}">
 <input type="hidden" name="request" value="${args.request}">
@@ -149,7 +165,7 @@ ${
 <button type="submit" name="decision" value="deny">Deny</button>
 </div>
 </form>`,
-    { formAction: [args.redirectOrigin], ...(args.headers === undefined ? {} : { headers: args.headers }) },
+    { redirectingForm: true, ...(args.headers === undefined ? {} : { headers: args.headers }) },
   )
 
 /** The answer to a POST whose CSRF token is missing or wrong. */

@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto"
+import { createHash, randomBytes } from "node:crypto"
 import { hmac, randomToken, safeEqual } from "./crypto.js"
 import { readCookie } from "./http.js"
 
@@ -13,17 +13,20 @@ export interface Session {
 }
 
 /**
- * Stateless sessions in an HMAC-signed cookie. The key lives in memory, so a restart signs everybody out,
- * which costs a login and nothing else.
+ * Stateless sessions in an HMAC-signed cookie. Without a configured secret the key lives in memory, so a restart
+ * signs everybody out (a login, nothing else) and instances behind one issuer do not read each other's sessions;
+ * with `sessionSecret` every instance derives the same key.
  */
 export class Sessions {
-  private readonly key = randomBytes(32)
+  private readonly key: Uint8Array
   readonly cookieName: string
 
   constructor(
     private readonly secure: boolean,
     private readonly ttl: number,
+    secret?: string,
   ) {
+    this.key = secret === undefined ? randomBytes(32) : createHash("sha256").update(`keyway.session.${secret}`).digest()
     // The __Host- prefix pins the cookie to this origin, path / and https; browsers refuse it over http.
     this.cookieName = secure ? "__Host-keyway_session" : "keyway_session"
   }

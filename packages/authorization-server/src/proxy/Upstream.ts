@@ -1,0 +1,172 @@
+/**
+ * Proxy mode: the authorization server fronts a third-party ("upstream") authorization server with one static client
+ * ID, so users sign in with an identity provider they already have. Keyway stays the authorization server of the MCP
+ * servers: it asks the user's consent for each MCP client itself, before any redirect upstream (the confused-deputy
+ * defence), signs the user in upstream with standard OAuth 2.1 / OpenID Connect, keeps only the user's subject, and
+ * issues its own codes and tokens, bound to the MCP resource. The upstream's tokens never reach the MCP client and
+ * are not stored.
+ *
+ * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/security_best_practices#confused-deputy-problem | MCP 2025-11-25 Security Best Practices: Confused Deputy Problem}
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1 | OAuth 2.1 §4.1}
+ * @module
+ */
+import { CanonicalUri } from "@keyway/core"
+
+/**
+ * The upstream token response, as the identity function sees it.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-3.2.3 | OAuth 2.1 §3.2.3}
+ */
+export interface UpstreamTokenResponse {
+  readonly access_token: string
+  readonly token_type: string
+  readonly id_token?: string
+  readonly scope?: string
+  readonly expires_in?: number
+  readonly [member: string]: unknown
+}
+
+/**
+ * Who signed in upstream: `subject` becomes the `sub` of Keyway's tokens.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc9068.html#section-2.2 | RFC 9068 §2.2 (sub)}
+ */
+export interface UpstreamIdentity {
+  readonly subject: string
+  /** Seconds since the epoch; the time of the callback when absent. */
+  readonly authTime?: number
+}
+
+/**
+ * Establishes the user's identity from the upstream token response, for upstreams whose tokens Keyway cannot verify
+ * itself (opaque access tokens without an ID token: call the userinfo endpoint here). Return `undefined` to refuse.
+ *
+ * @see {@link https://openid.net/specs/openid-connect-core-1_0.html#UserInfo | OpenID Connect Core 1.0 §5.3}
+ */
+export type UpstreamIdentityFunction = (tokens: UpstreamTokenResponse) => Promise<UpstreamIdentity | undefined>
+
+/**
+ * Where the user's subject comes from:
+ * - `id_token`: the OpenID Connect ID token (signature via the upstream `jwks_uri`; `iss`, `aud` = `clientId`,
+ *   `nonce`, `exp` checked); needs `openid` in `scope`;
+ * - `access_token`: the upstream access token as a JWT (RFC 9068) verified with the upstream `jwks_uri`, with `iss` =
+ *   the upstream issuer and `aud` = `resource`; needs `resource`;
+ * - a function, for anything else.
+ *
+ * @see {@link https://openid.net/specs/openid-connect-core-1_0.html#IDTokenValidation | OpenID Connect Core 1.0 §3.1.3.7}
+ * @see {@link https://www.rfc-editor.org/rfc/rfc9068.html#section-4 | RFC 9068 §4}
+ */
+export type SubjectSource = "id_token" | "access_token" | UpstreamIdentityFunction
+
+/**
+ * The upstream authorization server and Keyway's one static client there. Keyway's redirect URI at the upstream is
+ * `<issuer>/upstream/callback`: register exactly that.
+ *
+ * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/security_best_practices#confused-deputy-problem | MCP 2025-11-25 Security Best Practices: Confused Deputy Problem}
+ */
+export interface UpstreamOptions {
+  /**
+   * The upstream issuer identifier; its metadata is discovered (RFC 8414, then OpenID Connect Discovery) and must name
+   * the same issuer. https, except on a loopback host with `development.allowHttpLoopbackUpstream`.
+   */
+  readonly issuer: string
+  /** Keyway's static client ID at the upstream. */
+  readonly clientId: string
+  /** With a secret, Keyway authenticates with `client_secret_basic`; without, it is a public client. */
+  readonly clientSecret?: string
+  /** The `scope` of the upstream authorization request. */
+  readonly scope?: string
+  /** The `resource` (RFC 8707) of the upstream requests; also the audience checked for `subjectFrom: "access_token"`. */
+  readonly resource?: string
+  /** `id_token` when `scope` has `openid`, `access_token` otherwise. */
+  readonly subjectFrom?: SubjectSource
+  /** The name shown on the consent page; the upstream host when omitted. */
+  readonly name?: string
+  /** Cap on each call to the upstream (metadata, keys, token request), in milliseconds. Default 10000. */
+  readonly timeoutMs?: number
+  /** How long a browser's consent to a client is remembered, in seconds. Default 180 days. */
+  readonly consentSeconds?: number
+}
+
+/**
+ * {@link UpstreamOptions} after validation and defaults.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-2 | RFC 8414 §2}
+ */
+export interface ResolvedUpstream {
+  readonly issuer: string
+  readonly issuerUrl: URL
+  readonly clientId: string
+  readonly clientSecret: string | undefined
+  readonly scope: string | undefined
+  readonly resource: string | undefined
+  readonly subjectFrom: SubjectSource
+  readonly name: string
+  readonly timeoutMs: number
+  readonly consentSeconds: number
+}
+
+const LOOPBACK_HOSTS = new Set(["127.0.0.1", "[::1]", "localhost"])
+
+/**
+ * Validates the upstream options: a message naming the problem, or the resolved options.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-2 | RFC 8414 §2 (issuer)}
+ */
+export const resolveUpstream = (
+  options: UpstreamOptions,
+  allowHttpLoopback: boolean,
+): { readonly error: string } | { readonly upstream: ResolvedUpstream } => {
+  const issuerUrl = URL.parse(options.issuer)
+  if (issuerUrl === null) return { error: `upstream.issuer must be an absolute URL, got ${options.issuer}` }
+  if (issuerUrl.search !== "" || issuerUrl.hash !== "" || /[?#]/.test(options.issuer)) {
+    return { error: "upstream.issuer must not have a query or fragment (RFC 8414 §2)" }
+  }
+  if (issuerUrl.protocol === "http:") {
+    if (!LOOPBACK_HOSTS.has(issuerUrl.hostname) || !allowHttpLoopback) {
+      return {
+        error:
+          "upstream.issuer must use https (http only on a loopback host with development.allowHttpLoopbackUpstream)",
+      }
+    }
+  } else if (issuerUrl.protocol !== "https:") {
+    return { error: `upstream.issuer must use https, got ${issuerUrl.protocol}` }
+  }
+  if (options.clientId === "") return { error: "upstream.clientId must not be empty" }
+  let resource: string | undefined
+  if (options.resource !== undefined) {
+    if (!CanonicalUri.isValid(options.resource)) return { error: "upstream.resource must be an absolute URI" }
+    resource = options.resource
+  }
+  const openid = (options.scope ?? "").split(" ").includes("openid")
+  const subjectFrom = options.subjectFrom ?? (openid ? "id_token" : "access_token")
+  if (subjectFrom === "id_token" && !openid) {
+    return { error: 'upstream.subjectFrom "id_token" needs "openid" in upstream.scope' }
+  }
+  if (subjectFrom === "access_token" && resource === undefined) {
+    return {
+      error:
+        'upstream.subjectFrom "access_token" needs upstream.resource (the audience of the upstream access token); or set "openid" in upstream.scope, or give a function',
+    }
+  }
+  const timeoutMs = options.timeoutMs ?? 10_000
+  if (!Number.isInteger(timeoutMs) || timeoutMs <= 0) return { error: "upstream.timeoutMs must be a positive integer" }
+  const consentSeconds = options.consentSeconds ?? 180 * 24 * 3600
+  if (!Number.isInteger(consentSeconds) || consentSeconds <= 0) {
+    return { error: "upstream.consentSeconds must be a positive integer" }
+  }
+  return {
+    upstream: {
+      issuer: options.issuer,
+      issuerUrl,
+      clientId: options.clientId,
+      clientSecret: options.clientSecret,
+      scope: options.scope,
+      resource,
+      subjectFrom,
+      name: options.name ?? issuerUrl.host,
+      timeoutMs,
+      consentSeconds,
+    },
+  }
+}
