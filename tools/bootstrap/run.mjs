@@ -28,8 +28,11 @@ const versionAtLeast = (version, minimum) => {
   return true
 }
 
+// `demo --serve` promises one JSON line on stdout, so for the demo every preparation step writes to stderr.
+const setupStdio = process.argv[2] === "demo" ? ["inherit", 2, 2] : "inherit"
+
 const run = (command, args, options = {}) => {
-  const result = spawnSync(command, args, { stdio: "inherit", cwd: root, ...options })
+  const result = spawnSync(command, args, { stdio: setupStdio, cwd: root, ...options })
   if (result.error) fail(`could not start ${command}: ${result.error.message}`)
   return result.status ?? 1
 }
@@ -153,6 +156,10 @@ const main = () => {
           run(process.execPath, ["tools/conformance/dist/run.js", ...rest]),
       )
       break
+    case "demo":
+      if (exec(["nx", "run", "@keyway/app-demo:build", "--outputStyle=static"]) !== 0) fail("building the demo failed")
+      process.exit(run(process.execPath, ["apps/demo/dist/main.js", ...rest], { stdio: "inherit" }))
+      break
     case "check":
       process.exit(exec(["biome", "check", ...rest]))
       break
@@ -185,7 +192,7 @@ const main = () => {
       break
     }
     default:
-      fail(`unknown task "${task}" (test, build, check, docs, conformance, exec, pnpm)`)
+      fail(`unknown task "${task}" (test, build, check, docs, conformance, demo, exec, pnpm)`)
   }
 }
 

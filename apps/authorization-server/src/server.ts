@@ -1,0 +1,132 @@
+/**
+ * Starts the authorization server of an {@link AppConfig}: SQLite storage in the data directory, passwords hashed at
+ * start, a node:http listener, and readable logs.
+ *
+ * @module
+ */
+import { mkdir } from "node:fs/promises"
+import { dirname, join, resolve } from "node:path"
+import { createAuthorizationServer, NodeServer, UserAuthenticator } from "@keyway/authorization-server"
+import { type AppConfig, ConfigFileError, DEFAULTS, parseConfig } from "./config.js"
+import { defaultLog, type Log, withRequestLog } from "./logging.js"
+
+/** A started server. */
+export interface RunningAuthorizationServer {
+  /** The issuer identifier, e.g. `http://127.0.0.1:9000`. */
+  readonly issuer: string
+  readonly port: number
+  /** Stops listening, closes open connections and the database. */
+  readonly close: () => Promise<void>
+}
+
+/** Options of {@link startAuthorizationServer}. */
+export interface StartOptions {
+  /** Receives readable one-line events; stderr with the time by default. */
+  readonly log?: (line: string) => void
+}
+
+const LOOPBACK = new Set(["127.0.0.1", "::1", "[::1]", "localhost"])
+
+const urlHost = (host: string): string => (host.includes(":") && !host.startsWith("[") ? `[${host}]` : host)
+
+/** The SQLite file of a configuration; its directory is created owner-only when missing. */
+const databaseFile = async (config: AppConfig): Promise<string> => {
+  const file =
+    config.database === undefined
+      ? join(resolve(config.dataDir ?? DEFAULTS.dataDir), DEFAULTS.databaseFile)
+      : resolve(config.database)
+  await mkdir(dirname(file), { recursive: true, mode: 0o700 })
+  return file
+}
+
+const users = async (config: AppConfig, log: Log) =>
+  Promise.all(
+    config.users.map(async (u) => {
+      if (u.password !== undefined) {
+        log(`user ${JSON.stringify(u.username)} has a clear-text password in the configuration; prefer passwordHash`)
+      }
+      return {
+        username: u.username,
+        passwordHash: u.passwordHash ?? (await UserAuthenticator.hashPassword(u.password ?? "")),
+        ...(u.displayName === undefined ? {} : { displayName: u.displayName }),
+      }
+    }),
+  )
+
+const describeError = (e: unknown): string =>
+  typeof e === "object" && e !== null && "message" in e ? String((e as { message: unknown }).message) : String(e)
+
+/**
+ * Starts the server. The configuration is validated first ({@link ConfigFileError} naming the field); an issuer the
+ * library refuses (http on a non-loopback host, a bad resource URI, ...) is a {@link ConfigFileError} too.
+ */
+export const startAuthorizationServer = async (
+  input: AppConfig,
+  options: StartOptions = {},
+): Promise<RunningAuthorizationServer> => {
+  const log = options.log ?? defaultLog
+  const config = parseConfig(input, "the configuration")
+  const host = config.host ?? DEFAULTS.host
+  if (config.issuer === undefined && !LOOPBACK.has(host)) {
+    throw new ConfigFileError(
+      `invalid configuration: issuer is required when host (${host}) is not a loopback address; set an https issuer`,
+    )
+  }
+  const file = await databaseFile(config)
+  const passwords = await users(config, log)
+
+  // Listen first: with port 0 the issuer is known only once the port is.
+  let handler: (request: Request) => Promise<Response> = async () => new Response(null, { status: 503 })
+  const http = await NodeServer.listen((request) => handler(request), { host, port: config.port ?? DEFAULTS.port })
+  const issuer = config.issuer ?? `http://${urlHost(host)}:${http.port}`
+  const issuerUrl = new URL(issuer)
+  let server: ReturnType<typeof createAuthorizationServer>
+  try {
+    server = createAuthorizationServer({
+      issuer,
+      resources: config.resources,
+      users: passwords,
+      ...(config.clients === undefined ? {} : { clients: config.clients }),
+      ...(config.defaultResource === undefined ? {} : { defaultResource: config.defaultResource }),
+      ...(config.clientIdMetadataDocuments === undefined
+        ? {}
+        : { clientIdMetadataDocuments: config.clientIdMetadataDocuments }),
+      ...(config.lifetimes === undefined ? {} : { lifetimes: config.lifetimes }),
+      registration: config.registration ?? true,
+      development: { allowHttpLoopbackIssuer: issuerUrl.protocol === "http:" && LOOPBACK.has(issuerUrl.hostname) },
+      storage: { type: "sqlite", path: file },
+      warn: (message) => log(message.replace(/^\[keyway\] /, "warning: ")),
+    })
+  } catch (e) {
+    await http.close()
+    throw new ConfigFileError(`invalid configuration: ${describeError(e)}`)
+  }
+  try {
+    // Opens the database, stores the configured clients and creates the signing key before the first request.
+    const jwks = await server.handler(new Request(`${issuer.replace(/\/$/, "")}/jwks`))
+    if (jwks.status !== 200) throw new Error(`the server could not start (JWKS answered ${jwks.status})`)
+  } catch (e) {
+    await http.close()
+    await server.close()
+    throw e
+  }
+  handler = withRequestLog(server.handler, issuer, log)
+  log(`database ${file}`)
+  log(
+    `listening on ${http.url}, issuer ${server.issuer}; resources ${config.resources.map((r) => r.uri).join(", ")}; ` +
+      `dynamic registration ${config.registration === false ? "off" : "on"}`,
+  )
+  let closing: Promise<void> | undefined
+  return {
+    issuer: server.issuer,
+    port: http.port,
+    close: () => {
+      closing ??= (async () => {
+        await http.close()
+        await server.close()
+        log("stopped")
+      })()
+      return closing
+    },
+  }
+}

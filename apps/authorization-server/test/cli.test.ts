@@ -1,0 +1,155 @@
+import { type ChildProcess, spawn } from "node:child_process"
+import { writeFile } from "node:fs/promises"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { afterEach, describe, expect, it } from "vitest"
+import { USAGE } from "../src/index.js"
+import { PASSWORD, RESOURCE, SCOPES, tempDir } from "./support/flow.js"
+
+const main = fileURLToPath(new URL("../dist/main.js", import.meta.url))
+
+const cleanups: Array<() => Promise<void>> = []
+afterEach(async () => {
+  while (cleanups.length > 0) await cleanups.pop()?.()
+})
+
+const dir = async () => {
+  const d = await tempDir()
+  cleanups.push(d.remove)
+  return d.path
+}
+
+interface Child {
+  readonly process: ChildProcess
+  stdout: string
+  stderr: string
+  readonly exit: Promise<number | null>
+}
+
+const run = (args: ReadonlyArray<string>): Child => {
+  const child = spawn(process.execPath, [main, ...args], { stdio: ["ignore", "pipe", "pipe"] })
+  const state: Child = {
+    process: child,
+    stdout: "",
+    stderr: "",
+    exit: new Promise((resolve) => child.on("close", (code) => resolve(code))),
+  }
+  child.stdout?.on("data", (chunk: Buffer) => {
+    state.stdout += chunk.toString()
+  })
+  child.stderr?.on("data", (chunk: Buffer) => {
+    state.stderr += chunk.toString()
+  })
+  cleanups.push(async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill("SIGKILL")
+      await state.exit
+    }
+  })
+  return state
+}
+
+/** Resolves with the first stderr match of `pattern`; rejects if the process exits before. */
+const waitFor = (child: Child, pattern: RegExp): Promise<RegExpExecArray> =>
+  new Promise((resolve, reject) => {
+    const check = () => {
+      const match = pattern.exec(child.stderr)
+      if (match !== null) {
+        child.process.stderr?.off("data", check)
+        resolve(match)
+      }
+    }
+    child.process.stderr?.on("data", check)
+    child.exit.then((code) => reject(new Error(`exited with ${code} before ${pattern}: ${child.stderr}`)))
+    check()
+  })
+
+const configFile = async (config: object): Promise<string> => {
+  const file = join(await dir(), "keyway.json")
+  await writeFile(file, JSON.stringify(config))
+  return file
+}
+
+describe("keyway-authorization-server", () => {
+  it("starts, answers metadata, logs readable events without secrets, and stops with 0 on SIGTERM", async () => {
+    const dataDir = await dir()
+    const file = await configFile({
+      port: 9,
+      users: [{ username: "alice", password: PASSWORD }],
+      resources: [{ uri: RESOURCE, scopes: SCOPES }],
+    })
+    const child = run(["--config", file, "--port", "0", "--data-dir", dataDir])
+    const [, url, issuer] = await waitFor(child, /listening on (\S+), issuer (\S+);/)
+    expect(issuer).toBe(url)
+    const metadata = (await (await fetch(`${issuer}/.well-known/oauth-authorization-server`)).json()) as {
+      issuer: string
+    }
+    expect(metadata.issuer).toBe(issuer)
+    await waitFor(child, /GET \/\.well-known\/oauth-authorization-server 200 \d+ms\n/)
+    child.process.kill("SIGTERM")
+    expect(await child.exit).toBe(0)
+    const lines = child.stderr.trimEnd().split("\n")
+    // Every line starts with the time.
+    for (const line of lines) expect(line).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z /)
+    const messages = lines.map((line) => line.slice(25))
+    expect(messages).toEqual([
+      'user "alice" has a clear-text password in the configuration; prefer passwordHash',
+      `warning: DEVELOPMENT MODE: the authorization server runs with the insecure http issuer ${issuer}/. ` +
+        "Never use this outside local development.",
+      `database ${join(dataDir, "keyway.db")}`,
+      `listening on ${url}, issuer ${issuer}; resources ${RESOURCE}; dynamic registration on`,
+      expect.stringMatching(/^GET \/\.well-known\/oauth-authorization-server 200 \d+ms$/),
+      "SIGTERM received, stopping",
+      "stopped",
+    ])
+    expect(child.stderr).not.toContain(PASSWORD)
+    expect(child.stdout).toBe("")
+  })
+
+  it("stops with 0 on SIGINT", async () => {
+    const file = await configFile({
+      users: [{ username: "alice", password: PASSWORD }],
+      resources: [{ uri: RESOURCE, scopes: SCOPES }],
+    })
+    const child = run(["--config", file, "--port", "0", "--data-dir", await dir()])
+    await waitFor(child, /listening on /)
+    child.process.kill("SIGINT")
+    expect(await child.exit).toBe(0)
+    expect(child.stderr).toMatch(/SIGINT received, stopping\n.* stopped\n$/)
+  })
+
+  it("prints the usage with --help", async () => {
+    const child = run(["--help"])
+    expect(await child.exit).toBe(0)
+    expect(child.stdout).toBe(`${USAGE}\n`)
+  })
+
+  it("exits with 2 and the usage on a bad command line", async () => {
+    const child = run(["--port", "80"])
+    expect(await child.exit).toBe(2)
+    expect(child.stderr).toBe(`keyway-authorization-server: --config <file.json> is required\n\n${USAGE}\n`)
+  })
+
+  it("exits with 2 naming the field of an invalid configuration", async () => {
+    const file = await configFile({ users: [{ username: "alice" }], resources: [{ uri: RESOURCE, scopes: SCOPES }] })
+    const child = run(["--config", file])
+    expect(await child.exit).toBe(2)
+    expect(child.stderr).toBe(
+      `keyway-authorization-server: invalid configuration in ${file}:\n  users[0]: needs exactly one of password and passwordHash\n`,
+    )
+  })
+
+  it("exits with 1 when the port is taken", async () => {
+    const file = await configFile({
+      users: [{ username: "alice", password: PASSWORD }],
+      resources: [{ uri: RESOURCE, scopes: SCOPES }],
+    })
+    const first = run(["--config", file, "--port", "0", "--data-dir", await dir()])
+    const [, port] = await waitFor(first, /listening on http:\/\/127\.0\.0\.1:(\d+),/)
+    const second = run(["--config", file, "--port", port ?? "", "--data-dir", await dir()])
+    expect(await second.exit).toBe(1)
+    expect(second.stderr).toMatch(
+      new RegExp(`keyway-authorization-server: listen EADDRINUSE: address already in use 127\\.0\\.0\\.1:${port}\\n$`),
+    )
+  })
+})

@@ -1,0 +1,227 @@
+import { stat } from "node:fs/promises"
+import { join } from "node:path"
+import { UserAuthenticator } from "@keyway/authorization-server"
+import { afterEach, describe, expect, it } from "vitest"
+import { type AppConfig, type RunningAuthorizationServer, startAuthorizationServer } from "../src/index.js"
+import { codeFlow, PASSWORD, REDIRECT_URI, RESOURCE, refresh, registerClient, SCOPES, tempDir } from "./support/flow.js"
+
+const cleanups: Array<() => Promise<void>> = []
+afterEach(async () => {
+  while (cleanups.length > 0) await cleanups.pop()?.()
+})
+
+const dir = async () => {
+  const d = await tempDir()
+  cleanups.push(d.remove)
+  return d.path
+}
+
+const base = (dataDir: string): AppConfig => ({
+  port: 0,
+  dataDir,
+  users: [{ username: "alice", password: PASSWORD, displayName: "Alice" }],
+  resources: [{ uri: RESOURCE, name: "Notes", scopes: SCOPES }],
+})
+
+const start = async (config: AppConfig, log: Array<string> = []): Promise<RunningAuthorizationServer> => {
+  const running = await startAuthorizationServer(config, { log: (line) => log.push(line) })
+  cleanups.push(running.close)
+  return running
+}
+
+describe("startAuthorizationServer", () => {
+  it("serves metadata for the default loopback issuer, with registration on by default", async () => {
+    const log: Array<string> = []
+    const as = await start(base(await dir()), log)
+    expect(as.issuer).toBe(`http://127.0.0.1:${as.port}`)
+    const metadata = (await (await fetch(`${as.issuer}/.well-known/oauth-authorization-server`)).json()) as Record<
+      string,
+      unknown
+    >
+    expect(metadata).toMatchObject({
+      issuer: as.issuer,
+      authorization_endpoint: `${as.issuer}/authorize`,
+      token_endpoint: `${as.issuer}/token`,
+      registration_endpoint: `${as.issuer}/register`,
+      jwks_uri: `${as.issuer}/jwks`,
+      code_challenge_methods_supported: ["S256"],
+    })
+    expect(log).toContain(
+      `warning: DEVELOPMENT MODE: the authorization server runs with the insecure http issuer ${as.issuer}/. ` +
+        "Never use this outside local development.",
+    )
+    expect(log).toContain(
+      `listening on http://127.0.0.1:${as.port}, issuer ${as.issuer}; resources ${RESOURCE}; dynamic registration on`,
+    )
+  })
+
+  it("turns dynamic registration off on request", async () => {
+    const as = await start({ ...base(await dir()), registration: false })
+    const metadata = (await (await fetch(`${as.issuer}/.well-known/oauth-authorization-server`)).json()) as Record<
+      string,
+      unknown
+    >
+    expect(metadata.registration_endpoint).toBeUndefined()
+    expect((await fetch(`${as.issuer}/register`, { method: "POST", body: "{}" })).status).toBe(404)
+  })
+
+  it("creates the SQLite database in a new owner-only data directory", async () => {
+    const dataDir = join(await dir(), "nested", "data")
+    await start(base(dataDir))
+    expect((await stat(dataDir)).mode & 0o777).toBe(0o700)
+    expect((await stat(join(dataDir, "keyway.db"))).isFile()).toBe(true)
+  })
+
+  it("uses an explicit database path instead of the data directory", async () => {
+    const d = await dir()
+    const log: Array<string> = []
+    await start({ ...base(join(d, "unused")), database: join(d, "db", "as.sqlite") }, log)
+    expect((await stat(join(d, "db", "as.sqlite"))).isFile()).toBe(true)
+    await expect(stat(join(d, "unused"))).rejects.toThrow(/ENOENT/)
+    expect(log).toContain(`database ${join(d, "db", "as.sqlite")}`)
+  })
+
+  it("keeps dynamically registered clients across a restart", async () => {
+    const dataDir = await dir()
+    const first = await startAuthorizationServer(base(dataDir), { log: () => undefined })
+    const clientId = await registerClient(first.issuer)
+    const port = first.port
+    await first.close()
+    const second = await start({ ...base(dataDir), port })
+    expect(second.issuer).toBe(first.issuer)
+    const tokens = await codeFlow(second.issuer, { clientId })
+    expect(tokens.scope).toBe("notes:read")
+    // Also refused when the client is unknown, so the success above is the stored registration at work.
+    await expect(codeFlow(second.issuer, { clientId: "never-registered" })).rejects.toThrow("authorize answered 400")
+  })
+
+  it("signs users in with a configured passwordHash, and configured clients work", async () => {
+    const as = await start({
+      ...base(await dir()),
+      users: [{ username: "bob", passwordHash: await UserAuthenticator.hashPassword("bob's password") }],
+      clients: [{ clientId: "keyway-cli", clientName: "Keyway CLI", redirectUris: [REDIRECT_URI] }],
+    })
+    const tokens = await codeFlow(as.issuer, {
+      clientId: "keyway-cli",
+      username: "bob",
+      password: "bob's password",
+      scope: "notes:read notes:write",
+    })
+    expect(tokens.scope).toBe("notes:read notes:write")
+    await expect(codeFlow(as.issuer, { clientId: "keyway-cli", username: "alice" })).rejects.toThrow(
+      "login answered 401",
+    )
+  })
+})
+
+describe("scope limits", () => {
+  it("a scope chosen at dynamic registration does not stop a later step-up (the library's rule)", async () => {
+    const as = await start(base(await dir()))
+    const response = await fetch(`${as.issuer}/register`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        client_name: "Scoped",
+        redirect_uris: [REDIRECT_URI],
+        token_endpoint_auth_method: "none",
+        scope: "notes:read",
+      }),
+    })
+    expect(response.status).toBe(201)
+    const { client_id } = (await response.json()) as { client_id: string }
+    const tokens = await codeFlow(as.issuer, { clientId: client_id, scope: "notes:read notes:write" })
+    expect(tokens.scope).toBe("notes:read notes:write")
+  })
+
+  it("the scope of a pre-registered client limits it: more is refused with invalid_scope", async () => {
+    const as = await start({
+      ...base(await dir()),
+      clients: [{ clientId: "reader", redirectUris: [REDIRECT_URI], scope: "notes:read" }],
+    })
+    const url = new URL(`${as.issuer}/authorize`)
+    for (const [k, v] of Object.entries({
+      response_type: "code",
+      client_id: "reader",
+      redirect_uri: REDIRECT_URI,
+      code_challenge: "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
+      code_challenge_method: "S256",
+      resource: RESOURCE,
+      scope: "notes:read notes:write",
+    }))
+      url.searchParams.set(k, v)
+    const refused = await fetch(url, { redirect: "manual" })
+    expect(refused.status).toBe(302)
+    const location = new URL(refused.headers.get("location") ?? "")
+    expect(location.searchParams.get("error")).toBe("invalid_scope")
+    expect(location.searchParams.get("error_description")).toBe("this client may not request notes:write")
+    const tokens = await codeFlow(as.issuer, { clientId: "reader", scope: "notes:read" })
+    expect(tokens.scope).toBe("notes:read")
+  })
+})
+
+describe("logs", () => {
+  it("tell what happens, readably, and never contain passwords, codes or tokens", async () => {
+    const log: Array<string> = []
+    const as = await start(base(await dir()), log)
+    const clientId = await registerClient(as.issuer, "Notes CLI")
+    const tokens = await codeFlow(as.issuer, { clientId, wrongPassword: "hunter2-wrong", scope: "notes:read" })
+    const refreshed = await refresh(as.issuer, clientId, tokens.refresh_token)
+    expect(refreshed.status).toBe(200)
+    const rotated = (await refreshed.json()) as { access_token: string; refresh_token: string }
+    // Reusing the rotated-out refresh token is refused.
+    expect((await refresh(as.issuer, clientId, tokens.refresh_token)).status).toBe(400)
+
+    const about = `client ${JSON.stringify(clientId)}, scope "notes:read", resource ${RESOURCE}`
+    const events = log.filter((line) => !/^(GET|POST) /.test(line))
+    expect(events.slice(-8)).toEqual([
+      `client registered: ${JSON.stringify(clientId)} ("Notes CLI"), auth none, redirect URIs ${REDIRECT_URI}`,
+      'login failed: "alice" (wrong username or password)',
+      `login ok: "alice" (${about})`,
+      `consent granted: ${about}`,
+      `authorization code issued: ${about}`,
+      `token issued: grant authorization_code, ${about}, expires in 300 s, with a refresh token`,
+      `token refreshed: grant refresh_token, client ${JSON.stringify(clientId)}, scope "notes:read", expires in 300 s, with a refresh token`,
+      "token request refused: invalid_grant (the refresh token was already used; its whole family is now revoked), " +
+        `grant refresh_token, client ${JSON.stringify(clientId)}`,
+    ])
+    expect(log.filter((line) => /^(GET|POST) /.test(line)).map((line) => line.replace(/ \d+ms$/, ""))).toEqual([
+      "POST /register 201",
+      "GET /authorize 200",
+      "POST /authorize/login 401",
+      "POST /authorize/login 303",
+      "GET /authorize 200",
+      "POST /authorize/consent 303",
+      "POST /token 200",
+      "POST /token 200",
+      "POST /token 400",
+    ])
+    const secrets = [
+      PASSWORD,
+      "hunter2-wrong",
+      tokens.code,
+      tokens.access_token,
+      tokens.refresh_token,
+      rotated.access_token,
+      rotated.refresh_token,
+    ]
+    for (const line of log) for (const secret of secrets) expect(line).not.toContain(secret)
+    // No query string either (it carries the code challenge and state).
+    for (const line of log) expect(line).not.toMatch(/code_challenge|state=/)
+  })
+})
+
+describe("logs of refusals", () => {
+  it("report a denied consent and an unknown client without the query string", async () => {
+    const log: Array<string> = []
+    const as = await start(base(await dir()), log)
+    const clientId = await registerClient(as.issuer)
+    await expect(codeFlow(as.issuer, { clientId, decision: "deny" })).rejects.toThrow("no code after consent (303)")
+    expect(log).toContain(
+      `consent denied: client ${JSON.stringify(clientId)}, scope "notes:read", resource ${RESOURCE}`,
+    )
+    const unknown = await fetch(`${as.issuer}/authorize?client_id=nobody&response_type=code&state=secret-state`)
+    expect(unknown.status).toBe(400)
+    expect(log).toContain('authorization request rejected on the error page (client "nobody")')
+    expect(log.join("\n")).not.toContain("secret-state")
+  })
+})

@@ -1,0 +1,73 @@
+/**
+ * The command line of `npm run demo`: parsing and usage.
+ *
+ * @module
+ */
+import { parseArgs } from "node:util"
+
+/** What the command line asks for. */
+export type Command =
+  | { readonly kind: "help" }
+  | { readonly kind: "demo"; readonly browser: boolean; readonly asPort?: number; readonly mcpPort?: number }
+  | { readonly kind: "serve"; readonly asPort?: number; readonly mcpPort?: number }
+
+/** A command line that cannot be run; the message says why. */
+export class UsageError extends Error {
+  override readonly name = "UsageError"
+}
+
+/** The help text. */
+export const USAGE = `Usage: npm run demo -- [options]
+
+Starts the Keyway authorization server (fresh SQLite in a temporary directory) and the notes MCP server on loopback,
+runs an MCP client through the whole authorization flow, and prints a step-by-step transcript (tokens redacted).
+
+Options:
+  --browser         do the login and consent in your system browser ($BROWSER, else the platform's opener)
+  --serve           only start the two servers and keep them running until SIGINT or SIGTERM; prints one JSON line
+                    on stdout: {"authorizationServer", "mcpServer", "users", "clients"}
+  --as-port <n>     port of the authorization server (default: a free one)
+  --mcp-port <n>    port of the MCP server (default: a free one)
+  -h, --help        show this help
+`
+
+const port = (flag: string, value: string | undefined): number | undefined => {
+  if (value === undefined) return undefined
+  if (!/^\d+$/u.test(value) || Number(value) > 65535) {
+    throw new UsageError(`${flag} must be a port number from 0 to 65535, got ${JSON.stringify(value)}`)
+  }
+  return Number(value)
+}
+
+/** Parses the arguments after `npm run demo --`. */
+export const parseCommandLine = (argv: ReadonlyArray<string>): Command => {
+  let values: { browser?: boolean; serve?: boolean; "as-port"?: string; "mcp-port"?: string; help?: boolean }
+  try {
+    ;({ values } = parseArgs({
+      args: [...argv],
+      options: {
+        browser: { type: "boolean" },
+        serve: { type: "boolean" },
+        "as-port": { type: "string" },
+        "mcp-port": { type: "string" },
+        help: { type: "boolean", short: "h" },
+      },
+      strict: true,
+      allowPositionals: false,
+    }))
+  } catch (error) {
+    throw new UsageError(error instanceof Error ? error.message : String(error))
+  }
+  if (values.help === true) return { kind: "help" }
+  const asPort = port("--as-port", values["as-port"])
+  const mcpPort = port("--mcp-port", values["mcp-port"])
+  if (asPort !== undefined && asPort !== 0 && asPort === mcpPort) {
+    throw new UsageError(`--as-port and --mcp-port must differ (both are ${asPort})`)
+  }
+  const ports = { ...(asPort === undefined ? {} : { asPort }), ...(mcpPort === undefined ? {} : { mcpPort }) }
+  if (values.serve === true) {
+    if (values.browser === true) throw new UsageError("--browser and --serve cannot be combined")
+    return { kind: "serve", ...ports }
+  }
+  return { kind: "demo", browser: values.browser === true, ...ports }
+}

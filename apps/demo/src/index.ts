@@ -1,0 +1,25 @@
+/**
+ * The Keyway demo as a library: the stack (authorization server + notes MCP server on loopback), the narrated run of
+ * the whole MCP authorization flow, and `--serve`.
+ *
+ * @module
+ */
+export { narrated, readConsent, scriptedUser } from "./agent.js"
+export { type Command, parseCommandLine, USAGE, UsageError } from "./cli.js"
+export { type DemoOptions, type DemoResult, runDemo } from "./flow.js"
+export { type ConsentView, Narrator, STEPS } from "./narrator.js"
+export { type Exchange, recordingFetch } from "./recorder.js"
+export { describe as describeSecret, fingerprint, Redactor } from "./redact.js"
+export { announcement, runServe, type ServeAnnouncement, type ServeOptions } from "./serve.js"
+export {
+  CONFIDENTIAL_CLIENT_ID,
+  DEMO_USERNAME,
+  type DemoClient,
+  type DemoUser,
+  freePort,
+  LOOPBACK_REDIRECT,
+  type Stack,
+  type StackOptions,
+  startStack,
+} from "./stack.js"
+export { formatJson, Progress, Transcript } from "./transcript.js"

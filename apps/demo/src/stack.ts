@@ -1,0 +1,150 @@
+/**
+ * The demo stack: the Keyway authorization server (fresh SQLite in a temporary directory) and the notes MCP server,
+ * both on loopback, with a demo user and a pre-registered confidential client.
+ *
+ * @module
+ */
+import { randomBytes } from "node:crypto"
+import { mkdtemp, rm } from "node:fs/promises"
+import { createServer } from "node:net"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { startAuthorizationServer } from "@keyway/app-authorization-server"
+import { NOTE_SCOPES, startMcpServer } from "@keyway/app-mcp-server"
+import { UserAuthenticator } from "@keyway/authorization-server"
+
+/** The user who signs in on the login page. */
+export interface DemoUser {
+  readonly username: string
+  readonly password: string
+}
+
+/** A pre-registered client, in the JSON shape `--serve` prints (RFC 7591 §3.2.1 member names). */
+export interface DemoClient {
+  readonly client_id: string
+  readonly client_secret: string
+  readonly redirect_uris: ReadonlyArray<string>
+}
+
+/** A running stack. */
+export interface Stack {
+  /** The authorization server's issuer identifier. */
+  readonly issuer: string
+  /** The MCP endpoint, which is the protected resource identifier. */
+  readonly mcpUrl: string
+  readonly dataDir: string
+  readonly users: ReadonlyArray<DemoUser>
+  readonly clients: ReadonlyArray<DemoClient>
+  /** Stops both servers and removes the data directory; safe to call more than once. */
+  readonly close: () => Promise<void>
+}
+
+/** Options of {@link startStack}. */
+export interface StackOptions {
+  /** Port of the authorization server; a free one when absent or 0. */
+  readonly asPort?: number
+  /** Port of the MCP server; a free one when absent or 0. */
+  readonly mcpPort?: number
+  /** Where both servers' log lines go. */
+  readonly log?: (source: "authorization server" | "MCP server", line: string) => void
+  /** The demo user's password; generated when absent. */
+  readonly password?: string
+}
+
+/** The confidential client every stack pre-registers. */
+export const CONFIDENTIAL_CLIENT_ID = "demo-confidential"
+/** The demo user's name. */
+export const DEMO_USERNAME = "alice"
+/** Loopback redirect without a port: any port matches (RFC 8252 §7.3). */
+export const LOOPBACK_REDIRECT = "http://127.0.0.1/callback"
+
+/** A free TCP port on 127.0.0.1 (bound, read, released). */
+export const freePort = (): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      server.close(() => resolve(port))
+    })
+  })
+
+/**
+ * Starts the authorization server, then the MCP server. Both need each other's URL, so the ports are chosen first;
+ * on any failure whatever started is stopped again.
+ */
+export const startStack = async (options: StackOptions = {}): Promise<Stack> => {
+  const log = options.log ?? (() => {})
+  const asPort = options.asPort !== undefined && options.asPort !== 0 ? options.asPort : await freePort()
+  const mcpPort = options.mcpPort !== undefined && options.mcpPort !== 0 ? options.mcpPort : await freePort()
+  const issuer = `http://127.0.0.1:${asPort}`
+  const mcpUrl = `http://127.0.0.1:${mcpPort}/mcp`
+  const user: DemoUser = {
+    username: DEMO_USERNAME,
+    password: options.password ?? randomBytes(12).toString("base64url"),
+  }
+  const client: DemoClient = {
+    client_id: CONFIDENTIAL_CLIENT_ID,
+    client_secret: randomBytes(32).toString("base64url"),
+    redirect_uris: [LOOPBACK_REDIRECT],
+  }
+  const dataDir = await mkdtemp(join(tmpdir(), "keyway-demo-"))
+  const removeData = () => rm(dataDir, { recursive: true, force: true })
+  let as: Awaited<ReturnType<typeof startAuthorizationServer>> | undefined
+  try {
+    as = await startAuthorizationServer(
+      {
+        issuer,
+        port: asPort,
+        dataDir,
+        users: [
+          {
+            username: user.username,
+            passwordHash: await UserAuthenticator.hashPassword(user.password),
+            displayName: "Alice (demo user)",
+          },
+        ],
+        clients: [
+          {
+            clientId: client.client_id,
+            clientName: "Demo confidential client",
+            clientSecret: client.client_secret,
+            redirectUris: client.redirect_uris,
+            tokenEndpointAuthMethod: "client_secret_basic",
+          },
+        ],
+        resources: [{ uri: mcpUrl, name: "Keyway notes", scopes: NOTE_SCOPES }],
+        registration: true,
+      },
+      { log: (line) => log("authorization server", line) },
+    )
+    const mcp = await startMcpServer({
+      authorizationServer: as.issuer,
+      port: mcpPort,
+      log: (line) => log("MCP server", line),
+    })
+    const started = as
+    let closing: Promise<void> | undefined
+    return {
+      issuer: started.issuer,
+      mcpUrl: mcp.url,
+      dataDir,
+      users: [user],
+      clients: [client],
+      close: () => {
+        closing ??= (async () => {
+          const results = await Promise.allSettled([mcp.close(), started.close()])
+          await removeData()
+          const failed = results.find((r): r is PromiseRejectedResult => r.status === "rejected")
+          if (failed !== undefined) throw failed.reason
+        })()
+        return closing
+      },
+    }
+  } catch (error) {
+    await as?.close().catch(() => undefined)
+    await removeData()
+    throw error
+  }
+}

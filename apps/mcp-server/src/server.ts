@@ -1,0 +1,189 @@
+/**
+ * The notes MCP server: the official MCP SDK v2 server (`createMcpHandler`), protected by Keyway's resource server
+ * with JWT access tokens from the authorization server (JWKS from its metadata, issuer and audience checked).
+ *
+ * @module
+ */
+import { createServer } from "node:http"
+import type { AddressInfo } from "node:net"
+import { callerOf, protectMcp } from "@keyway/mcp-sdk-server"
+import { createProtectedResource, jwt, toNodeListener } from "@keyway/resource-server"
+import { createMcpHandler, McpServer } from "@modelcontextprotocol/server"
+import { z } from "zod"
+import { type Note, Notes } from "./notes.js"
+
+/** The scopes of the notes server, with the descriptions an authorization server shows on its consent page. */
+export const NOTE_SCOPES = {
+  "notes:read": "Read your notes",
+  "notes:write": "Create, change and delete your notes",
+} as const
+
+/** The scopes each tool needs on top of `notes:read`, which every request needs. */
+export const TOOL_SCOPES: Readonly<Record<string, ReadonlyArray<keyof typeof NOTE_SCOPES>>> = {
+  write_note: ["notes:write"],
+  delete_note: ["notes:write"],
+}
+
+/** Configuration of {@link startMcpServer}. */
+export interface McpServerConfig {
+  /** Issuer URL of the authorization server; its metadata gives the `jwks_uri`. */
+  readonly authorizationServer: string
+  /** Default "127.0.0.1". */
+  readonly host?: string
+  /** Default 9100; 0 picks a free port. */
+  readonly port?: number
+  /** Default "/mcp". */
+  readonly path?: string
+  /** Readable one-line events; stderr with the time by default. */
+  readonly log?: (line: string) => void
+}
+
+/** A started MCP server. */
+export interface RunningMcpServer {
+  /** The MCP endpoint, which is also the protected resource identifier (the tokens' audience). */
+  readonly url: string
+  readonly port: number
+  readonly close: () => Promise<void>
+}
+
+const defaultLog = (line: string) => {
+  process.stderr.write(`${new Date().toISOString()} ${line}\n`)
+}
+
+const text = (value: string) => ({ content: [{ type: "text" as const, text: value }] })
+const failure = (value: string) => ({ content: [{ type: "text" as const, text: value }], isError: true })
+const show = (note: Note) => `#${note.id} ${note.title}\n${note.text}`
+
+/** The MCP server instance of one request: four tools over the caller's notebook. */
+const notesServer = (notes: Notes, log: (line: string) => void) => {
+  const server = new McpServer({ name: "keyway-notes", version: "1.0.0" })
+  const subjectOf = (ctx: Parameters<typeof callerOf>[0]): string => callerOf(ctx)?.subject ?? "anonymous"
+  server.registerTool(
+    "list_notes",
+    { description: "List your notes (needs notes:read)", annotations: { readOnlyHint: true } },
+    async (ctx) => {
+      const list = notes.list(subjectOf(ctx))
+      return text(list.length === 0 ? "No notes yet." : list.map((n) => `#${n.id} ${n.title}`).join("\n"))
+    },
+  )
+  server.registerTool(
+    "read_note",
+    {
+      description: "Read one of your notes (needs notes:read)",
+      inputSchema: z.object({ id: z.string().describe("The note's ID, as list_notes shows it") }),
+      annotations: { readOnlyHint: true },
+    },
+    async ({ id }, ctx) => {
+      const note = notes.read(subjectOf(ctx), id)
+      return note === undefined ? failure(`No note #${id}.`) : text(show(note))
+    },
+  )
+  server.registerTool(
+    "write_note",
+    {
+      description: "Create a note, or replace one by its ID (needs notes:write)",
+      inputSchema: z.object({
+        title: z.string().min(1).describe("The note's title"),
+        text: z.string().describe("The note's text"),
+        id: z.string().optional().describe("The ID of a note to replace"),
+      }),
+    },
+    async ({ title, text: body, id }, ctx) => {
+      const subject = subjectOf(ctx)
+      const note = notes.write(subject, { title, text: body, ...(id === undefined ? {} : { id }) })
+      log(`note #${note.id} written by ${JSON.stringify(subject)}`)
+      return text(`Saved note #${note.id}.`)
+    },
+  )
+  server.registerTool(
+    "delete_note",
+    {
+      description: "Delete one of your notes (needs notes:write)",
+      inputSchema: z.object({ id: z.string().describe("The note's ID") }),
+      annotations: { destructiveHint: true },
+    },
+    async ({ id }, ctx) => {
+      const subject = subjectOf(ctx)
+      if (!notes.delete(subject, id)) return failure(`No note #${id}.`)
+      log(`note #${id} deleted by ${JSON.stringify(subject)}`)
+      return text(`Deleted note #${id}.`)
+    },
+  )
+  return server
+}
+
+const urlHost = (host: string): string => (host.includes(":") && !host.startsWith("[") ? `[${host}]` : host)
+
+/**
+ * Starts the notes server. Every request needs `notes:read`; `write_note` and `delete_note` need `notes:write` too,
+ * so a client holding a read-only token gets `403 insufficient_scope` naming `notes:read notes:write` (step-up).
+ * The protected resource metadata (RFC 9728) is served at `/.well-known/oauth-protected-resource<path>`.
+ */
+export const startMcpServer = async (config: McpServerConfig): Promise<RunningMcpServer> => {
+  const log = config.log ?? defaultLog
+  const host = config.host ?? "127.0.0.1"
+  const path = config.path ?? "/mcp"
+  if (!path.startsWith("/")) throw new Error(`path must start with "/", got ${JSON.stringify(path)}`)
+  let handler: (request: Request) => Promise<Response> = async () => new Response(null, { status: 503 })
+  const http = createServer(toNodeListener((request) => handler(request)))
+  await new Promise<void>((resolve, reject) => {
+    http.once("error", reject)
+    http.listen(config.port ?? 9100, host, () => {
+      http.off("error", reject)
+      resolve()
+    })
+  })
+  const port = (http.address() as AddressInfo).port
+  const url = `http://${urlHost(host)}:${port}${path}`
+  const closeHttp = () =>
+    new Promise<void>((resolve) => {
+      http.close(() => resolve())
+      http.closeAllConnections()
+    })
+  let guard: ReturnType<typeof createProtectedResource>
+  try {
+    guard = createProtectedResource({
+      resource: url,
+      authorizationServers: [config.authorizationServer],
+      // No jwksUri: the verifier reads jwks_uri from the authorization server's metadata (and checks its issuer).
+      verifier: jwt(),
+      scopesSupported: Object.keys(NOTE_SCOPES),
+      requiredScopes: ["notes:read"],
+      toolScopes: TOOL_SCOPES,
+      resourceName: "Keyway notes",
+    })
+  } catch (e) {
+    await closeHttp()
+    throw e
+  }
+  const notes = new Notes()
+  const mcp = createMcpHandler(() => notesServer(notes, log))
+  const protectedHandler = protectMcp(guard, mcp)
+  const served = new Set([path, ...guard.metadataPaths])
+  handler = async (request) => {
+    const reqPath = new URL(request.url).pathname
+    // Only the MCP endpoint and the metadata exist; anything else is not a protected resource of this server.
+    const response = served.has(reqPath)
+      ? await protectedHandler(request)
+      : Response.json({ error: "not_found" }, { status: 404 })
+    const challenge = response.headers.get("www-authenticate")
+    const error = challenge === null ? "" : (/error="([^"]*)"/.exec(challenge)?.[1] ?? "no token")
+    log(`${request.method} ${reqPath} ${response.status}${error === "" ? "" : ` (${error})`}`)
+    return response
+  }
+  log(`listening on ${url}, authorization server ${config.authorizationServer}`)
+  let closing: Promise<void> | undefined
+  return {
+    url,
+    port,
+    close: () => {
+      closing ??= (async () => {
+        await closeHttp()
+        await mcp.close()
+        await guard.close()
+        log("stopped")
+      })()
+      return closing
+    },
+  }
+}
