@@ -3,8 +3,8 @@ import { mkdtemp, readFile, rm, stat } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { type Stack, startStack } from "@keyway/testing/stack"
 import { afterEach, describe, expect, it } from "vitest"
-import { type Stack, startStack } from "./support/stack.js"
 
 const main = fileURLToPath(new URL("../dist/main.js", import.meta.url))
 const fakeBrowser = fileURLToPath(new URL("./support/browser.mjs", import.meta.url))

@@ -1,4 +1,5 @@
 import { Pkce } from "@keyway/core"
+import { json, listen, rpc } from "@keyway/testing/peers"
 import { Effect, Layer } from "effect"
 import { describe, expect, it } from "vitest"
 import { AuthClient } from "../src/AuthClient.js"
@@ -7,7 +8,6 @@ import { ClientConfig } from "../src/ClientConfig.js"
 import { DiscoveryCache } from "../src/DiscoveryCache.js"
 import { TokenStore } from "../src/TokenStore.js"
 import { UserAgent } from "../src/UserAgent.js"
-import { json, listen, rpc } from "./support/peers.js"
 import { rejection, track, world } from "./support/world.js"
 
 const post = (body: string) => ({ method: "POST", headers: { "content-type": "application/json" }, body })

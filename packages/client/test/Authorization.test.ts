@@ -1,8 +1,8 @@
+import { rpc } from "@keyway/testing/peers"
 import { describe, expect, it } from "vitest"
 import type { AuthError } from "../src/AuthError.js"
 import { selectScope } from "../src/Authorization.js"
 import { headless } from "../src/UserAgent.js"
-import { rpc } from "./support/peers.js"
 import { rejection, world } from "./support/world.js"
 
 const post = (body: string) => ({ method: "POST", headers: { "content-type": "application/json" }, body })

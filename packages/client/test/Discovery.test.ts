@@ -1,10 +1,10 @@
+import { json, rpc, startAuthorizationServer, startCombined } from "@keyway/testing/peers"
 import { describe, expect, it } from "vitest"
 import { type CreateOptions, createAuthClient } from "../src/AuthClient.js"
 import { AuthError } from "../src/AuthError.js"
 import { legacyIssuerAccepted, resourceMatches } from "../src/Discovery.js"
 import { memory } from "../src/TokenStore.js"
 import { headless, twoPhase } from "../src/UserAgent.js"
-import { json, rpc, startAuthorizationServer, startCombined } from "./support/peers.js"
 import { rejection, track, world } from "./support/world.js"
 
 const post = (body: string) => ({ method: "POST", headers: { "content-type": "application/json" }, body })

@@ -1,10 +1,3 @@
-import { exportJWK, generateKeyPair } from "jose"
-import { describe, expect, it } from "vitest"
-import { createAuthClient } from "../src/AuthClient.js"
-import type { AuthError } from "../src/AuthError.js"
-import { buildClientMetadataDocument, clientMetadataDocumentHandler, redirectUriCovered } from "../src/Registration.js"
-import { memory } from "../src/TokenStore.js"
-import { headless } from "../src/UserAgent.js"
 import {
   type AuthorizationServerPeer,
   json,
@@ -12,7 +5,14 @@ import {
   rpc,
   startAuthorizationServer,
   startResourceServer,
-} from "./support/peers.js"
+} from "@keyway/testing/peers"
+import { exportJWK, generateKeyPair } from "jose"
+import { describe, expect, it } from "vitest"
+import { createAuthClient } from "../src/AuthClient.js"
+import type { AuthError } from "../src/AuthError.js"
+import { buildClientMetadataDocument, clientMetadataDocumentHandler, redirectUriCovered } from "../src/Registration.js"
+import { memory } from "../src/TokenStore.js"
+import { headless } from "../src/UserAgent.js"
 import { rejection, track, world } from "./support/world.js"
 
 const post = (body: string) => ({ method: "POST", headers: { "content-type": "application/json" }, body })

@@ -1,7 +1,7 @@
+import { json, rpc } from "@keyway/testing/peers"
 import { exportJWK, generateKeyPair } from "jose"
 import { describe, expect, it } from "vitest"
 import type { AuthError } from "../src/AuthError.js"
-import { json, rpc } from "./support/peers.js"
 import { rejection, world } from "./support/world.js"
 
 const post = (body: string) => ({ method: "POST", headers: { "content-type": "application/json" }, body })

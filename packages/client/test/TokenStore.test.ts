@@ -1,11 +1,11 @@
 import { mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { rpc } from "@keyway/testing/peers"
 import { describe, expect, it } from "vitest"
 import { createAuthClient } from "../src/AuthClient.js"
 import { type Backend, file, memory } from "../src/TokenStore.js"
 import { headless } from "../src/UserAgent.js"
-import { rpc } from "./support/peers.js"
 import { track, world } from "./support/world.js"
 
 const post = (body: string) => ({ method: "POST", headers: { "content-type": "application/json" }, body })

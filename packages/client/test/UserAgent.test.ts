@@ -1,13 +1,13 @@
 import { mkdtemp, rm } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { rpc } from "@keyway/testing/peers"
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import { createAuthClient, PENDING_LIFETIME_MS } from "../src/AuthClient.js"
 import type { AuthError } from "../src/AuthError.js"
 import { type Backend, memory } from "../src/TokenStore.js"
 import { browser, DEFAULT_SUCCESS_PAGE, twoPhase } from "../src/UserAgent.js"
-import { rpc } from "./support/peers.js"
 import { rejection, track, world } from "./support/world.js"
 
 const post = (body: string) => ({ method: "POST", headers: { "content-type": "application/json" }, body })

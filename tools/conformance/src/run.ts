@@ -1,13 +1,14 @@
 #!/usr/bin/env node
 /**
  * `node tools/conformance/dist/run.js`: runs the official MCP conformance suite's client scenarios against Keyway's
- * conformance client, writes docs/conformance.md, and exits non-zero on any unexpected failure, any unexpected pass
- * (a listed failure that now passes must be removed from expected-failures.json), any stale entry, or any run the
- * installed suite cannot run (a spec version it does not know).
+ * conformance client and its authorization-server scenarios against Keyway's authorization server, writes
+ * docs/conformance.md, and exits non-zero on any unexpected failure, any unexpected pass (a listed failure that now
+ * passes must be removed from expected-failures.json), any stale entry, or any run the installed suite cannot run
+ * (a spec version it does not know).
  *
- * Options: `--only <run label>` (repeatable, for example `--only auth --only backcompat`), `--output <file>`
- * (default docs/conformance.md at the repository root), `--no-write`, `--expected-failures <file>`,
- * `--timeout <ms>` per scenario (default 30000), `--authorization-server <issuer URL>` (not wired yet).
+ * Options: `--only <run label>` (repeatable, for example `--only auth --only "authorization --spec-version
+ * 2026-07-28"`), `--output <file>` (default docs/conformance.md at the repository root), `--no-write`,
+ * `--expected-failures <file>`, `--timeout <ms>` per scenario or browser step (default 30000).
  *
  * @module
  */
@@ -16,14 +17,14 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
+import { executeAuthorizationRun, startAuthorizationEnvironment } from "./authorization.js"
 import {
-  CLIENT_RUNS,
+  ALL_RUNS,
   compare,
   executeRun,
   parseExpectedFailures,
   type RunOutcome,
   renderMarkdown,
-  runAuthorizationServerScenarios,
   suiteCli,
 } from "./runner.js"
 
@@ -40,15 +41,15 @@ const main = async (): Promise<number> => {
       "no-write": { type: "boolean", default: false },
       "expected-failures": { type: "string", default: join(packageRoot, "expected-failures.json") },
       timeout: { type: "string", default: "30000" },
-      "authorization-server": { type: "string" },
     },
   })
   const only = values.only ?? []
-  const unknown = only.filter((label) => !CLIENT_RUNS.some((run) => run.label === label))
+  const unknown = only.filter((label) => !ALL_RUNS.some((run) => run.label === label))
   if (unknown.length > 0) {
-    throw new Error(`unknown run ${unknown.join(", ")}; runs: ${CLIENT_RUNS.map((run) => run.label).join(", ")}`)
+    throw new Error(`unknown run ${unknown.join(", ")}; runs: ${ALL_RUNS.map((run) => run.label).join(", ")}`)
   }
-  const runs = only.length === 0 ? CLIENT_RUNS : CLIENT_RUNS.filter((run) => only.includes(run.label))
+  const runs = only.length === 0 ? ALL_RUNS : ALL_RUNS.filter((run) => only.includes(run.label))
+  const timeoutMs = Number(values.timeout)
   const clientPath = join(packageRoot, "dist", "client.js")
   const clientCommand = `${process.execPath} ${clientPath}`
   // The suite splits the command on spaces before running it through a shell.
@@ -58,18 +59,30 @@ const main = async (): Promise<number> => {
   const expected = parseExpectedFailures(await readFile(values["expected-failures"], "utf8"))
   const outputDir = await mkdtemp(join(tmpdir(), "keyway-conformance-"))
   const outcomes: RunOutcome[] = []
+  const report = (outcome: RunOutcome) => {
+    outcomes.push(outcome)
+    if (!outcome.available) process.stderr.write(`  not run: ${outcome.note}\n`)
+    for (const result of outcome.results) {
+      process.stderr.write(`  ${result.passed ? "pass" : "FAIL"} ${result.scenario}\n`)
+    }
+  }
   try {
     for (const run of runs) {
+      if (run.command !== "client") continue
       process.stderr.write(`conformance client --suite ${run.label} ...\n`)
-      const outcome = await executeRun(run, { clientCommand, outputDir, timeoutMs: Number(values.timeout) })
-      outcomes.push(outcome)
-      if (!outcome.available) process.stderr.write(`  not run: ${outcome.note}\n`)
-      for (const result of outcome.results) {
-        process.stderr.write(`  ${result.passed ? "pass" : "FAIL"} ${result.scenario}\n`)
-      }
+      report(await executeRun(run, { clientCommand, outputDir, timeoutMs }))
     }
-    if (values["authorization-server"] !== undefined) {
-      outcomes.push(await runAuthorizationServerScenarios(values["authorization-server"]))
+    const authorizationRuns = runs.filter((run) => run.command === "authorization")
+    if (authorizationRuns.length > 0) {
+      const environment = await startAuthorizationEnvironment(outputDir)
+      try {
+        for (const run of authorizationRuns) {
+          process.stderr.write(`conformance ${run.label} (against ${environment.fixture.issuer}) ...\n`)
+          report(await executeAuthorizationRun(run, environment, { outputDir, timeoutMs }))
+        }
+      } finally {
+        await environment.close()
+      }
     }
   } finally {
     await rm(outputDir, { recursive: true, force: true })

@@ -7,15 +7,17 @@
  */
 import { spawn } from "node:child_process"
 import { readFileSync } from "node:fs"
-import { readdir, readFile } from "node:fs/promises"
+import { readFile } from "node:fs/promises"
 import { createRequire } from "node:module"
-import { basename, dirname, join } from "node:path"
+import { dirname, join } from "node:path"
+import { badChecks, oneLine, readChecks, resultDirectory, unknownSpecVersion } from "./internal/results.js"
 
 /**
  * One invocation of the suite's client mode: a suite, optionally restricted to a spec version, and which of its
  * scenarios are in scope. `label` names the run in the expected-failures file and in the results table.
  */
-export interface Run {
+export interface ClientRun {
+  readonly command: "client"
   readonly label: string
   readonly suite: string
   readonly specVersion?: string
@@ -23,19 +25,51 @@ export interface Run {
   readonly include?: (scenario: string) => boolean
 }
 
+/**
+ * One invocation of the suite's authorization-server mode (`conformance authorization --spec-version ...`)
+ * against Keyway's authorization server. `label` names the run in the expected-failures file and in the table.
+ */
+export interface AuthorizationRun {
+  readonly command: "authorization"
+  readonly label: string
+  readonly specVersion: string
+}
+
+/** A run of the suite: its client mode or its authorization-server mode. */
+export type Run = ClientRun | AuthorizationRun
+
 const isAuthorizationScenario = (scenario: string): boolean => scenario.startsWith("auth/")
 
 /**
  * The client runs: the authorization scenarios at the default wire and at 2026-07-28, the authorization scenarios
  * of the draft suite, the 2025-03-26 back-compatibility scenarios, and the extension scenarios.
  */
-export const CLIENT_RUNS: ReadonlyArray<Run> = [
-  { label: "auth", suite: "auth" },
-  { label: "auth --spec-version 2026-07-28", suite: "auth", specVersion: "2026-07-28" },
-  { label: "draft", suite: "draft", include: isAuthorizationScenario },
-  { label: "backcompat", suite: "backcompat" },
-  { label: "extensions", suite: "extensions" },
+export const CLIENT_RUNS: ReadonlyArray<ClientRun> = [
+  { command: "client", label: "auth", suite: "auth" },
+  { command: "client", label: "auth --spec-version 2026-07-28", suite: "auth", specVersion: "2026-07-28" },
+  { command: "client", label: "draft", suite: "draft", include: isAuthorizationScenario },
+  { command: "client", label: "backcompat", suite: "backcompat" },
+  { command: "client", label: "extensions", suite: "extensions" },
 ]
+
+/**
+ * The authorization-server runs: every spec version the suite's authorization-server scenarios apply to. The
+ * scenarios are the same in each; the checks differ (client ID metadata document support is checked from
+ * 2025-11-25 on).
+ */
+export const AUTHORIZATION_RUNS: ReadonlyArray<AuthorizationRun> = [
+  "2025-03-26",
+  "2025-06-18",
+  "2025-11-25",
+  "2026-07-28",
+].map((specVersion) => ({
+  command: "authorization",
+  label: `authorization --spec-version ${specVersion}`,
+  specVersion,
+}))
+
+/** Every run, in the order `npm run conformance` runs them. */
+export const ALL_RUNS: ReadonlyArray<Run> = [...CLIENT_RUNS, ...AUTHORIZATION_RUNS]
 
 /** The outcome of one scenario, as the suite judges it: passed when no check failed and none warned. */
 export interface ScenarioResult {
@@ -87,8 +121,8 @@ export interface ExecuteOptions {
   readonly timeoutMs: number
 }
 
-const SUMMARY_LINE = /^([✓✗]) (\S+): (\d+) passed, (\d+) failed(?:, (\d+) warnings)?$/gmu
-const RESULT_DIR = /^(.*)-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z$/u
+/** A scenario's line in the suite's summary; authorization-server mode prints no warnings count. */
+export const SUMMARY_LINE = /^([✓✗]) (\S+): (\d+) passed, (\d+) failed(?:, (\d+) warnings)?$/gmu
 
 const runProcess = (
   args: ReadonlyArray<string>,
@@ -107,37 +141,17 @@ const runProcess = (
     child.on("close", (code) => resolve({ code: code ?? 1, stdout, stderr }))
   })
 
-interface Check {
-  readonly id: string
-  readonly status: string
-  readonly description?: string
-}
-
-/** Finds the result directory the suite wrote for a scenario (`<scenario>-<timestamp>`). */
-const resultDirectory = async (outputDir: string, scenario: string): Promise<string | undefined> => {
-  const parent = join(outputDir, dirname(scenario))
-  const entries = await readdir(parent).catch(() => [] as string[])
-  const match = entries.find((entry) => RESULT_DIR.exec(entry)?.[1] === basename(scenario))
-  return match === undefined ? undefined : join(parent, match)
-}
-
-const oneLine = (text: string): string => text.replace(/\s+/gu, " ").trim()
-
 /** Why a scenario failed: its failed and warning checks, then the client's last line on stderr. */
 const failureDetail = async (outputDir: string, scenario: string): Promise<string | undefined> => {
   const directory = await resultDirectory(outputDir, scenario)
   if (directory === undefined) return undefined
-  const checks = JSON.parse(await readFile(join(directory, "checks.json"), "utf8")) as ReadonlyArray<Check>
-  const bad = checks
-    .filter((check) => check.status === "FAILURE" || check.status === "WARNING")
-    .map((check) => `${check.status === "WARNING" ? "warning" : "failed"} ${check.id}: ${check.description ?? ""}`)
+  const parts = [...badChecks(await readChecks(directory))]
   const stderr = await readFile(join(directory, "stderr.txt"), "utf8").catch(() => "")
   const lastLine = stderr
     .split("\n")
     .map((line) => line.trim())
     .filter((line) => line !== "")
     .at(-1)
-  const parts = [...new Set(bad)]
   if (lastLine !== undefined) parts.push(`client: ${lastLine}`)
   return parts.length === 0 ? undefined : oneLine(parts.join("; "))
 }
@@ -146,7 +160,7 @@ const failureDetail = async (outputDir: string, scenario: string): Promise<strin
  * Runs one suite through the suite's CLI (`conformance client --suite ... -o ...`) and reads the per-scenario
  * outcome from its summary, with details from the result files for failed scenarios.
  */
-export const executeRun = async (run: Run, options: ExecuteOptions): Promise<RunOutcome> => {
+export const executeRun = async (run: ClientRun, options: ExecuteOptions): Promise<RunOutcome> => {
   const cli = suiteCli()
   const outputDir = join(options.outputDir, run.label.replace(/[^a-z0-9.-]+/giu, "_"))
   const args = [
@@ -163,14 +177,8 @@ export const executeRun = async (run: Run, options: ExecuteOptions): Promise<Run
     ...(run.specVersion !== undefined ? ["--spec-version", run.specVersion] : []),
   ]
   const { code, stdout, stderr } = await runProcess(args)
-  if (run.specVersion !== undefined && stderr.includes("Unknown spec version")) {
-    return {
-      run,
-      available: false,
-      note: `@modelcontextprotocol/conformance ${cli.version} has no spec version ${run.specVersion} (${oneLine(stderr.split("\n").find((line) => line.startsWith("Valid versions")) ?? "")})`,
-      results: [],
-    }
-  }
+  const unknown = unknownSpecVersion(stderr, cli.version, run.specVersion)
+  if (unknown !== undefined) return { run, available: false, note: unknown, results: [] }
   const results: ScenarioResult[] = []
   for (const match of stdout.matchAll(SUMMARY_LINE)) {
     const [, mark, scenario = "", passed = "0", failed = "0", warnings = "0"] = match
@@ -191,17 +199,6 @@ export const executeRun = async (run: Run, options: ExecuteOptions): Promise<Run
     throw new Error(`the conformance suite "${run.label}" ended (exit ${code}) without a summary: ${oneLine(stderr)}`)
   }
   return { run, available: true, results }
-}
-
-/**
- * The authorization-server scenarios (`conformance authorization --url <issuer> --client-id ... --resource ...`:
- * `authorization-server-metadata-endpoint` and `authorization-code-grant`), to be run against
- * apps/authorization-server with a registered test client. Not wired yet: the app does not exist.
- */
-export const runAuthorizationServerScenarios = async (issuer: string): Promise<RunOutcome> => {
-  throw new Error(
-    `the authorization-server scenarios are not wired yet (requested for ${issuer}): apps/authorization-server does not exist; @modelcontextprotocol/conformance ${suiteCli().version} runs them with \`conformance authorization\``,
-  )
 }
 
 /** Parses and checks expected-failures.json. */
@@ -246,6 +243,10 @@ export const compare = (outcomes: ReadonlyArray<RunOutcome>, expected: ReadonlyA
 
 const cell = (text: string): string => text.replace(/\|/gu, "\\|").replace(/\s+/gu, " ").trim()
 
+/** The suite command line a run stands for. */
+const heading = (run: Run): string =>
+  run.command === "client" ? `conformance client --suite ${run.label}` : `conformance ${run.label}`
+
 /** Renders the results table for docs/conformance.md. */
 export const renderMarkdown = (
   outcomes: ReadonlyArray<RunOutcome>,
@@ -260,19 +261,23 @@ export const renderMarkdown = (
     "# Conformance",
     "",
     `Results of the official MCP conformance suite (\`@modelcontextprotocol/conformance\` ${suiteVersion}) against`,
-    "Keyway's conformance client (`tools/conformance`: `@keyway/client` with the headless user agent, and the official",
-    "MCP SDK v2 client). Generated by `node tools/conformance/dist/run.js` (after `npm run build`); do not edit by hand.",
-    "Expected failures, each with its reason, are listed in `tools/conformance/expected-failures.json`.",
+    "Keyway's conformance client (`conformance client`: `tools/conformance`, built on `@keyway/client` with the",
+    "headless user agent and the official MCP SDK v2 client) and against Keyway's authorization server",
+    "(`conformance authorization`: `apps/authorization-server` with SQLite in a fresh directory, a registered public",
+    "test client, and the login and consent played by headless Chromium; see `tools/conformance/README.md`).",
+    "Generated by `node tools/conformance/dist/run.js` (after `npm run build`); do not edit by hand. Expected",
+    "failures, each with its reason, are listed in `tools/conformance/expected-failures.json`.",
     "",
     `**${passed} of ${results.length} scenarios pass**; ${expectedFailed} fail as expected; ${results.length - passed - expectedFailed} fail unexpectedly.`,
   ]
   for (const outcome of outcomes) {
-    lines.push("", `## \`conformance client --suite ${outcome.run.label}\``, "")
+    lines.push("", `## \`${heading(outcome.run)}\``, "")
     if (!outcome.available) {
       lines.push(`Not run: ${outcome.note ?? "unavailable"}.`)
       continue
     }
-    if (outcome.run.include !== undefined) lines.push("Only the authorization scenarios (`auth/*`) of this suite.", "")
+    if (outcome.run.command === "client" && outcome.run.include !== undefined)
+      lines.push("Only the authorization scenarios (`auth/*`) of this suite.", "")
     lines.push("| Scenario | Result | Checks passed / failed / warnings | Notes |", "| --- | --- | --- | --- |")
     for (const r of outcome.results) {
       const reason = reasons.get(keyOf(r.run, r.scenario))
@@ -290,14 +295,6 @@ export const renderMarkdown = (
       )
     }
   }
-  lines.push(
-    "",
-    "## Authorization-server scenarios",
-    "",
-    "Not run yet: the suite runs them with `conformance authorization` against an issuer URL and a registered client,",
-    "and they need `apps/authorization-server` (`runAuthorizationServerScenarios` in `tools/conformance/src/runner.ts`",
-    "is where they go).",
-    "",
-  )
+  lines.push("")
   return lines.join("\n")
 }

@@ -1,7 +1,7 @@
 import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
+import { type Stack, startStack } from "@keyway/testing/stack"
 import { afterEach, describe, expect, it } from "vitest"
-import { type Stack, startStack } from "../../../apps/mcp-client/test/support/stack.js"
 
 const client = fileURLToPath(new URL("../dist/client.js", import.meta.url))
 

@@ -4,12 +4,12 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { expect, it } from "vitest"
-import { parseExpectedFailures } from "../src/runner.js"
+import { AUTHORIZATION_RUNS, parseExpectedFailures } from "../src/runner.js"
 
 const runner = fileURLToPath(new URL("../dist/run.js", import.meta.url))
 const expectedFile = fileURLToPath(new URL("../expected-failures.json", import.meta.url))
 
-it("passes the official conformance suite's client scenarios, apart from the listed expected failures", {
+it("passes the official conformance suite's client and authorization-server scenarios, apart from the listed expected failures", {
   timeout: 300_000,
 }, async () => {
   const dir = await mkdtemp(join(tmpdir(), "keyway-conformance-test-"))
@@ -44,6 +44,13 @@ it("passes the official conformance suite's client scenarios, apart from the lis
     const modern = markdown.split("## `conformance client --suite auth --spec-version 2026-07-28`")[1]?.split("## ")[0]
     expect(modern).toContain("| `auth/scope-retry-limit` | pass |")
     expect(modern).not.toMatch(/failure/u)
+    // Every authorization-server run passes both scenarios against apps/authorization-server.
+    for (const run of AUTHORIZATION_RUNS) {
+      const section = markdown.split(`## \`conformance ${run.label}\``)[1]?.split("## ")[0]
+      expect(section).toContain("| `authorization-server-metadata-endpoint` | pass |")
+      expect(section).toContain("| `authorization-code-grant` | pass |")
+      expect(section).not.toMatch(/failure/u)
+    }
   } finally {
     await rm(dir, { recursive: true, force: true })
   }

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest"
 import { parseContext } from "../src/context.js"
-import { CLIENT_RUNS, compare, parseExpectedFailures, type RunOutcome, renderMarkdown } from "../src/runner.js"
+import { ALL_RUNS, compare, parseExpectedFailures, type RunOutcome, renderMarkdown } from "../src/runner.js"
 
-const run = (label: string) => CLIENT_RUNS.find((r) => r.label === label)!
+const run = (label: string) => ALL_RUNS.find((r) => r.label === label)!
 
 const outcome = (label: string, results: ReadonlyArray<[string, boolean]>): RunOutcome => ({
   run: run(label),
@@ -82,6 +82,18 @@ describe("compare", () => {
     expect(markdown).toContain(
       "## `conformance client --suite auth --spec-version 2026-07-28`\n\nNot run: no such version.",
     )
+  })
+
+  it("heads an authorization-server run with its command line", () => {
+    const markdown = renderMarkdown(
+      [outcome("authorization --spec-version 2025-11-25", [["authorization-code-grant", true]])],
+      [],
+      "9.9.9",
+    )
+    expect(markdown).toContain(
+      "## `conformance authorization --spec-version 2025-11-25`\n\n| Scenario | Result | Checks passed / failed / warnings | Notes |",
+    )
+    expect(markdown).toContain("| `authorization-code-grant` | pass | 5 / 0 / 0 |  |")
   })
 })
 

@@ -1,7 +1,5 @@
 /** A protected MCP-ish server and its authorization server on loopback, torn down after each test. */
-import { afterEach } from "vitest"
-import { type CreateOptions, createAuthClient, type PlainAuthClient } from "../../src/AuthClient.js"
-import { headless } from "../../src/UserAgent.js"
+
 import {
   type AuthorizationServerOptions,
   type AuthorizationServerPeer,
@@ -9,7 +7,10 @@ import {
   type ResourceServerPeer,
   startAuthorizationServer,
   startResourceServer,
-} from "./peers.js"
+} from "@keyway/testing/peers"
+import { afterEach } from "vitest"
+import { type CreateOptions, createAuthClient, type PlainAuthClient } from "../../src/AuthClient.js"
+import { headless } from "../../src/UserAgent.js"
 
 const cleanups: Array<() => Promise<void>> = []
 

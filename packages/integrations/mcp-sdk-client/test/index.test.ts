@@ -2,10 +2,10 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net"
 import { createAuthClient, UserAgent } from "@keyway/client"
 import { Challenge, Scope } from "@keyway/core"
+import { type AuthorizationServerPeer, startAuthorizationServer } from "@keyway/testing/peers"
 import { Client } from "@modelcontextprotocol/client"
 import { createMcpHandler, McpServer } from "@modelcontextprotocol/server"
 import { afterEach, describe, expect, it } from "vitest"
-import { type AuthorizationServerPeer, startAuthorizationServer } from "../../../client/test/support/peers.js"
 import { createTransport, keywayAuthProvider, keywayFetch } from "../src/index.js"
 
 const cleanups: Array<() => Promise<void>> = []

@@ -1,19 +1,15 @@
 /**
  * A real MCP server (the official SDK v2 server's handler) on 127.0.0.1, behind a Bearer gate that trusts the
- * loopback authorization server of @keyway/client's test peers (auto-approving authorization endpoint, PKCE,
- * dynamic registration). Tools: `echo` (needs `tools:read`) and `notes-write` (needs `notes:write`, so calling it
- * steps up).
+ * loopback authorization server of the test peers in `@keyway/testing/peers` (auto-approving authorization
+ * endpoint, PKCE, dynamic registration). Tools: `echo` (needs `tools:read`) and `notes-write` (needs `notes:write`,
+ * so calling it steps up).
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import { Challenge, Scope } from "@keyway/core"
 import { createMcpHandler, McpServer } from "@modelcontextprotocol/server"
 import * as z from "zod/v4"
-import {
-  type AuthorizationServerOptions,
-  type AuthorizationServerPeer,
-  startAuthorizationServer,
-} from "../../../../packages/client/test/support/peers.js"
+import { type AuthorizationServerOptions, type AuthorizationServerPeer, startAuthorizationServer } from "./peers.js"
 
 export interface McpRequest {
   readonly method: string | undefined
