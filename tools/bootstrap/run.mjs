@@ -2,9 +2,10 @@
 // Entry point of every root script. Runs on any Node >= 18: when the running Node is older than the
 // project needs, it installs the pinned Node from the npm registry into .toolchain/ and re-runs itself
 // with it; then it provides the pinned pnpm, installs the workspace and runs the requested task.
-import { spawnSync } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
 import { createHash } from "node:crypto"
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
+import { constants as osConstants } from "node:os"
 import { delimiter, dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 
@@ -37,6 +38,27 @@ const run = (command, args, options = {}) => {
   return result.status ?? 1
 }
 
+/**
+ * Runs a long-lived child and relays SIGINT, SIGTERM and SIGHUP to it (each at most once, since a terminal's Ctrl-C
+ * may reach it directly as well), then exits with the child's status. A `kill` of the npm process thus reaches the
+ * program at the end of the chain instead of orphaning it.
+ */
+const runRelayingSignals = (command, args, options = {}) => {
+  const child = spawn(command, args, { stdio: "inherit", cwd: root, ...options })
+  const relayed = new Set()
+  const relay = (signal) => {
+    if (relayed.has(signal)) return
+    relayed.add(signal)
+    child.kill(signal)
+  }
+  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(signal, () => relay(signal))
+  // npm's `sh -c` dies with npm without passing a signal on; a new parent means whoever started us is gone.
+  const parent = process.ppid
+  setInterval(() => process.ppid !== parent && relay("SIGTERM"), 250).unref()
+  child.on("error", (error) => fail(`could not start ${command}: ${error.message}`))
+  child.on("exit", (code, signal) => process.exit(code ?? (signal === null ? 1 : 128 + osConstants.signals[signal])))
+}
+
 /** Installs one npm package into its own folder under .toolchain/ unless it is already there. */
 const ensureToolPackage = (folder, spec, probe) => {
   const prefix = join(toolchain, folder)
@@ -53,16 +75,17 @@ const ensureToolPackage = (folder, spec, probe) => {
   return target
 }
 
+/** True when this Node can run the task; otherwise the task is re-run under the pinned Node and this returns false. */
 const ensureNode = () => {
-  if (versionAtLeast(process.version, MIN_NODE)) return
+  if (versionAtLeast(process.version, MIN_NODE)) return true
   if (process.env.KEYWAY_BOOTSTRAPPED) fail(`re-run still on Node ${process.version}`)
   const version = manifest.keyway.node
   const pkg = `node-${process.platform}-${process.arch}`
   const installed = ensureToolPackage(`node-${version}`, `${pkg}@${version}`, join(pkg, "bin", "node"))
   log(`Node ${process.version} is older than ${MIN_NODE.join(".")}; using Node ${version} from .toolchain/`)
   const env = { ...process.env, KEYWAY_BOOTSTRAPPED: "1", PATH: `${dirname(installed)}${delimiter}${process.env.PATH}` }
-  const result = spawnSync(installed, process.argv.slice(1), { stdio: "inherit", env })
-  process.exit(result.status ?? 1)
+  runRelayingSignals(installed, process.argv.slice(1), { env })
+  return false
 }
 
 /** Puts the pinned pnpm, and a `pnpm` command for child processes, into .toolchain/bin. */
@@ -129,7 +152,7 @@ const summarize = (extraFailures) => {
 }
 
 const main = () => {
-  ensureNode()
+  if (!ensureNode()) return
   const cli = ensurePnpm()
   const pnpm = (args) => run(process.execPath, [cli, ...args])
   const [task = "test", ...rest] = process.argv.slice(2)
@@ -158,7 +181,8 @@ const main = () => {
       break
     case "demo":
       if (exec(["nx", "run", "@keyway/app-demo:build", "--outputStyle=static"]) !== 0) fail("building the demo failed")
-      process.exit(run(process.execPath, ["apps/demo/dist/main.js", ...rest], { stdio: "inherit" }))
+      // Its own process group: a terminal Ctrl-C reaches the demo once, through the relay, not twice.
+      runRelayingSignals(process.execPath, ["apps/demo/dist/main.js", ...rest], { detached: true })
       break
     case "check":
       process.exit(exec(["biome", "check", ...rest]))

@@ -104,7 +104,7 @@ export const runDemo = async (options: DemoOptions): Promise<DemoResult> => {
     const { issuer, mcpUrl } = stack
     const user = stack.users[0] as { username: string; password: string }
     redactor.add(user.password, { lowEntropy: true })
-    for (const client of stack.clients) redactor.add(client.client_secret)
+    for (const client of stack.clients) if (client.client_secret !== undefined) redactor.add(client.client_secret)
     narrator = new Narrator(transcript, redactor, { mcpUrl, issuer })
 
     transcript.title("Keyway demo: MCP authorization, end to end")

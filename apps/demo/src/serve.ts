@@ -14,7 +14,7 @@ export interface ServeAnnouncement {
   readonly users: ReadonlyArray<{ readonly username: string; readonly password: string }>
   readonly clients: ReadonlyArray<{
     readonly client_id: string
-    readonly client_secret: string
+    readonly client_secret?: string
     readonly redirect_uris: ReadonlyArray<string>
   }>
 }
@@ -38,7 +38,7 @@ export const announcement = (stack: Stack): ServeAnnouncement => ({
   users: stack.users.map(({ username, password }) => ({ username, password })),
   clients: stack.clients.map(({ client_id, client_secret, redirect_uris }) => ({
     client_id,
-    client_secret,
+    ...(client_secret === undefined ? {} : { client_secret }),
     redirect_uris: [...redirect_uris],
   })),
 })

@@ -22,7 +22,8 @@ export interface DemoUser {
 /** A pre-registered client, in the JSON shape `--serve` prints (RFC 7591 §3.2.1 member names). */
 export interface DemoClient {
   readonly client_id: string
-  readonly client_secret: string
+  /** Absent for the public client (RFC 7591 §2: `token_endpoint_auth_method` `none`). */
+  readonly client_secret?: string
   readonly redirect_uris: ReadonlyArray<string>
 }
 
@@ -51,8 +52,10 @@ export interface StackOptions {
   readonly password?: string
 }
 
-/** The confidential client every stack pre-registers. */
+/** The confidential client every stack pre-registers (`client_secret_basic`). */
 export const CONFIDENTIAL_CLIENT_ID = "demo-confidential"
+/** The public client every stack pre-registers (PKCE only, no secret). */
+export const PUBLIC_CLIENT_ID = "demo-public"
 /** The demo user's name. */
 export const DEMO_USERNAME = "alice"
 /** Loopback redirect without a port: any port matches (RFC 8252 §7.3). */
@@ -84,11 +87,13 @@ export const startStack = async (options: StackOptions = {}): Promise<Stack> => 
     username: DEMO_USERNAME,
     password: options.password ?? randomBytes(12).toString("base64url"),
   }
+  const clientSecret = randomBytes(32).toString("base64url")
   const client: DemoClient = {
     client_id: CONFIDENTIAL_CLIENT_ID,
-    client_secret: randomBytes(32).toString("base64url"),
+    client_secret: clientSecret,
     redirect_uris: [LOOPBACK_REDIRECT],
   }
+  const publicClient: DemoClient = { client_id: PUBLIC_CLIENT_ID, redirect_uris: [LOOPBACK_REDIRECT] }
   const dataDir = await mkdtemp(join(tmpdir(), "keyway-demo-"))
   const removeData = () => rm(dataDir, { recursive: true, force: true })
   let as: Awaited<ReturnType<typeof startAuthorizationServer>> | undefined
@@ -109,9 +114,15 @@ export const startStack = async (options: StackOptions = {}): Promise<Stack> => 
           {
             clientId: client.client_id,
             clientName: "Demo confidential client",
-            clientSecret: client.client_secret,
+            clientSecret,
             redirectUris: client.redirect_uris,
             tokenEndpointAuthMethod: "client_secret_basic",
+          },
+          {
+            clientId: publicClient.client_id,
+            clientName: "Demo public client",
+            redirectUris: publicClient.redirect_uris,
+            tokenEndpointAuthMethod: "none",
           },
         ],
         resources: [{ uri: mcpUrl, name: "Keyway notes", scopes: NOTE_SCOPES }],
@@ -131,7 +142,7 @@ export const startStack = async (options: StackOptions = {}): Promise<Stack> => 
       mcpUrl: mcp.url,
       dataDir,
       users: [user],
-      clients: [client],
+      clients: [client, publicClient],
       close: () => {
         closing ??= (async () => {
           const results = await Promise.allSettled([mcp.close(), started.close()])

@@ -57,7 +57,7 @@ describe("npm run demo -- --serve", () => {
     await exited
   })
 
-  it("announces the servers, the demo user and the confidential client in one JSON line", () => {
+  it("announces the servers, the demo user, the confidential and the public client in one JSON line", () => {
     expect(Object.keys(announced)).toEqual(["authorizationServer", "mcpServer", "users", "clients"])
     expect(announced.authorizationServer).toBe(`http://127.0.0.1:${asPort}`)
     expect(announced.mcpServer).toBe(`http://127.0.0.1:${mcpPort}/mcp`)
@@ -68,6 +68,7 @@ describe("npm run demo -- --serve", () => {
         client_secret: expect.stringMatching(/^[\w-]{43}$/),
         redirect_uris: ["http://127.0.0.1/callback"],
       },
+      { client_id: "demo-public", redirect_uris: ["http://127.0.0.1/callback"] },
     ])
     expect(stderr).toContain(`Serving. Authorization server http://127.0.0.1:${asPort}`)
   })
@@ -107,7 +108,7 @@ describe("npm run demo -- --serve", () => {
         {
           issuer: announced.authorizationServer,
           client_id: confidential!.client_id,
-          client_secret: confidential!.client_secret,
+          client_secret: confidential!.client_secret ?? "",
           token_endpoint_auth_method: "client_secret_basic",
           redirect_uris: [redirectUri],
         },
