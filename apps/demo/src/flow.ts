@@ -10,7 +10,7 @@ import { createAuthClient, UserAgent } from "@keyway/client"
 import { createTransport } from "@keyway/mcp-sdk-client"
 import { Client } from "@modelcontextprotocol/client"
 import { narrated, scriptedUser } from "./agent.js"
-import { openSystemBrowser } from "./browser.js"
+
 import { Narrator } from "./narrator.js"
 import { recordingFetch } from "./recorder.js"
 import { Redactor } from "./redact.js"
@@ -130,7 +130,7 @@ export const runDemo = async (options: DemoOptions): Promise<DemoResult> => {
                 ),
               )
               // Without a browser to start, the person can still open the URL printed above.
-              await Promise.resolve((options.openBrowser ?? openSystemBrowser)(url)).catch((error: unknown) =>
+              await Promise.resolve((options.openBrowser ?? UserAgent.openSystemBrowser)(url)).catch((error: unknown) =>
                 progress.around(() =>
                   options.err(
                     `${error instanceof Error ? error.message : String(error)}; open the URL above yourself.\n`,

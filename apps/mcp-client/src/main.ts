@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { UserAgent } from "@keyway/client"
 /**
  * keyway-mcp: a command-line MCP client. `list-tools <url>`, `call <url> <tool> [json args]`, `login <url>`,
  * `logout <url>`. Authorization runs in the system browser with a loopback listener (or the command in $BROWSER),
@@ -7,7 +8,6 @@
  * @module
  */
 import { parseCommandLine, USAGE } from "./args.js"
-import { openBrowser } from "./browser.js"
 import { runCommand } from "./commands.js"
 import { describeError } from "./errors.js"
 import { tokensFile } from "./paths.js"
@@ -22,7 +22,7 @@ const main = async (): Promise<void> => {
     out: (text) => process.stdout.write(text),
     err: (text) => process.stderr.write(text),
     tokensFile: options.tokens ?? tokensFile(),
-    openBrowser,
+    openBrowser: UserAgent.openSystemBrowser,
   })
 }
 

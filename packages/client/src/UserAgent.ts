@@ -131,7 +131,7 @@ export const headless = (options: HeadlessOptions = {}): UserAgent["Service"] =>
  * @see {@link https://www.rfc-editor.org/rfc/rfc8252.html#section-7.3 | RFC 8252 §7.3}
  */
 export interface BrowserOptions {
-  /** Opens a URL in the user's browser; by default the platform's opener (open, xdg-open, start). */
+  /** Opens a URL in the user's browser; {@link openSystemBrowser} by default (`$BROWSER`, else open, xdg-open, start). */
   readonly openBrowser?: (url: string) => Promise<void> | void
   /** Loopback port; 0 (default) picks a free one. */
   readonly port?: number
@@ -149,17 +149,43 @@ export const DEFAULT_SUCCESS_PAGE = `<!doctype html>
 <style>body{font-family:system-ui,sans-serif;max-width:32rem;margin:4rem auto;text-align:center;color:#222}</style>
 </head><body><h1>Authorization complete</h1><p>You can close this tab and return to the application.</p></body></html>`
 
-const defaultOpener = (url: string): void => {
-  const [command, args] =
-    process.platform === "darwin"
-      ? ["open", [url]]
-      : process.platform === "win32"
-        ? ["cmd", ["/c", "start", "", url]]
-        : ["xdg-open", [url]]
-  const child = spawn(command, args, { stdio: "ignore", detached: true })
-  child.on("error", () => undefined)
-  child.unref()
+/**
+ * The command and arguments that open `url` in the system browser: the command in `$BROWSER` when set (the URL
+ * becomes its last argument), else the platform's opener (`open` on macOS, `start` on Windows, `xdg-open` elsewhere).
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8252.html#section-4.1 | RFC 8252 §4.1 (use the system browser)}
+ */
+export const openerCommand = (
+  url: string,
+  env: NodeJS.ProcessEnv = process.env,
+  platform: NodeJS.Platform = process.platform,
+): readonly [string, ReadonlyArray<string>] => {
+  const configured = env.BROWSER?.trim()
+  if (configured !== undefined && configured !== "") {
+    const [program = "", ...args] = configured.split(/\s+/u)
+    return [program, [...args, url]]
+  }
+  if (platform === "darwin") return ["open", [url]]
+  if (platform === "win32") return ["cmd", ["/c", "start", "", url]]
+  return ["xdg-open", [url]]
 }
+
+/**
+ * Opens `url` in the system browser ({@link openerCommand}); resolves once the opener process has started, rejects
+ * with the reason when it cannot be started. The default of {@link BrowserOptions.openBrowser}.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8252.html#section-4.1 | RFC 8252 §4.1}
+ */
+export const openSystemBrowser = (url: string): Promise<void> =>
+  new Promise<void>((resolve, reject) => {
+    const [program, args] = openerCommand(url)
+    const child = spawn(program, [...args], { stdio: "ignore", detached: true })
+    child.on("error", (error) => reject(new Error(`could not start ${program}: ${error.message}`)))
+    child.on("spawn", () => {
+      child.unref()
+      resolve()
+    })
+  })
 
 /**
  * A system browser plus a loopback redirect listener on 127.0.0.1 (an ephemeral port by default). The listener
@@ -171,7 +197,7 @@ const defaultOpener = (url: string): void => {
  */
 export const browser = (options: BrowserOptions = {}): UserAgent["Service"] => {
   const path = options.path ?? "/callback"
-  const opener = options.openBrowser ?? defaultOpener
+  const opener = options.openBrowser ?? openSystemBrowser
   const timeoutMs = options.timeoutMs ?? 5 * 60_000
   const page = options.successPage ?? DEFAULT_SUCCESS_PAGE
   const open = Effect.callback<Session, AuthError>((resume) => {

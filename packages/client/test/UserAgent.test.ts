@@ -7,7 +7,7 @@ import { describe, expect, it } from "vitest"
 import { createAuthClient, PENDING_LIFETIME_MS } from "../src/AuthClient.js"
 import type { AuthError } from "../src/AuthError.js"
 import { type Backend, memory } from "../src/TokenStore.js"
-import { browser, DEFAULT_SUCCESS_PAGE, twoPhase } from "../src/UserAgent.js"
+import { browser, DEFAULT_SUCCESS_PAGE, openerCommand, openSystemBrowser, twoPhase } from "../src/UserAgent.js"
 import { rejection, track, world } from "./support/world.js"
 
 const post = (body: string) => ({ method: "POST", headers: { "content-type": "application/json" }, body })
@@ -180,5 +180,28 @@ describe("two-phase for web apps", () => {
     expect((unknown as AuthError).message).toBe(
       `the authorization response at ${REDIRECT} carries a state that matches no pending authorization; it was discarded (it may be forged, replayed, or from another request)`,
     )
+  })
+})
+
+describe("system browser opener", () => {
+  it("uses $BROWSER with the URL as its last argument, else the platform's opener", () => {
+    const url = "https://as.example.com/authorize?x=1"
+    expect(openerCommand(url, { BROWSER: "firefox --new-window" }, "linux")).toEqual(["firefox", ["--new-window", url]])
+    expect(openerCommand(url, { BROWSER: "  " }, "linux")).toEqual(["xdg-open", [url]])
+    expect(openerCommand(url, {}, "darwin")).toEqual(["open", [url]])
+    expect(openerCommand(url, {}, "win32")).toEqual(["cmd", ["/c", "start", "", url]])
+  })
+
+  it("rejects with the reason when the opener cannot be started", async () => {
+    const saved = process.env.BROWSER
+    process.env.BROWSER = "/nonexistent/keyway-browser"
+    try {
+      await expect(openSystemBrowser("https://as.example.com/authorize")).rejects.toThrow(
+        "could not start /nonexistent/keyway-browser: spawn /nonexistent/keyway-browser ENOENT",
+      )
+    } finally {
+      if (saved === undefined) delete process.env.BROWSER
+      else process.env.BROWSER = saved
+    }
   })
 })
