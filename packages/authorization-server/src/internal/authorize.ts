@@ -188,6 +188,29 @@ export const sameOrigin = (config: ResolvedConfig, request: Request): boolean =>
   return origin === null || origin === config.issuerUrl.origin
 }
 
+/**
+ * The common start of every form POST of the authorization pages: a form body, the same origin, a valid CSRF token
+ * (and a signed-in user when `signedIn`), then the authorization request it carries validated again. Answers with
+ * the refusal or error page, or hands back what the page handler needs.
+ */
+export const postedForm = (config: ResolvedConfig, sessions: Sessions, request: Request, signedIn = false) =>
+  Effect.gen(function* () {
+    const form = yield* readForm(config, request)
+    const session = sessions.read(request)
+    if (
+      form === undefined ||
+      (signedIn && session?.subject === undefined) ||
+      !sameOrigin(config, request) ||
+      !sessions.checkCsrf(session, form.get("csrf_token"))
+    ) {
+      return csrfRefused()
+    }
+    const query = form.get("request") ?? ""
+    const checked = yield* check(config, query)
+    if (Result.isFailure(checked)) return errorFor(config, checked.failure, 303)
+    return { form, session, query, valid: checked.success }
+  })
+
 /** POST of the login form: CSRF check, then the user-authentication service. */
 export const loginPost = (
   config: ResolvedConfig,
@@ -195,14 +218,9 @@ export const loginPost = (
   request: Request,
 ): Effect.Effect<Response, StorageError, ClientStore | UserAuthenticator | MetadataDocuments> =>
   Effect.gen(function* () {
-    const form = yield* readForm(config, request)
-    const session = sessions.read(request)
-    if (form === undefined || !sameOrigin(config, request) || !sessions.checkCsrf(session, form.get("csrf_token"))) {
-      return csrfRefused()
-    }
-    const query = form.get("request") ?? ""
-    const checked = yield* check(config, query)
-    if (Result.isFailure(checked)) return errorFor(config, checked.failure, 303)
+    const posted = yield* postedForm(config, sessions, request)
+    if (posted instanceof Response) return posted
+    const { form, session, query, valid } = posted
     const authenticator = yield* UserAuthenticator
     const username = form.get("username") ?? ""
     const user = yield* authenticator.authenticate({ username, password: form.get("password") ?? "" })
@@ -211,7 +229,7 @@ export const loginPost = (
         action: config.endpoints.login,
         csrf: sessions.csrfToken(session!),
         request: query,
-        clientName: checked.success.client.clientName ?? checked.success.client.clientId,
+        clientName: valid.client.clientName ?? valid.client.clientId,
         error: "Wrong username or password.",
         username,
         status: 401,
@@ -229,20 +247,10 @@ export const consentPost = (
   request: Request,
 ): Effect.Effect<Response, StorageError, ClientStore | GrantStore | MetadataDocuments> =>
   Effect.gen(function* () {
-    const form = yield* readForm(config, request)
-    const session = sessions.read(request)
-    if (
-      form === undefined ||
-      session?.subject === undefined ||
-      !sameOrigin(config, request) ||
-      !sessions.checkCsrf(session, form.get("csrf_token"))
-    ) {
-      return csrfRefused()
-    }
-    const query = form.get("request") ?? ""
-    const checked = yield* check(config, query)
-    if (Result.isFailure(checked)) return errorFor(config, checked.failure, 303)
-    const valid = checked.success
+    const posted = yield* postedForm(config, sessions, request, true)
+    if (posted instanceof Response) return posted
+    const { form, session, valid } = posted
+    if (session?.subject === undefined) return csrfRefused()
     const decision = form.get("decision")
     if (decision !== "approve") {
       return redirect(

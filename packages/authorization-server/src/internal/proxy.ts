@@ -6,12 +6,12 @@ import type { ResolvedConfig } from "../Config.js"
 import type { ResolvedUpstream, UpstreamIdentity, UpstreamTokenResponse } from "../proxy/Upstream.js"
 import type { StorageError } from "../storage/Errors.js"
 import { type ClientStore, GrantStore } from "../storage/Storage.js"
-import { check, errorFor, issueCode, readForm, redirect, sameOrigin } from "./authorize.js"
+import { check, errorFor, issueCode, postedForm, redirect } from "./authorize.js"
 import { redirectWith, type ValidAuthorizationRequest } from "./authorizeRequest.js"
 import type { MetadataDocuments } from "./clients.js"
 import { randomToken, safeEqual, sha256 } from "./crypto.js"
 import { readCookie } from "./http.js"
-import { consentPage, csrfRefused, errorPage } from "./pages.js"
+import { consentPage, errorPage } from "./pages.js"
 import { describeRedirect, isLocalhostOnly } from "./redirect.js"
 import type { Sessions } from "./session.js"
 
@@ -438,15 +438,9 @@ export const proxyConsentPost = (
   request: Request,
 ): Effect.Effect<Response, StorageError, Needs> =>
   Effect.gen(function* () {
-    const form = yield* readForm(config, request)
-    const session = sessions.read(request)
-    if (form === undefined || !sameOrigin(config, request) || !sessions.checkCsrf(session, form.get("csrf_token"))) {
-      return csrfRefused()
-    }
-    const query = form.get("request") ?? ""
-    const checked = yield* check(config, query)
-    if (Result.isFailure(checked)) return errorFor(config, checked.failure, 303)
-    const valid = checked.success
+    const posted = yield* postedForm(config, sessions, request)
+    if (posted instanceof Response) return posted
+    const { form, query, valid } = posted
     if (form.get("decision") !== "approve") {
       return toClient(config, valid, "access_denied", "the user denied the request", 303)
     }
