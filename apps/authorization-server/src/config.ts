@@ -8,6 +8,7 @@ import { readFile } from "node:fs/promises"
 import { dirname, resolve } from "node:path"
 import { parseArgs } from "node:util"
 import { z } from "zod"
+import { databaseProblem, isPostgres } from "./internal/database.js"
 
 /** A user who can sign in on the login page. `passwordHash` (from `UserAuthenticator.hashPassword`) is preferred. */
 export interface UserConfig {
@@ -44,6 +45,59 @@ export interface LifetimesConfig {
   readonly session?: number
 }
 
+/**
+ * Signing-key rotation, in seconds, as the library takes it (`signingKeys` of `createAuthorizationServer`).
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc7517.html#section-5 | RFC 7517 §5 (JWK Set)}
+ */
+export interface SigningKeysConfig {
+  /** Rotate when the newest key is this old (whole seconds); 30 days by default; `false` rotates only on demand. */
+  readonly rotateEvery?: number | false
+  /** How long a new key is published before it signs (whole seconds, from 0); 600 by default. */
+  readonly publishAhead?: number
+  /** How often the schedule is checked (seconds, fractions allowed); 60 by default. */
+  readonly checkEvery?: number
+  /** Allowance for clocks differing between instances and verifiers (whole seconds, from 0); 60 by default. */
+  readonly clockSkew?: number
+}
+
+/** Background maintenance: seconds between purges of expired records (fractions allowed), or `false` for none. */
+export interface MaintenanceConfig {
+  readonly purgeEvery?: number | false
+}
+
+/**
+ * Proxy mode: users sign in at this upstream authorization server (after Keyway's own per-client consent) instead of
+ * the local login page. The string forms of the library's `upstream` option.
+ *
+ * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/security_best_practices#confused-deputy-problem | MCP 2025-11-25 Security Best Practices: Confused Deputy Problem}
+ */
+export interface UpstreamConfig {
+  /** The upstream issuer (https; http only on a loopback host with `development.allowHttpLoopbackUpstream`). */
+  readonly issuer: string
+  /** Keyway's static client ID at the upstream; register `<issuer>/upstream/callback` there as its redirect URI. */
+  readonly clientId: string
+  /** With a secret Keyway uses `client_secret_basic`; without, it is a public client. */
+  readonly clientSecret?: string
+  readonly scope?: string
+  /** The `resource` of the upstream requests; the audience checked for `subjectFrom: "access_token"`. */
+  readonly resource?: string
+  /** `id_token` when `scope` has `openid`, `access_token` otherwise. */
+  readonly subjectFrom?: "id_token" | "access_token"
+  /** Shown on the consent page; the upstream host by default. */
+  readonly name?: string
+  /** Cap on each call to the upstream, in milliseconds; 10000 by default. */
+  readonly timeoutMs?: number
+  /** How long a browser's consent to a client is remembered, in seconds; 180 days by default. */
+  readonly consentSeconds?: number
+}
+
+/** Development relaxations that are not implied by the issuer. */
+export interface DevelopmentConfig {
+  /** Accept an `http` `upstream.issuer` on a loopback host (logged loudly). */
+  readonly allowHttpLoopbackUpstream?: boolean
+}
+
 /** The app's configuration; also the shape of the JSON configuration file. */
 export interface AppConfig {
   /** Default `http://<host>:<port>` (http is accepted only on a loopback host, and logged loudly). */
@@ -54,9 +108,15 @@ export interface AppConfig {
   readonly port?: number
   /** Default "./.keyway-data"; the SQLite database is `<dataDir>/keyway.db` (directory created with mode 0700). */
   readonly dataDir?: string
-  /** Explicit SQLite file path (overrides `dataDir`). */
+  /**
+   * Explicit SQLite file path, or a PostgreSQL connection string (`postgres://…` or `postgresql://…`) for several
+   * instances sharing one database; either overrides `dataDir`.
+   */
   readonly database?: string
-  readonly users: ReadonlyArray<UserConfig>
+  /** The PostgreSQL schema holding Keyway's tables (created when absent); `public` by default. */
+  readonly databaseSchema?: string
+  /** Required, except in proxy mode (`upstream`), where users sign in upstream. */
+  readonly users?: ReadonlyArray<UserConfig>
   readonly clients?: ReadonlyArray<ClientConfig>
   readonly resources: ReadonlyArray<ResourceConfig>
   /** Used when an authorization request has no `resource` (older clients). */
@@ -65,6 +125,16 @@ export interface AppConfig {
   readonly registration?: boolean
   readonly clientIdMetadataDocuments?: { readonly enabled?: boolean; readonly allowHttpLoopbackClientIds?: boolean }
   readonly lifetimes?: LifetimesConfig
+  readonly signingKeys?: SigningKeysConfig
+  readonly maintenance?: MaintenanceConfig
+  /**
+   * The secret login sessions are signed with (at least 32 random characters), the same on every instance behind one
+   * issuer; a random per-process key by default (a restart then signs users out). `loadConfig` also takes it from
+   * the environment variable `KEYWAY_SESSION_SECRET`.
+   */
+  readonly sessionSecret?: string
+  readonly upstream?: UpstreamConfig
+  readonly development?: DevelopmentConfig
 }
 
 /** Defaults of the optional settings. */
@@ -80,6 +150,29 @@ const port = z
   .max(65535, "must be from 0 to 65535")
 
 const seconds = z.number({ error: "must be a number" }).int("must be a whole number").positive("must be positive")
+const secondsFromZero = z
+  .number({ error: "must be a number" })
+  .int("must be a whole number")
+  .min(0, "must not be negative")
+const interval = z.number({ error: "must be a number" }).positive("must be positive")
+const orFalse = <T extends z.ZodType>(schema: T, what: string) =>
+  z.union([schema, z.literal(false)], {
+    // A wrong type gets one message; a number out of range keeps the number rule's own message (first branch).
+    error: (issue) =>
+      issue.code === "invalid_union" && typeof issue.input === "number"
+        ? (issue.errors[0]?.[0]?.message ?? what)
+        : what,
+  })
+
+/** The library's default `signingKeys.rotateEvery` (30 days), against which `publishAhead` is checked. */
+const DEFAULT_ROTATE_EVERY = 30 * 24 * 3600
+
+const LOOPBACK_HOSTS = new Set(["127.0.0.1", "[::1]", "localhost"])
+
+const database = nonEmpty.superRefine((value, ctx) => {
+  const problem = databaseProblem(value)
+  if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem })
+})
 
 const userSchema = z
   .strictObject({
@@ -113,36 +206,115 @@ const resourceSchema = z.strictObject({
   }),
 })
 
-/** The zod schema of {@link AppConfig}: unknown fields are refused so that typos do not go unnoticed. */
-export const appConfigSchema = z.strictObject(
+const anObject = { error: "must be an object" }
+
+const signingKeysSchema = z
+  .strictObject(
+    {
+      rotateEvery: orFalse(seconds, "must be a number of seconds or false").optional(),
+      publishAhead: secondsFromZero.optional(),
+      checkEvery: interval.optional(),
+      clockSkew: secondsFromZero.optional(),
+    },
+    anObject,
+  )
+  .superRefine((keys, ctx) => {
+    const rotateEvery = keys.rotateEvery ?? DEFAULT_ROTATE_EVERY
+    // Otherwise no new key would ever take over: each rotation would start before the previous key signs.
+    if (rotateEvery !== false && keys.publishAhead !== undefined && keys.publishAhead >= rotateEvery) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["publishAhead"],
+        message: `must be shorter than rotateEvery (${rotateEvery} s)`,
+      })
+    }
+  })
+
+const upstreamSchema = z.strictObject(
   {
-    issuer: nonEmpty.optional(),
-    host: nonEmpty.optional(),
-    port: port.optional(),
-    dataDir: nonEmpty.optional(),
-    database: nonEmpty.optional(),
-    users: z.array(userSchema, { error: "must be an array" }),
-    clients: z.array(clientSchema, { error: "must be an array" }).optional(),
-    resources: z.array(resourceSchema, { error: "must be an array" }).min(1, "must name at least one MCP server"),
-    defaultResource: nonEmpty.optional(),
-    registration: z.boolean({ error: "must be true or false" }).optional(),
-    clientIdMetadataDocuments: z
-      .strictObject({
-        enabled: z.boolean({ error: "must be true or false" }).optional(),
-        allowHttpLoopbackClientIds: z.boolean({ error: "must be true or false" }).optional(),
+    issuer: nonEmpty,
+    clientId: nonEmpty,
+    clientSecret: nonEmpty.optional(),
+    scope: aString.optional(),
+    resource: nonEmpty.optional(),
+    subjectFrom: z
+      .enum(["id_token", "access_token"], {
+        error: "must be id_token or access_token",
       })
       .optional(),
-    lifetimes: z
-      .strictObject({
-        accessToken: seconds.optional(),
-        refreshToken: seconds.optional(),
-        authorizationCode: seconds.max(60, "must be at most 60").optional(),
-        session: seconds.optional(),
-      })
-      .optional(),
+    name: nonEmpty.optional(),
+    // The same rule as seconds: a positive whole number.
+    timeoutMs: seconds.optional(),
+    consentSeconds: seconds.optional(),
   },
-  { error: "must be a JSON object" },
+  anObject,
 )
+
+/** The zod schema of {@link AppConfig}: unknown fields are refused so that typos do not go unnoticed. */
+export const appConfigSchema = z
+  .strictObject(
+    {
+      issuer: nonEmpty.optional(),
+      host: nonEmpty.optional(),
+      port: port.optional(),
+      dataDir: nonEmpty.optional(),
+      database: database.optional(),
+      databaseSchema: nonEmpty
+        .refine((name) => Buffer.byteLength(name, "utf8") <= 63, "must be at most 63 bytes long")
+        .optional(),
+      users: z.array(userSchema, { error: "must be an array" }).optional(),
+      clients: z.array(clientSchema, { error: "must be an array" }).optional(),
+      resources: z.array(resourceSchema, { error: "must be an array" }).min(1, "must name at least one MCP server"),
+      defaultResource: nonEmpty.optional(),
+      registration: z.boolean({ error: "must be true or false" }).optional(),
+      clientIdMetadataDocuments: z
+        .strictObject({
+          enabled: z.boolean({ error: "must be true or false" }).optional(),
+          allowHttpLoopbackClientIds: z.boolean({ error: "must be true or false" }).optional(),
+        })
+        .optional(),
+      lifetimes: z
+        .strictObject({
+          accessToken: seconds.optional(),
+          refreshToken: seconds.optional(),
+          authorizationCode: seconds.max(60, "must be at most 60").optional(),
+          session: seconds.optional(),
+        })
+        .optional(),
+      signingKeys: signingKeysSchema.optional(),
+      maintenance: z
+        .strictObject({ purgeEvery: orFalse(interval, "must be a number of seconds or false").optional() }, anObject)
+        .optional(),
+      sessionSecret: z
+        .string({ error: "must be a string" })
+        .min(32, "must be at least 32 random characters")
+        .optional(),
+      upstream: upstreamSchema.optional(),
+      development: z
+        .strictObject({ allowHttpLoopbackUpstream: z.boolean({ error: "must be true or false" }).optional() }, anObject)
+        .optional(),
+    },
+    { error: "must be a JSON object" },
+  )
+  .superRefine((config, ctx) => {
+    if (config.databaseSchema !== undefined && !isPostgres(config.database)) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["databaseSchema"],
+        message: "needs a PostgreSQL database (postgres://… in database)",
+      })
+    }
+    if (config.development?.allowHttpLoopbackUpstream === true) {
+      const issuer = config.upstream === undefined ? null : URL.parse(config.upstream.issuer)
+      if (issuer === null || issuer.protocol !== "http:" || !LOOPBACK_HOSTS.has(issuer.hostname)) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["development", "allowHttpLoopbackUpstream"],
+          message: "is only for an http upstream.issuer on a loopback host (127.0.0.1, [::1] or localhost)",
+        })
+      }
+    }
+  })
 
 /** The configuration (file or object) is invalid; the message names the field of each problem. */
 export class ConfigFileError extends Error {
@@ -189,15 +361,31 @@ const describeIssue = (issue: z.core.$ZodIssue, root: unknown): string => {
  */
 export const parseConfig = (value: unknown, source: string): AppConfig => {
   const parsed = appConfigSchema.safeParse(value)
-  if (!parsed.success) {
-    const problems = parsed.error.issues.map((issue) => describeIssue(issue, value))
+  const issues: Array<z.core.$ZodIssue> = parsed.success ? [] : [...parsed.error.issues]
+  // users may be left out only in proxy mode; checked here so that it is reported along with every other problem.
+  const fields = typeof value === "object" && value !== null && !Array.isArray(value) ? (value as object) : undefined
+  if (fields !== undefined && !("users" in fields) && !("upstream" in fields)) {
+    issues.push({ code: "custom", path: ["users"], message: "is required", input: undefined })
+  }
+  if (issues.length > 0) {
+    // In the order of the fields of the schema, problems of the whole object (unknown fields) last.
+    const order = Object.keys(appConfigSchema.shape)
+    const rank = (issue: z.core.$ZodIssue) => {
+      const i = order.indexOf(String(issue.path[0]))
+      return i < 0 ? order.length : i
+    }
+    const problems = issues.sort((a, b) => rank(a) - rank(b)).map((issue) => describeIssue(issue, value))
     throw new ConfigFileError(`invalid configuration in ${source}:\n  ${problems.join("\n  ")}`)
   }
+  if (!parsed.success) throw new ConfigFileError(`invalid configuration in ${source}`)
   // zod leaves absent optional fields absent, which is what AppConfig's exact optional properties mean.
   return parsed.data as AppConfig
 }
 
-/** Reads and validates a JSON configuration file; relative `dataDir` and `database` are taken from its directory. */
+/**
+ * Reads and validates a JSON configuration file; relative `dataDir` and (SQLite) `database` are taken from its
+ * directory.
+ */
 export const readConfigFile = async (file: string): Promise<AppConfig> => {
   let text: string
   try {
@@ -219,9 +407,14 @@ export const readConfigFile = async (file: string): Promise<AppConfig> => {
   return {
     ...config,
     ...(config.dataDir === undefined ? {} : { dataDir: resolve(base, config.dataDir) }),
-    ...(config.database === undefined ? {} : { database: resolve(base, config.database) }),
+    ...(config.database === undefined || isPostgres(config.database)
+      ? {}
+      : { database: resolve(base, config.database) }),
   }
 }
+
+/** The environment variable holding the session secret, so that it need not sit in the file. */
+export const SESSION_SECRET_VARIABLE = "KEYWAY_SESSION_SECRET"
 
 /** The usage text of the CLI. */
 export const USAGE = `usage: keyway-authorization-server --config <file.json> [options]
@@ -232,10 +425,15 @@ options:
   --host <address>     address to listen on (default ${DEFAULTS.host})
   --issuer <url>       issuer URL (default http://<host>:<port>; http only on a loopback host)
   --data-dir <dir>     data directory; the SQLite database is <dir>/${DEFAULTS.databaseFile} (default ${DEFAULTS.dataDir})
-  --database <file>    SQLite database file (overrides --data-dir)
+  --database <db>      SQLite database file, or a PostgreSQL connection string
+                       (postgres://user@host:port/database; overrides --data-dir)
   -h, --help           show this help
 
-Flags override the file. Relative paths in the file are taken from the file's directory.`
+environment:
+  ${SESSION_SECRET_VARIABLE}   sessionSecret (at least 32 random characters); overrides the file
+  PGPASSWORD              the PostgreSQL password, so that it need not appear in the connection string
+
+Flags and the environment override the file. Relative paths in the file are taken from the file's directory.`
 
 /** What the command line asks for. */
 export type CommandLine =
@@ -259,6 +457,13 @@ const parseIssuer = (raw: string): string => {
     throw new UsageError(`--issuer must be an http(s) URL, got "${raw}"`)
   }
   return raw
+}
+
+const parseDatabase = (raw: string): string => {
+  const problem = databaseProblem(raw)
+  // The value is not repeated: a connection string may hold a password.
+  if (problem !== undefined) throw new UsageError(`--database ${problem}`)
+  return isPostgres(raw) ? raw : resolve(raw)
 }
 
 /** Parses the flags (after the program name). */
@@ -303,24 +508,48 @@ export const parseCommandLine = (argv: ReadonlyArray<string>): CommandLine => {
       ...(host === undefined ? {} : { host }),
       ...(issuer === undefined ? {} : { issuer: parseIssuer(issuer) }),
       ...(dataDir === undefined ? {} : { dataDir: resolve(dataDir) }),
-      ...(database === undefined ? {} : { database: resolve(database) }),
+      ...(database === undefined ? {} : { database: parseDatabase(database) }),
     },
   }
 }
 
 /**
  * The configuration of a command line: the `--config` file with the flags (`--port`, `--host`, `--issuer`,
- * `--data-dir`, `--database`) overriding it. `--data-dir` also drops a `database` set in the file.
+ * `--data-dir`, `--database`) and the environment (`KEYWAY_SESSION_SECRET`) overriding it. `--data-dir` also drops a
+ * `database` set in the file; a flag choosing SQLite drops the file's `databaseSchema`.
  *
  * @throws UsageError for a bad command line (including `--help`, which has no configuration).
- * @throws ConfigFileError for a missing or invalid file.
+ * @throws ConfigFileError for a missing or invalid file, or an unusable `KEYWAY_SESSION_SECRET`.
  */
-export const loadConfig = async (argv: ReadonlyArray<string>): Promise<AppConfig> => {
+export const loadConfig = async (
+  argv: ReadonlyArray<string>,
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): Promise<AppConfig> => {
   const line = parseCommandLine(argv)
   if (line.help) throw new UsageError(USAGE)
+  const secret = env[SESSION_SECRET_VARIABLE]
+  // Checked before the file is read: an empty or short value is a mistake (an unset shell variable), not "none".
+  if (secret !== undefined && secret.length < 32) {
+    throw new ConfigFileError(
+      `invalid configuration: ${SESSION_SECRET_VARIABLE} must be at least 32 random characters (got ${secret.length})`,
+    )
+  }
   const file = await readConfigFile(line.config)
-  const { database: _fileDatabase, ...withoutDatabase } = file
-  // A data directory given on the command line wins over a database path from the file.
-  const base = line.overrides.dataDir !== undefined && line.overrides.database === undefined ? withoutDatabase : file
-  return { ...base, ...line.overrides }
+  const { database: _fileDatabase, databaseSchema: _fileSchema, ...withoutDatabase } = file
+  const { dataDir, database } = line.overrides
+  let base: AppConfig = file
+  if (dataDir !== undefined || database !== undefined) {
+    // Storage chosen on the command line: a data directory wins over a database path from the file, and a schema
+    // only means something on PostgreSQL.
+    base = {
+      ...withoutDatabase,
+      ...(database === undefined ? {} : { database }),
+      ...(file.databaseSchema !== undefined && isPostgres(database) ? { databaseSchema: file.databaseSchema } : {}),
+    }
+  }
+  return {
+    ...base,
+    ...line.overrides,
+    ...(secret === undefined ? {} : { sessionSecret: secret }),
+  }
 }

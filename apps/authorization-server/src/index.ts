@@ -1,6 +1,6 @@
 /**
  * The runnable Keyway authorization server, as a library: `loadConfig` reads the JSON file and the flags,
- * `startAuthorizationServer` runs it (SQLite in a data directory, readable logs).
+ * `startAuthorizationServer` runs it (SQLite in a data directory or PostgreSQL, readable logs).
  *
  * @module
  */
@@ -11,12 +11,17 @@ export {
   type CommandLine,
   ConfigFileError,
   DEFAULTS,
+  type DevelopmentConfig,
   type LifetimesConfig,
   loadConfig,
+  type MaintenanceConfig,
   parseCommandLine,
   parseConfig,
   type ResourceConfig,
   readConfigFile,
+  SESSION_SECRET_VARIABLE,
+  type SigningKeysConfig,
+  type UpstreamConfig,
   USAGE,
   UsageError,
   type UserConfig,

@@ -20,7 +20,7 @@ const main = async (): Promise<void> => {
     process.stdout.write(`${USAGE}\n`)
     return
   }
-  const config = await loadConfig(argv)
+  const config = await loadConfig(argv, process.env)
   // Signals are handled from the start: one arriving while the server starts stops it once it is up.
   let running: RunningAuthorizationServer | undefined
   let stopping = false

@@ -1,13 +1,19 @@
 /**
- * Starts the authorization server of an {@link AppConfig}: SQLite storage in the data directory, passwords hashed at
- * start, a node:http listener, and readable logs.
+ * Starts the authorization server of an {@link AppConfig}: SQLite storage in the data directory (or PostgreSQL),
+ * passwords hashed at start, a node:http listener, and readable logs.
  *
  * @module
  */
 import { mkdir } from "node:fs/promises"
 import { dirname, join, resolve } from "node:path"
-import { createAuthorizationServer, NodeServer, UserAuthenticator } from "@keyway/authorization-server"
+import {
+  type AuthorizationServer,
+  createAuthorizationServer,
+  NodeServer,
+  UserAuthenticator,
+} from "@keyway/authorization-server"
 import { type AppConfig, ConfigFileError, DEFAULTS, parseConfig } from "./config.js"
+import { isPostgres, redactConnectionString } from "./internal/database.js"
 import { defaultLog, type Log, withRequestLog } from "./logging.js"
 
 /** A started server. */
@@ -39,9 +45,28 @@ const databaseFile = async (config: AppConfig): Promise<string> => {
   return file
 }
 
+/** The library's storage option of a configuration, and how the log names it (never with a password). */
+const storageOf = async (
+  config: AppConfig,
+): Promise<{ readonly storage: AuthorizationServer.StorageOption; readonly described: string }> => {
+  if (isPostgres(config.database)) {
+    const schema = config.databaseSchema
+    return {
+      storage: {
+        type: "postgres",
+        connectionString: config.database,
+        ...(schema === undefined ? {} : { schema }),
+      },
+      described: `${redactConnectionString(config.database)}${schema === undefined ? "" : ` (schema ${schema})`}`,
+    }
+  }
+  const file = await databaseFile(config)
+  return { storage: { type: "sqlite", path: file }, described: file }
+}
+
 const users = async (config: AppConfig, log: Log) =>
   Promise.all(
-    config.users.map(async (u) => {
+    (config.users ?? []).map(async (u) => {
       if (u.password !== undefined) {
         log(`user ${JSON.stringify(u.username)} has a clear-text password in the configuration; prefer passwordHash`)
       }
@@ -72,7 +97,7 @@ export const startAuthorizationServer = async (
       `invalid configuration: issuer is required when host (${host}) is not a loopback address; set an https issuer`,
     )
   }
-  const file = await databaseFile(config)
+  const { storage, described } = await storageOf(config)
   const passwords = await users(config, log)
 
   // Listen first: with port 0 the issuer is known only once the port is.
@@ -92,9 +117,18 @@ export const startAuthorizationServer = async (
         ? {}
         : { clientIdMetadataDocuments: config.clientIdMetadataDocuments }),
       ...(config.lifetimes === undefined ? {} : { lifetimes: config.lifetimes }),
+      ...(config.signingKeys === undefined ? {} : { signingKeys: config.signingKeys }),
+      ...(config.maintenance === undefined ? {} : { maintenance: config.maintenance }),
+      ...(config.sessionSecret === undefined ? {} : { sessionSecret: config.sessionSecret }),
+      ...(config.upstream === undefined ? {} : { upstream: config.upstream }),
       registration: config.registration ?? true,
-      development: { allowHttpLoopbackIssuer: issuerUrl.protocol === "http:" && LOOPBACK.has(issuerUrl.hostname) },
-      storage: { type: "sqlite", path: file },
+      development: {
+        allowHttpLoopbackIssuer: issuerUrl.protocol === "http:" && LOOPBACK.has(issuerUrl.hostname),
+        ...(config.development?.allowHttpLoopbackUpstream === undefined
+          ? {}
+          : { allowHttpLoopbackUpstream: config.development.allowHttpLoopbackUpstream }),
+      },
+      storage,
       warn: (message) => log(message.replace(/^\[keyway\] /, "warning: ")),
     })
   } catch (e) {
@@ -111,10 +145,11 @@ export const startAuthorizationServer = async (
     throw e
   }
   handler = withRequestLog(server.handler, issuer, log)
-  log(`database ${file}`)
+  log(`database ${described}`)
   log(
     `listening on ${http.url}, issuer ${server.issuer}; resources ${config.resources.map((r) => r.uri).join(", ")}; ` +
-      `dynamic registration ${config.registration === false ? "off" : "on"}`,
+      `dynamic registration ${config.registration === false ? "off" : "on"}` +
+      (config.upstream === undefined ? "" : `; users sign in at the upstream ${config.upstream.issuer}`),
   )
   let closing: Promise<void> | undefined
   return {

@@ -26,8 +26,11 @@ interface Child {
   readonly exit: Promise<number | null>
 }
 
-const run = (args: ReadonlyArray<string>): Child => {
-  const child = spawn(process.execPath, [main, ...args], { stdio: ["ignore", "pipe", "pipe"] })
+const run = (args: ReadonlyArray<string>, env: Record<string, string> = {}): Child => {
+  const child = spawn(process.execPath, [main, ...args], {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, ...env },
+  })
   const state: Child = {
     process: child,
     stdout: "",
@@ -136,6 +139,20 @@ describe("keyway-authorization-server", () => {
     expect(await child.exit).toBe(2)
     expect(child.stderr).toBe(
       `keyway-authorization-server: invalid configuration in ${file}:\n  users[0]: needs exactly one of password and passwordHash\n`,
+    )
+  })
+
+  it("reads KEYWAY_SESSION_SECRET: exits with 2 when it is too short, without showing it", async () => {
+    const file = await configFile({
+      users: [{ username: "alice", password: PASSWORD }],
+      resources: [{ uri: RESOURCE, scopes: SCOPES }],
+    })
+    const child = run(["--config", file, "--port", "0", "--data-dir", await dir()], {
+      KEYWAY_SESSION_SECRET: "too-short-secret",
+    })
+    expect(await child.exit).toBe(2)
+    expect(child.stderr).toBe(
+      "keyway-authorization-server: invalid configuration: KEYWAY_SESSION_SECRET must be at least 32 random characters (got 16)\n",
     )
   })
 

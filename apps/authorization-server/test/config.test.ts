@@ -98,13 +98,222 @@ describe("parseConfig", () => {
   ])("refuses %s, naming the field", (_name, value, message) => {
     expect(problems(value)).toBe(`invalid configuration in test.json:\n  ${message}`)
   })
+
+  it("lists several problems in the order of the fields, unknown fields last", () => {
+    expect(problems({ prot: 80, resources: [], sessionSecret: "short" })).toBe(
+      "invalid configuration in test.json:\n  users: is required\n  resources: must name at least one MCP server\n" +
+        '  sessionSecret: must be at least 32 random characters\n  unknown field "prot"',
+    )
+  })
+})
+
+const SECRET = "0123456789abcdef0123456789abcdef"
+const UPSTREAM = { issuer: "https://idp.example.com", clientId: "keyway" }
+
+describe("parseConfig: operational options", () => {
+  it("accepts every operational option as is", () => {
+    const full: AppConfig = {
+      ...minimal,
+      database: "postgresql://keyway:pw@db.internal:5432/keyway",
+      databaseSchema: "keyway_prod",
+      signingKeys: { rotateEvery: 86400, publishAhead: 900, checkEvery: 0.5, clockSkew: 30 },
+      maintenance: { purgeEvery: 120.5 },
+      sessionSecret: SECRET,
+      upstream: {
+        ...UPSTREAM,
+        clientSecret: SECRET,
+        scope: "openid profile",
+        resource: "https://api.example.com",
+        subjectFrom: "id_token",
+        name: "Example SSO",
+        timeoutMs: 5000,
+        consentSeconds: 3600,
+      },
+      lifetimes: { accessToken: 600, refreshToken: 86400, authorizationCode: 30, session: 3600 },
+    }
+    expect(parseConfig(full, "test.json")).toEqual(full)
+  })
+
+  it("accepts false for rotateEvery and purgeEvery, and a publishAhead longer than the default only without rotation", () => {
+    const off = {
+      ...minimal,
+      signingKeys: { rotateEvery: false, publishAhead: 9_999_999 },
+      maintenance: { purgeEvery: false },
+    }
+    expect(parseConfig(off, "test.json")).toEqual(off)
+  })
+
+  it("needs no users in proxy mode", () => {
+    const proxy = { resources: minimal.resources, upstream: UPSTREAM }
+    expect(parseConfig(proxy, "test.json")).toEqual(proxy)
+  })
+
+  it("accepts development.allowHttpLoopbackUpstream for an http loopback upstream", () => {
+    for (const issuer of ["http://127.0.0.1:9300", "http://localhost:9300/idp", "http://[::1]:9300"]) {
+      const config = { ...minimal, upstream: { ...UPSTREAM, issuer }, development: { allowHttpLoopbackUpstream: true } }
+      expect(parseConfig(config, "test.json")).toEqual(config)
+    }
+  })
+
+  const loopbackOnly =
+    "development.allowHttpLoopbackUpstream: is only for an http upstream.issuer on a loopback host (127.0.0.1, [::1] or localhost)"
+
+  it.each([
+    [
+      "a URL database of another scheme",
+      { ...minimal, database: "mysql://keyway@db/keyway" },
+      "database: must be a SQLite file path or a PostgreSQL connection string (postgres:// or postgresql://)",
+    ],
+    [
+      "a PostgreSQL connection string that is not a URL",
+      { ...minimal, database: "postgres://keyway:pw@[db/keyway" },
+      "database: is not a valid PostgreSQL connection string (postgres://user:password@host:port/database)",
+    ],
+    [
+      "databaseSchema with SQLite",
+      { ...minimal, database: "keyway.db", databaseSchema: "keyway" },
+      "databaseSchema: needs a PostgreSQL database (postgres://… in database)",
+    ],
+    [
+      "databaseSchema without a database",
+      { ...minimal, databaseSchema: "keyway" },
+      "databaseSchema: needs a PostgreSQL database (postgres://… in database)",
+    ],
+    [
+      "a databaseSchema over 63 bytes",
+      { ...minimal, database: "postgres://db/keyway", databaseSchema: "s".repeat(64) },
+      "databaseSchema: must be at most 63 bytes long",
+    ],
+    [
+      "an empty databaseSchema",
+      { ...minimal, database: "postgres://db/keyway", databaseSchema: "" },
+      "databaseSchema: must not be empty",
+    ],
+    [
+      "rotateEvery as a word",
+      { ...minimal, signingKeys: { rotateEvery: "monthly" } },
+      "signingKeys.rotateEvery: must be a number of seconds or false",
+    ],
+    [
+      "rotateEvery true",
+      { ...minimal, signingKeys: { rotateEvery: true } },
+      "signingKeys.rotateEvery: must be a number of seconds or false",
+    ],
+    ["rotateEvery 0", { ...minimal, signingKeys: { rotateEvery: 0 } }, "signingKeys.rotateEvery: must be positive"],
+    [
+      "a fractional rotateEvery",
+      { ...minimal, signingKeys: { rotateEvery: 3600.5 } },
+      "signingKeys.rotateEvery: must be a whole number",
+    ],
+    [
+      "a negative publishAhead",
+      { ...minimal, signingKeys: { publishAhead: -1 } },
+      "signingKeys.publishAhead: must not be negative",
+    ],
+    [
+      "publishAhead not shorter than rotateEvery",
+      { ...minimal, signingKeys: { rotateEvery: 600, publishAhead: 600 } },
+      "signingKeys.publishAhead: must be shorter than rotateEvery (600 s)",
+    ],
+    [
+      "publishAhead not shorter than the default rotateEvery",
+      { ...minimal, signingKeys: { publishAhead: 2_592_000 } },
+      "signingKeys.publishAhead: must be shorter than rotateEvery (2592000 s)",
+    ],
+    ["checkEvery 0", { ...minimal, signingKeys: { checkEvery: 0 } }, "signingKeys.checkEvery: must be positive"],
+    [
+      "checkEvery false",
+      { ...minimal, signingKeys: { checkEvery: false } },
+      "signingKeys.checkEvery: must be a number",
+    ],
+    [
+      "a fractional clockSkew",
+      { ...minimal, signingKeys: { clockSkew: 1.5 } },
+      "signingKeys.clockSkew: must be a whole number",
+    ],
+    [
+      "an unknown signingKeys field",
+      { ...minimal, signingKeys: { rotate: 3600 } },
+      'signingKeys: unknown field "rotate"',
+    ],
+    [
+      "purgeEvery as a word",
+      { ...minimal, maintenance: { purgeEvery: "hourly" } },
+      "maintenance.purgeEvery: must be a number of seconds or false",
+    ],
+    ["purgeEvery 0", { ...minimal, maintenance: { purgeEvery: 0 } }, "maintenance.purgeEvery: must be positive"],
+    ["an unknown maintenance field", { ...minimal, maintenance: { purge: 60 } }, 'maintenance: unknown field "purge"'],
+    [
+      "a sessionSecret under 32 characters",
+      { ...minimal, sessionSecret: SECRET.slice(1) },
+      "sessionSecret: must be at least 32 random characters",
+    ],
+    ["a sessionSecret not a string", { ...minimal, sessionSecret: 42 }, "sessionSecret: must be a string"],
+    [
+      "upstream without clientId",
+      { ...minimal, upstream: { issuer: "https://idp.example.com" } },
+      "upstream.clientId: is required",
+    ],
+    ["upstream not an object", { ...minimal, upstream: "https://idp.example.com" }, "upstream: must be an object"],
+    [
+      "an empty upstream.issuer",
+      { ...minimal, upstream: { ...UPSTREAM, issuer: "" } },
+      "upstream.issuer: must not be empty",
+    ],
+    [
+      "a subjectFrom that is not one of the string forms",
+      { ...minimal, upstream: { ...UPSTREAM, subjectFrom: "userinfo" } },
+      "upstream.subjectFrom: must be id_token or access_token",
+    ],
+    [
+      "a fractional upstream.timeoutMs",
+      { ...minimal, upstream: { ...UPSTREAM, timeoutMs: 0.5 } },
+      "upstream.timeoutMs: must be a whole number",
+    ],
+    [
+      "an unknown upstream field",
+      { ...minimal, upstream: { ...UPSTREAM, client_id: "x" } },
+      'upstream: unknown field "client_id"',
+    ],
+    [
+      "allowHttpLoopbackUpstream without upstream",
+      { ...minimal, development: { allowHttpLoopbackUpstream: true } },
+      loopbackOnly,
+    ],
+    [
+      "allowHttpLoopbackUpstream for an https upstream",
+      { ...minimal, upstream: UPSTREAM, development: { allowHttpLoopbackUpstream: true } },
+      loopbackOnly,
+    ],
+    [
+      "allowHttpLoopbackUpstream for an http upstream that is not loopback",
+      {
+        ...minimal,
+        upstream: { ...UPSTREAM, issuer: "http://idp.internal:8080" },
+        development: { allowHttpLoopbackUpstream: true },
+      },
+      loopbackOnly,
+    ],
+    [
+      "allowHttpLoopbackUpstream not a boolean",
+      { ...minimal, development: { allowHttpLoopbackUpstream: "yes" } },
+      "development.allowHttpLoopbackUpstream: must be true or false",
+    ],
+    [
+      "development.allowHttpLoopbackIssuer (the issuer decides it)",
+      { ...minimal, development: { allowHttpLoopbackIssuer: true } },
+      'development: unknown field "allowHttpLoopbackIssuer"',
+    ],
+  ])("refuses %s, naming the field", (_name, value, message) => {
+    expect(problems(value)).toBe(`invalid configuration in test.json:\n  ${message}`)
+  })
 })
 
 describe("readConfigFile", () => {
   it("accepts the example configuration", async () => {
     const file = fileURLToPath(new URL("../keyway.example.json", import.meta.url))
     const config = await readConfigFile(file)
-    expect(config.users.map((u) => u.username)).toEqual(["alice"])
+    expect(config.users?.map((u) => u.username)).toEqual(["alice"])
     expect(config.resources.map((r) => Object.keys(r.scopes))).toEqual([["notes:read", "notes:write"]])
     expect(config.dataDir).toBe(join(dirname(file), ".keyway-data"))
   })
@@ -158,6 +367,28 @@ describe("parseCommandLine", () => {
     [["--config", "c.json", "--issuer", "ftp://x"], '--issuer must be an http(s) URL, got "ftp://x"'],
   ])("refuses %j", (argv, message) => {
     expect(() => parseCommandLine(argv)).toThrow(new UsageError(message))
+  })
+
+  it("keeps a PostgreSQL --database as given and resolves a SQLite one from the current directory", () => {
+    const url = "postgresql://keyway:pw@db.internal:5432/keyway?sslmode=require"
+    expect(parseCommandLine(["--config", "c.json", "--database", url])).toEqual({
+      help: false,
+      config: "c.json",
+      overrides: { database: url },
+    })
+    expect(parseCommandLine(["--config", "c.json", "--database", "as.db"])).toEqual({
+      help: false,
+      config: "c.json",
+      overrides: { database: join(process.cwd(), "as.db") },
+    })
+  })
+
+  it("refuses a --database URL of another scheme without repeating it (it may hold a password)", () => {
+    expect(() => parseCommandLine(["--config", "c.json", "--database", "mysql://u:hunter2@db/x"])).toThrow(
+      new UsageError(
+        "--database must be a SQLite file path or a PostgreSQL connection string (postgres:// or postgresql://)",
+      ),
+    )
   })
 
   it("--help wins over everything else", () => {
@@ -218,7 +449,92 @@ describe("loadConfig", () => {
   })
 })
 
+describe("loadConfig: PostgreSQL and the session secret", () => {
+  const write = async (config: object) => {
+    const d = await dir()
+    const file = join(d, "keyway.json")
+    await writeFile(file, JSON.stringify(config))
+    return { d, file }
+  }
+  const PG = "postgres://keyway@127.0.0.1:5432/keyway"
+
+  it("keeps a PostgreSQL database from the file as given (not a path)", async () => {
+    const { file } = await write({ ...minimal, database: PG, databaseSchema: "tenant" })
+    expect(await loadConfig(["--config", file], {})).toEqual({ ...minimal, database: PG, databaseSchema: "tenant" })
+  })
+
+  it("a flag choosing SQLite drops the file's databaseSchema; --database postgres://… keeps it", async () => {
+    const { file } = await write({ ...minimal, database: PG, databaseSchema: "tenant" })
+    const other = await dir()
+    expect(await loadConfig(["--config", file, "--data-dir", other], {})).toEqual({ ...minimal, dataDir: other })
+    expect(await loadConfig(["--config", file, "--database", join(other, "x.db")], {})).toEqual({
+      ...minimal,
+      database: join(other, "x.db"),
+    })
+    const elsewhere = "postgresql://keyway@db.internal/keyway"
+    expect(await loadConfig(["--config", file, "--database", elsewhere], {})).toEqual({
+      ...minimal,
+      database: elsewhere,
+      databaseSchema: "tenant",
+    })
+  })
+
+  it("takes the session secret from KEYWAY_SESSION_SECRET over the file's", async () => {
+    const fromFile = "f".repeat(32)
+    const fromEnv = "e".repeat(40)
+    const { file } = await write({ ...minimal, sessionSecret: fromFile })
+    expect(await loadConfig(["--config", file], {})).toEqual({ ...minimal, sessionSecret: fromFile })
+    expect(await loadConfig(["--config", file], { KEYWAY_SESSION_SECRET: fromEnv })).toEqual({
+      ...minimal,
+      sessionSecret: fromEnv,
+    })
+    const { file: without } = await write(minimal)
+    expect(await loadConfig(["--config", without], { KEYWAY_SESSION_SECRET: fromEnv })).toEqual({
+      ...minimal,
+      sessionSecret: fromEnv,
+    })
+  })
+
+  it.each([
+    ["empty", "", 0],
+    ["short", "s".repeat(31), 31],
+  ])("refuses a KEYWAY_SESSION_SECRET that is %s, without showing it", async (_name, value, length) => {
+    const { file } = await write(minimal)
+    await expect(loadConfig(["--config", file], { KEYWAY_SESSION_SECRET: value })).rejects.toThrow(
+      new ConfigFileError(
+        `invalid configuration: KEYWAY_SESSION_SECRET must be at least 32 random characters (got ${length})`,
+      ),
+    )
+  })
+})
+
 describe("startAuthorizationServer refuses", () => {
+  it("an http upstream without development.allowHttpLoopbackUpstream, with the library's reason", async () => {
+    await expect(
+      startAuthorizationServer(
+        { ...minimal, port: 0, dataDir: await dir(), upstream: { ...UPSTREAM, issuer: "http://127.0.0.1:9300" } },
+        { log: () => undefined },
+      ),
+    ).rejects.toThrow(
+      new ConfigFileError(
+        "invalid configuration: upstream.issuer must use https (http only on a loopback host with development.allowHttpLoopbackUpstream)",
+      ),
+    )
+  })
+
+  it("an upstream whose subject has no source, with the library's reason", async () => {
+    await expect(
+      startAuthorizationServer(
+        { ...minimal, port: 0, dataDir: await dir(), upstream: UPSTREAM },
+        { log: () => undefined },
+      ),
+    ).rejects.toThrow(
+      new ConfigFileError(
+        'invalid configuration: upstream.subjectFrom "access_token" needs upstream.resource (the audience of the upstream access token); or set "openid" in upstream.scope, or give a function',
+      ),
+    )
+  })
+
   it("an object that is not a valid configuration", async () => {
     await expect(startAuthorizationServer({ ...minimal, port: -5 }, { log: () => undefined })).rejects.toThrow(
       new ConfigFileError("invalid configuration in the configuration:\n  port: must be from 0 to 65535"),

@@ -1,9 +1,21 @@
 import { stat } from "node:fs/promises"
 import { join } from "node:path"
+import { DatabaseSync } from "node:sqlite"
 import { UserAuthenticator } from "@keyway/authorization-server"
 import { afterEach, describe, expect, it } from "vitest"
 import { type AppConfig, type RunningAuthorizationServer, startAuthorizationServer } from "../src/index.js"
-import { codeFlow, PASSWORD, REDIRECT_URI, RESOURCE, refresh, registerClient, SCOPES, tempDir } from "./support/flow.js"
+import {
+  codeFlow,
+  eventually,
+  login,
+  PASSWORD,
+  REDIRECT_URI,
+  RESOURCE,
+  refresh,
+  registerClient,
+  SCOPES,
+  tempDir,
+} from "./support/flow.js"
 
 const cleanups: Array<() => Promise<void>> = []
 afterEach(async () => {
@@ -223,5 +235,67 @@ describe("logs of refusals", () => {
     expect(unknown.status).toBe(400)
     expect(log).toContain('authorization request rejected on the error page (client "nobody")')
     expect(log.join("\n")).not.toContain("secret-state")
+  })
+})
+
+describe("operational options reach the library", () => {
+  const keyCount = async (issuer: string) =>
+    ((await (await fetch(`${issuer}/jwks`)).json()) as { keys: ReadonlyArray<unknown> }).keys.length
+
+  it("signingKeys: a short rotateEvery publishes a second key while the server runs", async () => {
+    const as = await start({ ...base(await dir()), signingKeys: { rotateEvery: 1, publishAhead: 0, checkEvery: 0.05 } })
+    expect(await keyCount(as.issuer)).toBe(1)
+    await eventually(async () => (await keyCount(as.issuer)) === 2, "a second signing key")
+  })
+
+  it("maintenance: a short purgeEvery deletes a record that expired while the server runs", async () => {
+    const dataDir = await dir()
+    await start({ ...base(dataDir), maintenance: { purgeEvery: 0.05 } })
+    const revokedIds = () => {
+      const db = new DatabaseSync(join(dataDir, "keyway.db"))
+      try {
+        db.exec("PRAGMA busy_timeout = 5000")
+        return Number((db.prepare("SELECT count(*) AS n FROM revoked_access_tokens").get() as { n: number }).n)
+      } finally {
+        db.close()
+      }
+    }
+    // Written from outside, as another instance sharing the file would. It expires a second from now, so the purge
+    // round run at start cannot be what deletes it: only a later round, which the default (300 s) would not reach.
+    const db = new DatabaseSync(join(dataDir, "keyway.db"))
+    db.exec("PRAGMA busy_timeout = 5000")
+    db.prepare("INSERT INTO revoked_access_tokens (jti, expires_at) VALUES (?, ?)").run(
+      "soon-expired-jti",
+      Math.floor(Date.now() / 1000) + 1,
+    )
+    db.close()
+    expect(revokedIds()).toBe(1)
+    await eventually(() => revokedIds() === 0, "the expired record purged")
+  })
+
+  it("sessionSecret: a login session outlives a restart with the same secret, and not without one", async () => {
+    const dataDir = await dir()
+    const sessionSecret = "an-app-test-secret-of-32-characters-or-more"
+    const first = await startAuthorizationServer({ ...base(dataDir), sessionSecret }, { log: () => undefined })
+    const clientId = await registerClient(first.issuer)
+    const { cookie, consentUrl } = await login(first.issuer, clientId)
+    const port = first.port
+    await first.close()
+    const page = async (config: AppConfig) => {
+      const as = await startAuthorizationServer({ ...config, port }, { log: () => undefined })
+      try {
+        const response = await fetch(consentUrl, { headers: { cookie }, redirect: "manual" })
+        expect(response.status).toBe(200)
+        return await response.text()
+      } finally {
+        await as.close()
+      }
+    }
+    const same = await page({ ...base(dataDir), sessionSecret })
+    expect(same).toContain('name="decision"')
+    expect(same).not.toContain('name="password"')
+    const none = await page(base(dataDir))
+    expect(none).toContain('name="password"')
+    expect(none).not.toContain('name="decision"')
   })
 })

@@ -1,4 +1,5 @@
 import { mkdtemp, rm } from "node:fs/promises"
+import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Pkce } from "@keyway/core"
@@ -139,3 +140,57 @@ export const refresh = (issuer: string, clientId: string, refreshToken: string) 
     headers: { "content-type": "application/x-www-form-urlencoded" },
     body: new URLSearchParams({ grant_type: "refresh_token", refresh_token: refreshToken, client_id: clientId }),
   })
+
+/** A port that was free a moment ago, for a server whose URL must be known before it starts. */
+export const freePort = (): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address()
+      server.close(() => resolve(typeof address === "object" && address !== null ? address.port : 0))
+    })
+  })
+
+/** Waits until `condition` holds (background jobs run on their own schedule); fails after `limitMs`. */
+export const eventually = async (condition: () => boolean | Promise<boolean>, what: string, limitMs = 15_000) => {
+  const deadline = Date.now() + limitMs
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`never happened: ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 25))
+  }
+}
+
+/**
+ * The first half of the code flow: the login page and a successful login. Returns the session cookie and the
+ * consent page URL the login redirects to.
+ */
+export const login = async (issuer: string, clientId: string): Promise<{ cookie: string; consentUrl: string }> => {
+  const pkce = await Pkce.generate()
+  const url = new URL(`${issuer}/authorize`)
+  for (const [k, v] of Object.entries({
+    response_type: "code",
+    client_id: clientId,
+    redirect_uri: REDIRECT_URI,
+    code_challenge: pkce.challenge,
+    code_challenge_method: "S256",
+    resource: RESOURCE,
+    scope: "notes:read",
+    state: "state-1",
+  }))
+    url.searchParams.set(k, v)
+  const page = await fetch(url, { redirect: "manual" })
+  if (page.status !== 200) throw new Error(`authorize answered ${page.status}`)
+  const cookie = cookieOf(page, "")
+  const response = await post(`${issuer}/authorize/login`, cookie, {
+    csrf_token: csrfOf(await page.text()),
+    request: url.search.slice(1),
+    username: "alice",
+    password: PASSWORD,
+  })
+  if (response.status !== 303) throw new Error(`login answered ${response.status}`)
+  return {
+    cookie: cookieOf(response, cookie),
+    consentUrl: new URL(response.headers.get("location") ?? "", issuer).href,
+  }
+}
