@@ -1,71 +1,21 @@
-import { type ChildProcess, spawn } from "node:child_process"
 import { writeFile } from "node:fs/promises"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { afterEach, describe, expect, it } from "vitest"
+import { type CliProcess, spawnCli, waitForStderr } from "@keyway/testing"
+import { describe, expect, it } from "vitest"
 import { USAGE } from "../src/index.js"
-import { PASSWORD, RESOURCE, SCOPES, tempDir } from "./support/flow.js"
+import { testCleanups } from "./support/cleanup.js"
+import { PASSWORD, RESOURCE, SCOPES } from "./support/flow.js"
 
 const main = fileURLToPath(new URL("../dist/main.js", import.meta.url))
 
-const cleanups: Array<() => Promise<void>> = []
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()?.()
-})
+const { defer, dir } = testCleanups()
 
-const dir = async () => {
-  const d = await tempDir()
-  cleanups.push(d.remove)
-  return d.path
+const run = (args: ReadonlyArray<string>, env: Record<string, string> = {}): CliProcess => {
+  const child = spawnCli(main, args, env)
+  defer(child.kill)
+  return child
 }
-
-interface Child {
-  readonly process: ChildProcess
-  stdout: string
-  stderr: string
-  readonly exit: Promise<number | null>
-}
-
-const run = (args: ReadonlyArray<string>, env: Record<string, string> = {}): Child => {
-  const child = spawn(process.execPath, [main, ...args], {
-    stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, ...env },
-  })
-  const state: Child = {
-    process: child,
-    stdout: "",
-    stderr: "",
-    exit: new Promise((resolve) => child.on("close", (code) => resolve(code))),
-  }
-  child.stdout?.on("data", (chunk: Buffer) => {
-    state.stdout += chunk.toString()
-  })
-  child.stderr?.on("data", (chunk: Buffer) => {
-    state.stderr += chunk.toString()
-  })
-  cleanups.push(async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill("SIGKILL")
-      await state.exit
-    }
-  })
-  return state
-}
-
-/** Resolves with the first stderr match of `pattern`; rejects if the process exits before. */
-const waitFor = (child: Child, pattern: RegExp): Promise<RegExpExecArray> =>
-  new Promise((resolve, reject) => {
-    const check = () => {
-      const match = pattern.exec(child.stderr)
-      if (match !== null) {
-        child.process.stderr?.off("data", check)
-        resolve(match)
-      }
-    }
-    child.process.stderr?.on("data", check)
-    child.exit.then((code) => reject(new Error(`exited with ${code} before ${pattern}: ${child.stderr}`)))
-    check()
-  })
 
 const configFile = async (config: object): Promise<string> => {
   const file = join(await dir(), "keyway.json")
@@ -82,13 +32,13 @@ describe("keyway-authorization-server", () => {
       resources: [{ uri: RESOURCE, scopes: SCOPES }],
     })
     const child = run(["--config", file, "--port", "0", "--data-dir", dataDir])
-    const [, url, issuer] = await waitFor(child, /listening on (\S+), issuer (\S+);/)
+    const [, url, issuer] = await waitForStderr(child, /listening on (\S+), issuer (\S+);/)
     expect(issuer).toBe(url)
     const metadata = (await (await fetch(`${issuer}/.well-known/oauth-authorization-server`)).json()) as {
       issuer: string
     }
     expect(metadata.issuer).toBe(issuer)
-    await waitFor(child, /GET \/\.well-known\/oauth-authorization-server 200 \d+ms\n/)
+    await waitForStderr(child, /GET \/\.well-known\/oauth-authorization-server 200 \d+ms\n/)
     child.process.kill("SIGTERM")
     expect(await child.exit).toBe(0)
     const lines = child.stderr.trimEnd().split("\n")
@@ -115,7 +65,7 @@ describe("keyway-authorization-server", () => {
       resources: [{ uri: RESOURCE, scopes: SCOPES }],
     })
     const child = run(["--config", file, "--port", "0", "--data-dir", await dir()])
-    await waitFor(child, /listening on /)
+    await waitForStderr(child, /listening on /)
     child.process.kill("SIGINT")
     expect(await child.exit).toBe(0)
     expect(child.stderr).toMatch(/SIGINT received, stopping\n.* stopped\n$/)
@@ -162,7 +112,7 @@ describe("keyway-authorization-server", () => {
       resources: [{ uri: RESOURCE, scopes: SCOPES }],
     })
     const first = run(["--config", file, "--port", "0", "--data-dir", await dir()])
-    const [, port] = await waitFor(first, /listening on http:\/\/127\.0\.0\.1:(\d+),/)
+    const [, port] = await waitForStderr(first, /listening on http:\/\/127\.0\.0\.1:(\d+),/)
     const second = run(["--config", file, "--port", port ?? "", "--data-dir", await dir()])
     expect(await second.exit).toBe(1)
     expect(second.stderr).toMatch(

@@ -1,7 +1,7 @@
 import { writeFile } from "node:fs/promises"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { afterEach, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import {
   type AppConfig,
   ConfigFileError,
@@ -13,18 +13,10 @@ import {
   USAGE,
   UsageError,
 } from "../src/index.js"
-import { RESOURCE, SCOPES, tempDir } from "./support/flow.js"
+import { testCleanups } from "./support/cleanup.js"
+import { RESOURCE, SCOPES } from "./support/flow.js"
 
-const cleanups: Array<() => Promise<void>> = []
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()?.()
-})
-
-const dir = async () => {
-  const d = await tempDir()
-  cleanups.push(d.remove)
-  return d.path
-}
+const { dir } = testCleanups()
 
 const minimal = {
   users: [{ username: "alice", password: "pw" }],

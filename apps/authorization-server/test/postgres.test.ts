@@ -1,9 +1,10 @@
 import { writeFile } from "node:fs/promises"
 import { join } from "node:path"
 import { type PostgresServer, startPostgres } from "@keyway/testing"
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type AppConfig, loadConfig, type RunningAuthorizationServer, startAuthorizationServer } from "../src/index.js"
-import { codeFlow, PASSWORD, RESOURCE, registerClient, SCOPES, tempDir } from "./support/flow.js"
+import { testCleanups } from "./support/cleanup.js"
+import { codeFlow, PASSWORD, RESOURCE, registerClient, SCOPES } from "./support/flow.js"
 
 let postgres: PostgresServer
 beforeAll(async () => {
@@ -11,10 +12,7 @@ beforeAll(async () => {
 }, 300_000)
 afterAll(() => postgres?.stop())
 
-const cleanups: Array<() => Promise<void>> = []
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()?.()
-})
+const { defer, dir } = testCleanups()
 
 /** The test server trusts every local connection: the password is accepted and ignored, as a real one would check it. */
 const PG_PASSWORD = "pg-s3cret-never-logged"
@@ -36,7 +34,7 @@ const base = (database: string): AppConfig => ({
 
 const start = async (config: AppConfig, log: Array<string> = []): Promise<RunningAuthorizationServer> => {
   const running = await startAuthorizationServer(config, { log: (line) => log.push(line) })
-  cleanups.push(running.close)
+  defer(running.close)
   return running
 }
 
@@ -81,9 +79,7 @@ describe("PostgreSQL storage", () => {
   })
 
   it("--database takes a connection string over the file's SQLite path", async () => {
-    const d = await tempDir()
-    cleanups.push(d.remove)
-    const file = join(d.path, "keyway.json")
+    const file = join(await dir(), "keyway.json")
     await writeFile(file, JSON.stringify({ ...base("keyway.db"), port: 9 }))
     const database = freshDatabase()
     const config = await loadConfig(["--config", file, "--port", "0", "--database", database], {})

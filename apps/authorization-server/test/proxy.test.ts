@@ -1,21 +1,14 @@
 import { Pkce } from "@keyway/core"
-import { afterEach, describe, expect, it } from "vitest"
+import { freePort } from "@keyway/testing"
+import { describe, expect, it } from "vitest"
 import { type RunningAuthorizationServer, startAuthorizationServer } from "../src/index.js"
-import { freePort, PASSWORD, REDIRECT_URI, RESOURCE, registerClient, SCOPES, tempDir } from "./support/flow.js"
+import { testCleanups } from "./support/cleanup.js"
+import { PASSWORD, REDIRECT_URI, RESOURCE, registerClient, SCOPES } from "./support/flow.js"
 
-const cleanups: Array<() => Promise<void>> = []
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()?.()
-})
-
-const dir = async () => {
-  const d = await tempDir()
-  cleanups.push(d.remove)
-  return d.path
-}
+const { defer, dir } = testCleanups()
 
 const running = (server: RunningAuthorizationServer) => {
-  cleanups.push(server.close)
+  defer(server.close)
   return server
 }
 

@@ -2,8 +2,9 @@ import { stat } from "node:fs/promises"
 import { join } from "node:path"
 import { DatabaseSync } from "node:sqlite"
 import { UserAuthenticator } from "@keyway/authorization-server"
-import { afterEach, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { type AppConfig, type RunningAuthorizationServer, startAuthorizationServer } from "../src/index.js"
+import { testCleanups } from "./support/cleanup.js"
 import {
   codeFlow,
   eventually,
@@ -14,19 +15,9 @@ import {
   refresh,
   registerClient,
   SCOPES,
-  tempDir,
 } from "./support/flow.js"
 
-const cleanups: Array<() => Promise<void>> = []
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()?.()
-})
-
-const dir = async () => {
-  const d = await tempDir()
-  cleanups.push(d.remove)
-  return d.path
-}
+const { defer, dir } = testCleanups()
 
 const base = (dataDir: string): AppConfig => ({
   port: 0,
@@ -37,7 +28,7 @@ const base = (dataDir: string): AppConfig => ({
 
 const start = async (config: AppConfig, log: Array<string> = []): Promise<RunningAuthorizationServer> => {
   const running = await startAuthorizationServer(config, { log: (line) => log.push(line) })
-  cleanups.push(running.close)
+  defer(running.close)
   return running
 }
 

@@ -6,12 +6,12 @@
  */
 import { randomBytes } from "node:crypto"
 import { mkdtemp, rm } from "node:fs/promises"
-import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { startAuthorizationServer } from "@keyway/app-authorization-server"
 import { NOTE_SCOPES, startMcpServer } from "@keyway/app-mcp-server"
 import { UserAuthenticator } from "@keyway/authorization-server"
+import { freePort } from "@keyway/testing"
 
 /** The user who signs in on the login page. */
 export interface DemoUser {
@@ -52,6 +52,9 @@ export interface StackOptions {
   readonly password?: string
 }
 
+/** Re-exported for the demo's users: a loopback port that was free a moment ago. */
+export { freePort }
+
 /** The confidential client every stack pre-registers (`client_secret_basic`). */
 export const CONFIDENTIAL_CLIENT_ID = "demo-confidential"
 /** The public client every stack pre-registers (PKCE only, no secret). */
@@ -60,18 +63,6 @@ export const PUBLIC_CLIENT_ID = "demo-public"
 export const DEMO_USERNAME = "alice"
 /** Loopback redirect without a port: any port matches (RFC 8252 §7.3). */
 export const LOOPBACK_REDIRECT = "http://127.0.0.1/callback"
-
-/** A free TCP port on 127.0.0.1 (bound, read, released). */
-export const freePort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      const port = typeof address === "object" && address !== null ? address.port : 0
-      server.close(() => resolve(port))
-    })
-  })
 
 /**
  * Starts the authorization server, then the MCP server. Both need each other's URL, so the ports are chosen first;

@@ -1,5 +1,5 @@
-import { type ChildProcess, spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
+import { type CliProcess, spawnCli, waitForStderr } from "@keyway/testing"
 import { afterEach, describe, expect, it } from "vitest"
 
 const main = fileURLToPath(new URL("../dist/main.js", import.meta.url))
@@ -9,56 +9,18 @@ afterEach(async () => {
   while (cleanups.length > 0) await cleanups.pop()?.()
 })
 
-interface Child {
-  readonly process: ChildProcess
-  stdout: string
-  stderr: string
-  readonly exit: Promise<number | null>
+const run = (args: ReadonlyArray<string>): CliProcess => {
+  const child = spawnCli(main, args)
+  cleanups.push(child.kill)
+  return child
 }
-
-const run = (args: ReadonlyArray<string>): Child => {
-  const child = spawn(process.execPath, [main, ...args], { stdio: ["ignore", "pipe", "pipe"] })
-  const state: Child = {
-    process: child,
-    stdout: "",
-    stderr: "",
-    exit: new Promise((resolve) => child.on("close", (code) => resolve(code))),
-  }
-  child.stdout?.on("data", (chunk: Buffer) => {
-    state.stdout += chunk.toString()
-  })
-  child.stderr?.on("data", (chunk: Buffer) => {
-    state.stderr += chunk.toString()
-  })
-  cleanups.push(async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill("SIGKILL")
-      await state.exit
-    }
-  })
-  return state
-}
-
-const waitFor = (child: Child, pattern: RegExp): Promise<RegExpExecArray> =>
-  new Promise((resolve, reject) => {
-    const check = () => {
-      const match = pattern.exec(child.stderr)
-      if (match !== null) {
-        child.process.stderr?.off("data", check)
-        resolve(match)
-      }
-    }
-    child.process.stderr?.on("data", check)
-    child.exit.then((code) => reject(new Error(`exited with ${code} before ${pattern}: ${child.stderr}`)))
-    check()
-  })
 
 const ISSUER = "http://127.0.0.1:9"
 
 describe("keyway-mcp-server", () => {
   it("starts, challenges without a token, serves its metadata, and stops with 0 on SIGTERM", async () => {
     const child = run(["--authorization-server", ISSUER, "--port", "0", "--path", "/notes/mcp"])
-    const [, url] = await waitFor(child, /listening on (\S+), authorization server /)
+    const [, url] = await waitForStderr(child, /listening on (\S+), authorization server /)
     expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/notes\/mcp$/)
     const origin = new URL(url ?? "").origin
     const response = await fetch(url ?? "", {
@@ -76,7 +38,7 @@ describe("keyway-mcp-server", () => {
     }
     expect(metadata.resource).toBe(url)
     expect(metadata.authorization_servers).toEqual([ISSUER])
-    await waitFor(child, /POST \/notes\/mcp 401 \(no token\)\n/)
+    await waitForStderr(child, /POST \/notes\/mcp 401 \(no token\)\n/)
     child.process.kill("SIGTERM")
     expect(await child.exit).toBe(0)
     expect(child.stderr).toMatch(/SIGTERM received, stopping\n.* stopped\n$/)

@@ -1,30 +1,17 @@
-import { Layer } from "effect"
 import { exportJWK, generateKeyPair, SignJWT } from "jose"
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest"
-import { ClientMetadataResolver, TrustPolicy } from "../src/cimd/index.js"
-import { OutboundFetch, Resolver } from "../src/outbound/index.js"
+import type { ClientMetadataResolver } from "../src/cimd/index.js"
 import {
-  certificate,
   DOMAIN,
   type TestServer as HttpsServer,
   sendJson,
   startServer as startHttps,
 } from "./outbound/support/https.js"
-import {
-  authorizeUrl,
-  cookieOf,
-  csrfOf,
-  MCP,
-  PASSWORD,
-  startServer,
-  type TestServer,
-  tokenRequest,
-} from "./support/server.js"
+import { approveConsent, resolverLayer as cimdResolverLayer, loginForConsent, REDIRECT } from "./support/cimd.js"
+import { MCP, startServer, type TestServer, tokenRequest } from "./support/server.js"
 
-const HOST = `client.${DOMAIN}`
 /** Resolves to a private address: the guard must refuse it. */
 const PRIVATE_HOST = `intranet.${DOMAIN}`
-const REDIRECT = "https://app.example.com/callback"
 
 interface Key {
   readonly privateKey: CryptoKey
@@ -80,48 +67,21 @@ afterEach(async () => {
   server = undefined
 })
 
-const resolverLayer = (options: ClientMetadataResolver.ResolverOptions = {}) =>
-  ClientMetadataResolver.ClientMetadataResolver.layer(options).pipe(
-    Layer.provide(
-      OutboundFetch.OutboundFetch.layerTest({
-        ca: certificate().cert,
-        allow: ({ hostname }) => hostname === HOST,
-      }).pipe(Layer.provide(Resolver.Resolver.layerMap({ [HOST]: ["127.0.0.1"], [PRIVATE_HOST]: ["10.1.2.3"] }))),
-    ),
-    Layer.provide(TrustPolicy.ClientTrustPolicy.layerAcceptAny),
-  )
-
-const form = (values: Record<string, string>) => new URLSearchParams(values).toString()
+const resolverLayer = (resolver: ClientMetadataResolver.ResolverOptions = {}) =>
+  cimdResolverLayer({ resolver, hosts: { [PRIVATE_HOST]: ["10.1.2.3"] } })
 
 /** authorize -> login -> consent -> approve: an authorization code for the URL client. */
 const obtainCode = async (clientId: string) => {
-  const request = await authorizeUrl(server!, { client_id: clientId, redirect_uri: REDIRECT })
-  const page = await fetch(request.url, { redirect: "manual" })
-  expect(page.status).toBe(200)
-  const query = new URL(request.url).search.slice(1)
-  const login = await fetch(`${server!.issuer}/authorize/login`, {
-    method: "POST",
-    redirect: "manual",
-    headers: { "content-type": "application/x-www-form-urlencoded", cookie: cookieOf(page) ?? "" },
-    body: form({ csrf_token: csrfOf(await page.text()), request: query, username: "alice", password: PASSWORD }),
-  })
-  expect(login.status).toBe(303)
-  const cookie = cookieOf(login) ?? ""
-  const consent = await fetch(login.headers.get("location")!, { redirect: "manual", headers: { cookie } })
+  const { consent, cookie, query, verifier } = await loginForConsent(server!, clientId)
   let location: URL
   if (consent.status === 302) location = new URL(consent.headers.get("location")!)
   else {
     expect(consent.status).toBe(200)
-    const answer = await fetch(`${server!.issuer}/authorize/consent`, {
-      method: "POST",
-      redirect: "manual",
-      headers: { "content-type": "application/x-www-form-urlencoded", cookie },
-      body: form({ csrf_token: csrfOf(await consent.text()), request: query, decision: "approve" }),
-    })
+    const answer = await approveConsent(server!, query, cookie, await consent.text())
     expect(answer.status).toBe(303)
     location = new URL(answer.headers.get("location")!)
   }
-  return { code: location.searchParams.get("code")!, verifier: request.verifier }
+  return { code: location.searchParams.get("code")!, verifier }
 }
 
 const assertion = (clientId: string, key: Key) =>

@@ -1,28 +1,14 @@
-import { Layer } from "effect"
 import { exportJWK, generateKeyPair, SignJWT } from "jose"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
-import { ClientMetadataResolver, TrustPolicy } from "../src/cimd/index.js"
-import { OutboundFetch, Resolver } from "../src/outbound/index.js"
+import { TrustPolicy } from "../src/cimd/index.js"
 import {
-  certificate,
   DOMAIN,
   type TestServer as HttpsServer,
   sendJson,
   startServer as startHttps,
 } from "./outbound/support/https.js"
-import {
-  authorizeUrl,
-  cookieOf,
-  csrfOf,
-  MCP,
-  PASSWORD,
-  startServer,
-  type TestServer,
-  tokenRequest,
-} from "./support/server.js"
-
-const HOST = `client.${DOMAIN}`
-const REDIRECT = "https://app.example.com/callback"
+import { approveConsent, HOST, loginForConsent, REDIRECT, resolverLayer } from "./support/cimd.js"
+import { authorizeUrl, MCP, startServer, type TestServer, tokenRequest } from "./support/server.js"
 
 let documents: HttpsServer
 let jwtKey: CryptoKey
@@ -64,49 +50,16 @@ afterEach(async () => {
   server = undefined
 })
 
-/** The resolver over the loopback HTTPS server, which stands for the internet host `client.keyway.test`. */
-const resolverLayer = (
-  policy: Layer.Layer<TrustPolicy.ClientTrustPolicy> = TrustPolicy.ClientTrustPolicy.layerAcceptAny,
-) =>
-  ClientMetadataResolver.ClientMetadataResolver.layer().pipe(
-    Layer.provide(
-      OutboundFetch.OutboundFetch.layerTest({
-        ca: certificate().cert,
-        allow: ({ hostname }) => hostname === HOST,
-      }).pipe(Layer.provide(Resolver.Resolver.layerMap({ [HOST]: ["127.0.0.1"] }))),
-    ),
-    Layer.provide(policy),
-  )
-
-const form = (values: Record<string, string>) => new URLSearchParams(values).toString()
-
 /** authorize -> login -> consent page (returned for inspection) -> approve -> code. */
 const frontChannel = async (clientId: string) => {
-  const request = await authorizeUrl(server!, { client_id: clientId, redirect_uri: REDIRECT })
-  const first = await fetch(request.url, { redirect: "manual" })
-  expect(first.status).toBe(200)
-  const query = new URL(request.url).search.slice(1)
-  const login = await fetch(`${server!.issuer}/authorize/login`, {
-    method: "POST",
-    redirect: "manual",
-    headers: { "content-type": "application/x-www-form-urlencoded", cookie: cookieOf(first) ?? "" },
-    body: form({ csrf_token: csrfOf(await first.text()), request: query, username: "alice", password: PASSWORD }),
-  })
-  expect(login.status).toBe(303)
-  const cookie = cookieOf(login) ?? ""
-  const consent = await fetch(login.headers.get("location")!, { redirect: "manual", headers: { cookie } })
+  const { consent, cookie, query, verifier } = await loginForConsent(server!, clientId)
   expect(consent.status).toBe(200)
   const consentHtml = await consent.text()
-  const answer = await fetch(`${server!.issuer}/authorize/consent`, {
-    method: "POST",
-    redirect: "manual",
-    headers: { "content-type": "application/x-www-form-urlencoded", cookie },
-    body: form({ csrf_token: csrfOf(consentHtml), request: query, decision: "approve" }),
-  })
+  const answer = await approveConsent(server!, query, cookie, consentHtml)
   expect(answer.status).toBe(303)
   const location = new URL(answer.headers.get("location")!)
   expect(`${location.origin}${location.pathname}`).toBe(REDIRECT)
-  return { code: location.searchParams.get("code")!, verifier: request.verifier, consentHtml }
+  return { code: location.searchParams.get("code")!, verifier, consentHtml }
 }
 
 const expectErrorPage = async (response: Response, error: string, description: string) => {
@@ -161,7 +114,9 @@ describe("client ID metadata documents at the authorization server", () => {
 
   it("marks a client on the allow-list as verified", async () => {
     server = await startServer({
-      clientMetadataResolver: resolverLayer(TrustPolicy.ClientTrustPolicy.layer({ allow: [`*.${DOMAIN}`] })),
+      clientMetadataResolver: resolverLayer({
+        policy: TrustPolicy.ClientTrustPolicy.layer({ allow: [`*.${DOMAIN}`] }),
+      }),
     })
     const { consentHtml } = await frontChannel(`${origin()}/client.json`)
     expect(consentHtml).toContain("data-client-verified")

@@ -15,10 +15,9 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { mkdir, mkdtemp, writeFile } from "node:fs/promises"
-import { createServer } from "node:net"
 import { join } from "node:path"
 import { startAuthorizationServer } from "@keyway/app-authorization-server"
-import { launchChromium } from "@keyway/testing"
+import { freePort, launchChromium } from "@keyway/testing"
 import type { Browser, Page } from "playwright-core"
 import { type Check, oneLine, readChecks, resultDirectory, unknownSpecVersion } from "./internal/results.js"
 import { type AuthorizationRun, type RunOutcome, type ScenarioResult, suiteCli } from "./runner.js"
@@ -138,17 +137,6 @@ export const startAuthorizationEnvironment = async (
     },
   }
 }
-
-const freePort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
-    const probe = createServer()
-    probe.on("error", reject)
-    probe.listen(0, "127.0.0.1", () => {
-      const address = probe.address()
-      const port = typeof address === "object" && address !== null ? address.port : 0
-      probe.close(() => resolve(port))
-    })
-  })
 
 /** Who signs in at the login page; the fixture's demo user unless a test says otherwise. */
 export interface Login {

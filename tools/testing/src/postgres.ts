@@ -1,8 +1,8 @@
 import { execFileSync, spawnSync } from "node:child_process"
 import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs"
-import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { freePort } from "./net.js"
 import { ensureDebianPackage } from "./system.js"
 
 /** A PostgreSQL server started for a test run, listening on 127.0.0.1 only. */
@@ -26,17 +26,6 @@ const binDir = (): string | undefined => {
     .sort((a, b) => Number(b) - Number(a))
   return versions[0] === undefined ? undefined : join(root, versions[0], "bin")
 }
-
-const freePort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      const port = typeof address === "object" && address ? address.port : 0
-      server.close(() => resolve(port))
-    })
-  })
 
 /**
  * Starts a throw-away PostgreSQL cluster from the machine's binaries in a temp directory.

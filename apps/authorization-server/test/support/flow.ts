@@ -1,19 +1,9 @@
-import { mkdtemp, rm } from "node:fs/promises"
-import { createServer } from "node:net"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
 import { Pkce } from "@keyway/core"
 
 export const PASSWORD = "correct horse battery staple"
 export const REDIRECT_URI = "http://127.0.0.1/callback"
 export const RESOURCE = "http://127.0.0.1:9100/mcp"
 export const SCOPES = { "notes:read": "Read your notes", "notes:write": "Create and change your notes" }
-
-/** A temporary directory, removed by the returned function. */
-export const tempDir = async (): Promise<{ readonly path: string; readonly remove: () => Promise<void> }> => {
-  const path = await mkdtemp(join(tmpdir(), "keyway-as-app-test-"))
-  return { path, remove: () => rm(path, { recursive: true, force: true }) }
-}
 
 const cookieOf = (response: Response, fallback: string): string =>
   response.headers.getSetCookie()[0]?.split(";")[0] ?? fallback
@@ -139,17 +129,6 @@ export const refresh = (issuer: string, clientId: string, refreshToken: string) 
     method: "POST",
     headers: { "content-type": "application/x-www-form-urlencoded" },
     body: new URLSearchParams({ grant_type: "refresh_token", refresh_token: refreshToken, client_id: clientId }),
-  })
-
-/** A port that was free a moment ago, for a server whose URL must be known before it starts. */
-export const freePort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      server.close(() => resolve(typeof address === "object" && address !== null ? address.port : 0))
-    })
   })
 
 /** Waits until `condition` holds (background jobs run on their own schedule); fails after `limitMs`. */

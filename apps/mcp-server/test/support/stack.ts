@@ -1,25 +1,14 @@
 import { mkdtemp, rm } from "node:fs/promises"
-import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { type RunningAuthorizationServer, startAuthorizationServer } from "@keyway/app-authorization-server"
 import { Pkce } from "@keyway/core"
+import { freePort } from "@keyway/testing"
 import { NOTE_SCOPES, type RunningMcpServer, startMcpServer } from "../../src/index.js"
 
 export const USER = { username: "alice", password: "correct horse battery staple" } as const
 export const OTHER_USER = { username: "bob", password: "bob's long password" } as const
 export const REDIRECT_URI = "http://127.0.0.1/callback"
-
-/** A free loopback port: bound, read, released. */
-export const freePort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      server.close(() => resolve(typeof address === "object" && address !== null ? address.port : 0))
-    })
-  })
 
 export interface Stack {
   readonly as: RunningAuthorizationServer
