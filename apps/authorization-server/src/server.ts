@@ -137,8 +137,7 @@ export const startAuthorizationServer = async (
   }
   try {
     // Opens the database, stores the configured clients and creates the signing key before the first request.
-    const jwks = await server.handler(new Request(`${issuer.replace(/\/$/, "")}/jwks`))
-    if (jwks.status !== 200) throw new Error(`the server could not start (JWKS answered ${jwks.status})`)
+    await server.ready()
   } catch (e) {
     await http.close()
     await server.close()

@@ -330,7 +330,12 @@ export interface AuthorizationServerInstance {
   readonly metadata: Readonly<Record<string, unknown>>
   /** Web-standard handler; mount it anywhere (Node, Express, Hono, Bun, Deno). */
   readonly handler: (request: Request) => Promise<Response>
-  /** Starts a node:http server for this handler. */
+  /**
+   * Opens storage, writes the configured clients and makes sure a signing key exists (what the first request would
+   * otherwise do); rejects with the cause when the server cannot start.
+   */
+  readonly ready: () => Promise<void>
+  /** Starts a node:http server for this handler, once {@link AuthorizationServerInstance.ready | ready}. */
   readonly listen: (options?: NodeServer.ListenOptions) => Promise<NodeServer.RunningServer>
   /** A user's remembered consents. */
   readonly listConsents: (subject: string) => Promise<ReadonlyArray<Consent>>
@@ -379,12 +384,14 @@ export const createAuthorizationServer = (options: AuthorizationServerOptions): 
   const run = <A>(effect: Effect.Effect<A, StorageError, AuthorizationServer | GrantStore>): Promise<A> =>
     runtime.runPromise(effect)
   const handler = (request: Request) => run(AuthorizationServer.use((s) => s.handle(request)))
+  const ready = () => run(AuthorizationServer.useSync(() => undefined))
   return {
     issuer: config.issuer,
     metadata: Metadata.document(config),
     handler,
+    ready,
     listen: async (listenOptions) => {
-      await run(AuthorizationServer.useSync(() => undefined))
+      await ready()
       return NodeServer.listen(handler, listenOptions, config.issuerUrl.origin)
     },
     listConsents: (subject) => run(GrantStore.use((g) => g.listConsents(subject))),

@@ -219,3 +219,34 @@ describe("SQLite storage", () => {
     expect(gone.status).toBe(401)
   })
 })
+
+describe("ready", () => {
+  const base = {
+    issuer: "https://as.example.com",
+    resources: [{ uri: "https://mcp.example.com/mcp", scopes: { "tools:read": "List the tools" } }],
+    warn: () => undefined,
+  }
+
+  it("opens the store and creates the signing key before any request", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "keyway-as-"))
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }))
+    const path = join(dir, "as.db")
+    const server = createAuthorizationServer({ ...base, storage: { type: "sqlite", path } })
+    cleanups.push(() => server.close())
+    await server.ready()
+    const { DatabaseSync } = await import("node:sqlite")
+    const db = new DatabaseSync(path, { readOnly: true })
+    const count = db.prepare("SELECT count(*) AS n FROM signing_keys").get() as { n: number }
+    db.close()
+    expect(count.n).toBe(1)
+  })
+
+  it("rejects with the storage failure when the database cannot be opened", async () => {
+    const server = createAuthorizationServer({
+      ...base,
+      storage: { type: "sqlite", path: join(tmpdir(), "keyway-missing-dir", "nested", "as.db") },
+    })
+    cleanups.push(() => server.close())
+    await expect(server.ready()).rejects.toThrow(/unable to open database file/)
+  })
+})
