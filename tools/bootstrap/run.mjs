@@ -8,6 +8,7 @@ import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileS
 import { constants as osConstants } from "node:os"
 import { delimiter, dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
+import { APT_LOCK_WAIT_SECONDS, hasAptGet, missingSystemPackages, planSystemPackages } from "./system.mjs"
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..")
 const toolchain = join(root, ".toolchain")
@@ -107,6 +108,51 @@ const ensurePnpm = () => {
   return cli
 }
 
+/**
+ * Runs one apt-get command with its output on stderr (stdout carries the test summary). DPkg::Lock::Timeout makes
+ * `install` wait for the dpkg locks, but apt 2.6 fails at once on the lock of `update` (/var/lib/apt/lists/lock) and
+ * of the download cache, so a failure that names a lock is retried until the same deadline.
+ */
+const runApt = ([command, ...args], env) => {
+  const deadline = Date.now() + APT_LOCK_WAIT_SECONDS * 1000
+  for (;;) {
+    const result = spawnSync(command, args, {
+      cwd: root,
+      env: { ...process.env, ...env },
+      stdio: ["ignore", 2, "pipe"],
+      encoding: "utf8",
+    })
+    if (result.error) fail(`could not start ${command}: ${result.error.message}`)
+    process.stderr.write(result.stderr)
+    const locked = result.status !== 0 && /Could not get lock|\/lock\b/.test(result.stderr)
+    if (!locked || Date.now() > deadline) return result.status ?? 1
+    log(`another apt-get or dpkg holds a lock; waiting to run ${command} ${args.join(" ")}`)
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 3000)
+  }
+}
+
+/**
+ * Installs the Debian packages the tests need, all in one serialized apt-get step before Nx starts, so that no test
+ * runs apt-get (parallel test files used to race for the dpkg lock); stops before any test when that is impossible.
+ */
+const ensureSystemPackages = () => {
+  const plan = planSystemPackages({
+    missing: missingSystemPackages(),
+    root: process.getuid?.() === 0,
+    apt: hasAptGet(),
+  })
+  if (plan.action === "none") return
+  if (plan.action === "stop") fail(plan.message)
+  log(plan.notice)
+  for (const command of plan.commands) {
+    const status = runApt(command, plan.env)
+    if (status !== 0) fail(`${command.join(" ")} failed (exit ${status})`)
+  }
+  const still = missingSystemPackages()
+  if (still.length > 0)
+    fail(`apt-get finished but these are still missing: ${still.map((pkg) => pkg.probe).join(", ")}`)
+}
+
 const workspaceFingerprint = () => {
   const hash = createHash("sha256")
   hash.update(process.version)
@@ -163,6 +209,8 @@ const main = () => {
   if (process.env.CI || process.env.KEYWAY_NO_CACHE) process.env.NX_SKIP_NX_CACHE = "true"
 
   if (task === "pnpm") process.exit(pnpm(rest))
+  // Only the tests (and conformance, which drives Chromium) need the system packages; demo, build and docs must not.
+  if (task === "test" || task === "conformance") ensureSystemPackages()
   ensureInstall(pnpm)
   const exec = (args) => pnpm(["exec", ...args])
 

@@ -4,8 +4,8 @@
  *
  *     node bench/token-endpoint.ts [--write] [--only=sqlite|postgres]
  *
- * PostgreSQL is a throw-away cluster started from the machine's binaries (`startPostgres` of @keyway/testing, which
- * installs the Debian package when missing). `--write` puts the figures and the machine in docs/benchmarks.md
+ * PostgreSQL is a throw-away cluster started from the machine's binaries (`startPostgres` of @keyway/testing; the
+ * `postgresql` Debian package must be installed, as `npm test` does). `--write` puts the figures and the machine in docs/benchmarks.md
  * (replacing this script's earlier sections).
  */
 import { execFileSync, spawn } from "node:child_process"

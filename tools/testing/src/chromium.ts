@@ -1,5 +1,5 @@
 import { type Browser, chromium } from "playwright-core"
-import { ensureDebianPackage } from "./system.js"
+import { requireDebianPackage } from "./system.js"
 
 /** Where Debian's `chromium` package puts the browser. */
 export const CHROMIUM_PATH = "/usr/bin/chromium"
@@ -11,11 +11,12 @@ export interface HeadlessChromium {
 }
 
 /**
- * Launches Debian's Chromium headless, installing the package when it is missing. The flags keep start-up fast on a
- * closed network (no background networking, updates or sync) and allow running as root (no sandbox).
+ * Launches Debian's Chromium headless; throws at once when the package is missing (`npm test` installs it before the
+ * tests). The flags keep start-up fast on a closed network (no background networking, updates or sync) and allow
+ * running as root (no sandbox).
  */
 export const launchChromium = async (): Promise<HeadlessChromium> => {
-  ensureDebianPackage("chromium", CHROMIUM_PATH)
+  requireDebianPackage("chromium", CHROMIUM_PATH)
   const browser = await chromium.launch({
     executablePath: CHROMIUM_PATH,
     headless: true,

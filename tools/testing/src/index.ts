@@ -2,4 +2,4 @@ export { CHROMIUM_PATH, type HeadlessChromium, launchChromium } from "./chromium
 export { type CliProcess, spawnCli, waitForStderr } from "./cli.js"
 export { freePort } from "./net.js"
 export { type PostgresServer, startPostgres } from "./postgres.js"
-export { ensureDebianPackage } from "./system.js"
+export { requireDebianPackage } from "./system.js"

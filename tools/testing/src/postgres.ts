@@ -3,7 +3,7 @@ import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { freePort } from "./net.js"
-import { ensureDebianPackage } from "./system.js"
+import { requireDebianPackage } from "./system.js"
 
 /** A PostgreSQL server started for a test run, listening on 127.0.0.1 only. */
 export interface PostgresServer {
@@ -28,11 +28,12 @@ const binDir = (): string | undefined => {
 }
 
 /**
- * Starts a throw-away PostgreSQL cluster from the machine's binaries in a temp directory.
+ * Starts a throw-away PostgreSQL cluster from the machine's binaries in a temp directory; throws at once when the
+ * `postgresql` package is missing (`npm test` installs it before the tests).
  * PostgreSQL refuses to run as root, so as root the cluster belongs to the `postgres` system user.
  */
 export const startPostgres = async (): Promise<PostgresServer> => {
-  ensureDebianPackage("postgresql", () => binDir() !== undefined)
+  requireDebianPackage("postgresql", () => binDir() !== undefined)
   const bin = binDir()!
   const asRoot = process.getuid?.() === 0
   const dir = mkdtempSync(join(tmpdir(), "keyway-pg-"))
