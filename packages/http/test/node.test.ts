@@ -1,0 +1,358 @@
+import { request as httpRequest } from "node:http"
+import { connect } from "node:net"
+import { rawRequest } from "@keyway/testing/raw"
+import { afterEach, describe, expect, it } from "vitest"
+import { createNodeServer, listen, type RunningServer, toNodeListener, type WebHandler } from "../src/node.js"
+
+const running: Array<RunningServer> = []
+afterEach(async () => {
+  for (const r of running.splice(0)) await r.close()
+})
+
+const echo: WebHandler = async (request) => {
+  const body = request.body === null ? "" : await request.text()
+  return Response.json({ method: request.method, url: request.url, length: body.length })
+}
+
+const start = async (handler: WebHandler = echo, options: Parameters<typeof listen>[1] = {}) => {
+  const server = await listen(handler, options)
+  running.push(server)
+  return server
+}
+
+const get = (host = "a") => `GET / HTTP/1.1\r\nHost: ${host}\r\n\r\n`
+
+describe("the node:http bridge", () => {
+  it("passes method, URL, body and every header line; writes status, reason, headers, several cookies", async () => {
+    const server = await start(async (request) => {
+      const headers = new Headers({ "content-type": "application/json" })
+      headers.append("set-cookie", "a=1")
+      headers.append("set-cookie", "b=2")
+      return new Response(
+        JSON.stringify({ url: request.url, body: await request.text(), custom: request.headers.get("x-a") }),
+        { status: 201, statusText: "Made", headers },
+      )
+    })
+    const answer = await rawRequest(
+      server.port,
+      `POST /path?q=1 HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\nX-A: 1\r\nX-A: 2\r\nContent-Length: 5\r\n\r\nhello`,
+    )
+    expect(answer.raw.split("\r\n")[0]).toBe("HTTP/1.1 201 Made")
+    expect(answer.raw).toContain("set-cookie: a=1\r\nset-cookie: b=2\r\n")
+    expect(JSON.parse(answer.body)).toEqual({
+      url: `http://127.0.0.1:${server.port}/path?q=1`,
+      body: "hello",
+      custom: "1, 2",
+    })
+  })
+
+  describe("refuses what no handler should see, and keeps serving", () => {
+    const cases: ReadonlyArray<readonly [string, string, number, string]> = [
+      ["an empty Host", get(""), 400, "the Host header is not a valid host[:port]"],
+      ["a blank Host", get(" "), 400, "the Host header is not a valid host[:port]"],
+      ["Host a b", get("a b"), 400, "the Host header is not a valid host[:port]"],
+      ["Host [", get("["), 400, "the Host header is not a valid host[:port]"],
+      ["Host %", get("%"), 400, "the Host header is not a valid host[:port]"],
+      ["Host #", get("#"), 400, "the Host header is not a valid host[:port]"],
+      ["Host ?", get("?"), 400, "the Host header is not a valid host[:port]"],
+      ["Host ::1", get("::1"), 400, "the Host header is not a valid host[:port]"],
+      ["Host x:99999", get("x:99999"), 400, "the Host header is not a valid host[:port]"],
+      ["Host with userinfo", get("evil@127.0.0.1"), 400, "the Host header is not a valid host[:port]"],
+      ["no Host (HTTP/1.0)", "GET / HTTP/1.0\r\n\r\n", 400, "the Host header is missing"],
+      ["two Hosts", "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400, "the request has more than one Host header"],
+      [
+        "request-target http://[",
+        "GET http://[ HTTP/1.1\r\nHost: a\r\n\r\n",
+        400,
+        "the request-target is not a valid absolute URI",
+      ],
+      // node:http's parser refuses these itself (400, no detail) before the bridge sees them.
+      ["a relative request-target", "GET mcp HTTP/1.1\r\nHost: a\r\n\r\n", 400, ""],
+      ["* for GET", "GET * HTTP/1.1\r\nHost: a\r\n\r\n", 400, "the request-target * is only for OPTIONS"],
+      ["TRACE", "TRACE /token HTTP/1.1\r\nHost: a\r\n\r\n", 405, "the method TRACE is not allowed"],
+      ["TRACK (unknown to node's parser)", "TRACK /token HTTP/1.1\r\nHost: a\r\n\r\n", 400, ""],
+      ["PROPFIND", "PROPFIND / HTTP/1.1\r\nHost: a\r\n\r\n", 501, "the method PROPFIND is not implemented"],
+      [
+        "a declared body over the limit",
+        "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 50000000\r\n\r\nabc",
+        413,
+        "the request body exceeds the limit of 1024 bytes",
+      ],
+      [
+        "a body over the limit announced with Expect: 100-continue",
+        "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5000\r\nExpect: 100-continue\r\n\r\n",
+        413,
+        "the request body exceeds the limit of 1024 bytes",
+      ],
+      [
+        "a chunked body growing past the limit",
+        `POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n400\r\n${"x".repeat(1024)}\r\n1\r\ny\r\n0\r\n\r\n`,
+        413,
+        "the request body exceeds the limit of 1024 bytes",
+      ],
+      [
+        "1,500 header fields",
+        `GET / HTTP/1.1\r\nHost: a\r\n${Array.from({ length: 1500 }, (_, i) => `h${i}: v\r\n`).join("")}\r\n`,
+        431,
+        "",
+      ],
+      ["a 64 KiB header line", `GET / HTTP/1.1\r\nHost: a\r\nX: ${"a".repeat(65536)}\r\n\r\n`, 431, ""],
+      [
+        "a malformed chunk size",
+        "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nab\r\n",
+        400,
+        "",
+      ],
+      ["an unparsable method", "FOO / HTTP/1.1\r\nHost: a\r\n\r\n", 400, ""],
+    ]
+    it.each(cases)("%s", async (_, request, status, message) => {
+      const server = await start(echo, { maxBodyBytes: 1024 })
+      const answer = await rawRequest(server.port, request)
+      expect(answer.status).toBe(status)
+      if (message !== "") expect(answer.body).toContain(`: ${message}\n`)
+      if (status === 405) expect(answer.headers.allow).toBe("GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
+      const after = await fetch(`${server.url}/after`)
+      expect(after.status).toBe(200)
+    })
+  })
+
+  it("answers CONNECT 405 with Allow from the allow option", async () => {
+    const server = await start(echo, { allow: () => "GET, POST" })
+    const answer = await rawRequest(server.port, "CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\n\r\n")
+    expect(answer.status).toBe(405)
+    expect(answer.headers.allow).toBe("GET, POST")
+  })
+
+  it("TRACE: Allow is the path's; 404 for a path that is no resource", async () => {
+    const server = await start(echo, { allow: (path) => (path === "/token" ? "POST, OPTIONS" : undefined) })
+    const token = await rawRequest(server.port, "TRACE /token?x=1 HTTP/1.1\r\nHost: a\r\n\r\n")
+    expect([token.status, token.headers.allow]).toEqual([405, "POST, OPTIONS"])
+    const other = await rawRequest(server.port, "TRACE /other HTTP/1.1\r\nHost: a\r\n\r\n")
+    expect([other.status, other.body]).toEqual([404, "Not Found: no such resource\n"])
+  })
+
+  it("OPTIONS * is answered for the server", async () => {
+    const server = await start()
+    const answer = await rawRequest(server.port, "OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n")
+    expect([answer.status, answer.headers.allow]).toEqual([204, "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"])
+  })
+
+  it("with publicUrl, never builds a URL from Host or an absolute-form target", async () => {
+    const server = await start(echo, { publicUrl: "https://mcp.example.com/ignored/path" })
+    for (const request of [
+      "GET /mcp?x=1 HTTP/1.1\r\nHost: evil.example\r\n\r\n",
+      "GET http://evil.example/mcp?x=1 HTTP/1.1\r\nHost: evil.example\r\n\r\n",
+    ]) {
+      const answer = await rawRequest(server.port, request)
+      expect(JSON.parse(answer.body).url).toBe("https://mcp.example.com/mcp?x=1")
+    }
+    const doubled = await rawRequest(server.port, "GET //evil.example/x HTTP/1.1\r\nHost: a\r\n\r\n")
+    expect(JSON.parse(doubled.body).url).toBe("https://mcp.example.com//evil.example/x")
+  })
+
+  it("publicUrl as a function is read per request", async () => {
+    let origin = "https://one.example"
+    const server = await start(echo, { publicUrl: () => origin })
+    expect(((await (await fetch(`${server.url}/x`)).json()) as { url: string }).url).toBe("https://one.example/x")
+    origin = "https://two.example"
+    expect(((await (await fetch(`${server.url}/x`)).json()) as { url: string }).url).toBe("https://two.example/x")
+  })
+
+  it("refuses a publicUrl that is not http(s)", () => {
+    expect(() => toNodeListener(echo, { publicUrl: "ftp://example.com" })).toThrow(
+      'publicUrl must be an http or https URL, got "ftp://example.com"',
+    )
+  })
+
+  it("a handler's exception is a 500 without detail, reported once, and the server keeps serving", async () => {
+    const errors: Array<unknown> = []
+    let calls = 0
+    const server = await start(
+      async (request) => {
+        calls++
+        if (new URL(request.url).pathname === "/boom") throw new Error("secret detail")
+        return new Response("fine")
+      },
+      { onError: (error) => errors.push(error) },
+    )
+    const boom = await fetch(`${server.url}/boom`)
+    expect(boom.status).toBe(500)
+    expect(await boom.text()).toBe("Internal Server Error: the server could not answer this request\n")
+    expect(errors).toHaveLength(1)
+    expect((errors[0] as Error).message).toBe("secret detail")
+    expect(await (await fetch(`${server.url}/fine`)).text()).toBe("fine")
+    expect(calls).toBe(2)
+  })
+
+  it("a synchronous throw is handled the same way", async () => {
+    const errors: Array<unknown> = []
+    const server = await start(
+      () => {
+        throw new TypeError("sync")
+      },
+      { onError: (error) => errors.push(error) },
+    )
+    expect((await fetch(server.url)).status).toBe(500)
+    expect(errors).toHaveLength(1)
+  })
+
+  it("a handler that swallows the 413 of a chunked body still answers 413", async () => {
+    const server = await start(
+      async (request) => {
+        try {
+          await request.text()
+        } catch {
+          return new Response("I pretend all is well")
+        }
+        return new Response("read")
+      },
+      { maxBodyBytes: 10 },
+    )
+    const answer = await rawRequest(
+      server.port,
+      "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nb\r\n01234567890\r\n0\r\n\r\n",
+    )
+    expect(answer.status).toBe(413)
+    expect(answer.headers.connection).toBe("close")
+  })
+
+  it("a handler's own 413 is kept; any other answer to an oversized body becomes the bridge's 413", async () => {
+    const server = await start(
+      async (request) => {
+        if (new URL(request.url).pathname === "/ignores") return new Response("did not look")
+        try {
+          await request.text()
+          return new Response("read")
+        } catch (error) {
+          return Response.json({ mine: (error as Error).message }, { status: 413 })
+        }
+      },
+      { maxBodyBytes: 10 },
+    )
+    const own = await rawRequest(
+      server.port,
+      "POST /reads HTTP/1.1\r\nHost: a\r\nContent-Length: 11\r\n\r\n01234567890",
+    )
+    expect([own.status, JSON.parse(own.body)]).toEqual([
+      413,
+      { mine: "the request body exceeds the limit of 10 bytes" },
+    ])
+    const ignored = await rawRequest(server.port, "POST /ignores HTTP/1.1\r\nHost: a\r\nContent-Length: 11\r\n\r\n0123")
+    expect([ignored.status, ignored.body]).toEqual([
+      413,
+      "Content Too Large: the request body exceeds the limit of 10 bytes\n",
+    ])
+  })
+
+  it("a chunked body that ends early (client half-closes) is a 400", async () => {
+    const server = await start()
+    const answer = await rawRequest(
+      server.port,
+      "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab",
+      { endAfterWrite: true },
+    )
+    // node:http's parser sees the early end of the chunked body and answers 400 itself.
+    expect(answer.status).toBe(400)
+    expect((await fetch(server.url)).status).toBe(200)
+  })
+
+  it("a client that drops the connection mid-body fails the handler's read, and the server keeps serving", async () => {
+    const seen: Array<string> = []
+    const server = await start(async (request) => {
+      try {
+        await request.text()
+        seen.push("read")
+      } catch (error) {
+        seen.push((error as Error).message)
+      }
+      return new Response("ok")
+    })
+    const socket = connect(server.port, "127.0.0.1")
+    socket.write("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\nab")
+    await new Promise((r) => setTimeout(r, 100))
+    socket.destroy()
+    await expect.poll(() => seen).toEqual(["the request body ended before it was complete"])
+    expect((await fetch(server.url)).status).toBe(200)
+  })
+
+  it("a request that stalls is answered 408 after requestTimeout", async () => {
+    const server = await start(echo, { requestTimeout: 400 })
+    const answer = await rawRequest(
+      server.port,
+      "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab",
+      { timeoutMs: 5000 },
+    )
+    expect(answer.status).toBe(408)
+  })
+
+  it("a GET with a body is served and its connection closed instead of draining the body", async () => {
+    const server = await start()
+    const answer = await rawRequest(server.port, "GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 100000\r\n\r\nab")
+    expect(answer.status).toBe(200)
+    expect(answer.headers.connection).toBe("close")
+  })
+
+  it("HEAD gets the headers without the body", async () => {
+    const server = await start(async () => new Response("body", { headers: { "x-h": "1" } }))
+    const answer = await rawRequest(server.port, "HEAD / HTTP/1.1\r\nHost: a\r\n\r\n", { timeoutMs: 500 })
+    expect([answer.status, answer.headers["x-h"], answer.body]).toEqual([200, "1", ""])
+  })
+
+  it("streams a response with back-pressure, and a client that leaves cancels the stream and aborts the request", async () => {
+    let cancelled = false
+    let aborted = false
+    let sent = 0
+    const server = await start(async (request) => {
+      request.signal.addEventListener("abort", () => {
+        aborted = true
+      })
+      return new Response(
+        new ReadableStream<Uint8Array>({
+          pull(controller) {
+            sent++
+            controller.enqueue(new Uint8Array(64 * 1024).fill(97))
+          },
+          cancel() {
+            cancelled = true
+          },
+        }),
+        { headers: { "content-type": "text/event-stream" } },
+      )
+    })
+    const socket = connect(server.port, "127.0.0.1")
+    socket.write("GET /events HTTP/1.1\r\nHost: a\r\n\r\n")
+    await new Promise<void>((resolve) => socket.once("data", () => resolve()))
+    // Not reading: the server must stop pulling once the socket's buffers are full.
+    socket.pause()
+    await new Promise((r) => setTimeout(r, 300))
+    const pulledWhilePaused = sent
+    await new Promise((r) => setTimeout(r, 300))
+    expect(sent - pulledWhilePaused).toBeLessThan(3)
+    socket.destroy()
+    await expect.poll(() => cancelled && aborted).toBe(true)
+  })
+
+  it("createNodeServer can be used with node's own listen", async () => {
+    const server = createNodeServer(echo)
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+    const port = (server.address() as { port: number }).port
+    const answer = await new Promise<number>((resolve, reject) => {
+      const req = httpRequest({ port, host: "127.0.0.1", method: "TRACE", path: "/" }, (res) => {
+        res.resume()
+        resolve(res.statusCode ?? 0)
+      })
+      req.on("error", reject)
+      req.end()
+    })
+    expect(answer).toBe(405)
+    await new Promise<void>((resolve) => {
+      server.close(() => resolve())
+      server.closeAllConnections()
+    })
+  })
+
+  it("refuses bad options", () => {
+    expect(() => toNodeListener(echo, { maxBodyBytes: -1 })).toThrow("maxBodyBytes must be a non-negative integer")
+    expect(() => toNodeListener(echo, { maxHeaders: 1.5 })).toThrow("maxHeaders must be a non-negative integer")
+  })
+})
