@@ -102,8 +102,17 @@ export const startAuthorizationServer = async (
 
   // Listen first: with port 0 the issuer is known only once the port is.
   let handler: (request: Request) => Promise<Response> = async () => new Response(null, { status: 503 })
-  const http = await NodeServer.listen((request) => handler(request), { host, port: config.port ?? DEFAULTS.port })
+  let allow: (pathname: string) => string | undefined = () => undefined
+  // Request URLs come from the issuer, never from a caller's Host header.
+  let publicUrl = config.issuer ?? `http://${urlHost(host)}`
+  const http = await NodeServer.listen((request) => handler(request), {
+    host,
+    port: config.port ?? DEFAULTS.port,
+    publicUrl: () => publicUrl,
+    allow: (pathname) => allow(pathname),
+  })
   const issuer = config.issuer ?? `http://${urlHost(host)}:${http.port}`
+  publicUrl = issuer
   const issuerUrl = new URL(issuer)
   let server: ReturnType<typeof createAuthorizationServer>
   try {
@@ -144,6 +153,7 @@ export const startAuthorizationServer = async (
     throw e
   }
   handler = withRequestLog(server.handler, issuer, log)
+  allow = server.allow
   log(`database ${described}`)
   log(
     `listening on ${http.url}, issuer ${server.issuer}; resources ${config.resources.map((r) => r.uri).join(", ")}; ` +

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * keyway-mcp-server: `--authorization-server <issuer>` (required), `--port`, `--host`, `--path`. Logs to stderr; stops
+ * keyway-mcp-server: `--authorization-server <issuer>` (required), `--port`, `--host`, `--path`, `--public-url`. Logs to stderr; stops
  * cleanly on SIGINT/SIGTERM. Exit codes: 0 stopped by a signal, 1 failed, 2 bad command line.
  *
  * @module
@@ -15,9 +15,11 @@ options:
   --port <n>                    port to listen on (default 9100; 0 picks a free port)
   --host <address>              address to listen on (default 127.0.0.1)
   --path <path>                 path of the MCP endpoint (default /mcp)
+  --public-url <url>            the MCP endpoint as clients reach it, e.g. behind a TLS proxy
+                                (default http://<host>:<port><path>); request URLs never come from Host
   -h, --help                    show this help
 
-The MCP endpoint URL (http://<host>:<port><path>) is the resource the authorization server must know.`
+The MCP endpoint URL (--public-url, or http://<host>:<port><path>) is the resource the authorization server must know.`
 
 class UsageError extends Error {}
 
@@ -35,6 +37,7 @@ const parse = (argv: ReadonlyArray<string>) => {
         port: { type: "string" },
         host: { type: "string" },
         path: { type: "string" },
+        "public-url": { type: "string" },
         help: { type: "boolean", short: "h" },
       },
       strict: true,
@@ -58,8 +61,16 @@ const parse = (argv: ReadonlyArray<string>) => {
   if (typeof path === "string" && !path.startsWith("/")) {
     throw new UsageError(`--path must start with "/", got "${path}"`)
   }
+  const publicUrl = values["public-url"]
+  if (typeof publicUrl === "string") {
+    const parsed = URL.parse(publicUrl)
+    if (parsed === null || (parsed.protocol !== "https:" && parsed.protocol !== "http:")) {
+      throw new UsageError(`--public-url must be an http(s) URL, got "${publicUrl}"`)
+    }
+  }
   return {
     authorizationServer: issuer,
+    ...(typeof publicUrl === "string" ? { publicUrl } : {}),
     ...(typeof port === "string" ? { port: Number(port) } : {}),
     ...(typeof values.host === "string" ? { host: values.host } : {}),
     ...(typeof path === "string" ? { path } : {}),

@@ -4,10 +4,9 @@
  *
  * @module
  */
-import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
 import { callerOf, protectMcp } from "@keyway/mcp-sdk-server"
-import { createProtectedResource, jwt, toNodeListener } from "@keyway/resource-server"
+import { createNodeServer, createProtectedResource, jwt } from "@keyway/resource-server"
 import { createMcpHandler, McpServer } from "@modelcontextprotocol/server"
 import { z } from "zod"
 import { type Note, Notes } from "./notes.js"
@@ -34,6 +33,11 @@ export interface McpServerConfig {
   readonly port?: number
   /** Default "/mcp". */
   readonly path?: string
+  /**
+   * The MCP endpoint as clients reach it (the protected resource identifier, e.g. behind a TLS proxy); by default
+   * `http://host:port/path`. Request URLs are built from it, never from a caller's Host header.
+   */
+  readonly publicUrl?: string
   /** Readable one-line events; stderr with the time by default. */
   readonly log?: (line: string) => void
 }
@@ -125,7 +129,14 @@ export const startMcpServer = async (config: McpServerConfig): Promise<RunningMc
   const path = config.path ?? "/mcp"
   if (!path.startsWith("/")) throw new Error(`path must start with "/", got ${JSON.stringify(path)}`)
   let handler: (request: Request) => Promise<Response> = async () => new Response(null, { status: 503 })
-  const http = createServer(toNodeListener((request) => handler(request)))
+  let url = config.publicUrl ?? `http://${urlHost(host)}${path}`
+  let metadataPaths: ReadonlySet<string> = new Set()
+  const http = createNodeServer((request) => handler(request), {
+    publicUrl: () => url,
+    // For TRACE and the like: what the MCP endpoint (Streamable HTTP) and the metadata serve.
+    allow: (pathname) =>
+      pathname === path ? "GET, POST, DELETE, OPTIONS" : metadataPaths.has(pathname) ? "GET, HEAD, OPTIONS" : undefined,
+  })
   await new Promise<void>((resolve, reject) => {
     http.once("error", reject)
     http.listen(config.port ?? 9100, host, () => {
@@ -134,7 +145,7 @@ export const startMcpServer = async (config: McpServerConfig): Promise<RunningMc
     })
   })
   const port = (http.address() as AddressInfo).port
-  const url = `http://${urlHost(host)}:${port}${path}`
+  url = config.publicUrl ?? `http://${urlHost(host)}:${port}${path}`
   const closeHttp = () =>
     new Promise<void>((resolve) => {
       http.close(() => resolve())
@@ -159,6 +170,7 @@ export const startMcpServer = async (config: McpServerConfig): Promise<RunningMc
   const notes = new Notes()
   const mcp = createMcpHandler(() => notesServer(notes, log))
   const protectedHandler = protectMcp(guard, mcp)
+  metadataPaths = new Set(guard.metadataPaths)
   const served = new Set([path, ...guard.metadataPaths])
   handler = async (request) => {
     const reqPath = new URL(request.url).pathname

@@ -173,15 +173,22 @@ const router = (config: ResolvedConfig, sessions: Sessions, policy: Registration
       OPTIONS: () => Effect.succeed(preflight("POST, OPTIONS")),
     })
   }
-  return (request: Request) => {
+  const allowed = new Map<string, string>()
+  for (const [path, route] of routes) {
+    const methods = Object.keys(route)
+    if (route.GET !== undefined) methods.splice(methods.indexOf("GET") + 1, 0, "HEAD")
+    allowed.set(path, methods.join(", "))
+  }
+  const allow = (pathname: string): string | undefined => allowed.get(pathname)
+  const route = (request: Request) => {
     const path = new URL(request.url).pathname
-    const route = routes.get(path)
-    if (route === undefined) {
+    const entry = routes.get(path)
+    if (entry === undefined) {
       return Effect.succeed(json({ error: "not_found" }, { status: 404 }))
     }
-    const method = request.method === "HEAD" && route.GET !== undefined ? "GET" : request.method
-    const handler = route[method]
-    if (handler === undefined) return Effect.succeed(methodNotAllowed(Object.keys(route).join(", ")))
+    const method = request.method === "HEAD" && entry.GET !== undefined ? "GET" : request.method
+    const handler = entry[method]
+    if (handler === undefined) return Effect.succeed(methodNotAllowed(allowed.get(path)!))
     return handler(request).pipe(
       Effect.catchTag("StorageError", () =>
         Effect.succeed(
@@ -190,6 +197,7 @@ const router = (config: ResolvedConfig, sessions: Sessions, policy: Registration
       ),
     )
   }
+  return { route, allow }
 }
 
 /**
@@ -206,6 +214,11 @@ export class AuthorizationServer extends Context.Service<
     readonly metadata: Readonly<Record<string, unknown>>
     /** Answers any request addressed to the server. Never fails: errors become responses. */
     readonly handle: (request: Request) => Effect.Effect<Response>
+    /**
+     * The methods an endpoint path serves, as an `Allow` value (RFC 9110 §10.2.1), or `undefined` for a path that is
+     * not an endpoint.
+     */
+    readonly allow: (pathname: string) => string | undefined
     /**
      * Starts a signing-key rotation now: a new key is published at once and signs after `signingKeys.publishAhead`
      * (see {@link rotate}).
@@ -240,7 +253,7 @@ export class AuthorizationServer extends Context.Service<
           }
         }
         const context = yield* Effect.context<StorageServices | TokenSigner | UserAuthenticator | MetadataDocuments>()
-        const route = router(
+        const { route, allow } = router(
           config,
           new Sessions(config.secureCookies, config.sessionTtl, config.sessionSecret),
           options.registrationPolicy,
@@ -258,6 +271,7 @@ export class AuthorizationServer extends Context.Service<
         return AuthorizationServer.of({
           config,
           metadata: Metadata.document(config),
+          allow,
           rotateSigningKey: seconds.pipe(
             Effect.flatMap((now) => rotate(policy, now)),
             Effect.provideContext(context),
@@ -335,7 +349,16 @@ export interface AuthorizationServerInstance {
    * otherwise do); rejects with the cause when the server cannot start.
    */
   readonly ready: () => Promise<void>
-  /** Starts a node:http server for this handler, once {@link AuthorizationServerInstance.ready | ready}. */
+  /**
+   * The methods an endpoint path serves, as an `Allow` value (RFC 9110 §10.2.1), or `undefined` for a path that is
+   * not an endpoint; known once {@link AuthorizationServerInstance.ready | ready}. The node:http bridge's `allow`
+   * option takes it.
+   */
+  readonly allow: (pathname: string) => string | undefined
+  /**
+   * Starts a node:http server for this handler, once {@link AuthorizationServerInstance.ready | ready}. Request URLs
+   * are built from the issuer's origin, never from the Host header (override with `publicUrl`).
+   */
   readonly listen: (options?: NodeServer.ListenOptions) => Promise<NodeServer.RunningServer>
   /** A user's remembered consents. */
   readonly listConsents: (subject: string) => Promise<ReadonlyArray<Consent>>
@@ -384,15 +407,22 @@ export const createAuthorizationServer = (options: AuthorizationServerOptions): 
   const run = <A>(effect: Effect.Effect<A, StorageError, AuthorizationServer | GrantStore>): Promise<A> =>
     runtime.runPromise(effect)
   const handler = (request: Request) => run(AuthorizationServer.use((s) => s.handle(request)))
-  const ready = () => run(AuthorizationServer.useSync(() => undefined))
+  let allow: ((pathname: string) => string | undefined) | undefined
+  const ready = () =>
+    run(
+      AuthorizationServer.useSync((s) => {
+        allow = s.allow
+      }),
+    )
   return {
     issuer: config.issuer,
     metadata: Metadata.document(config),
     handler,
     ready,
-    listen: async (listenOptions) => {
+    allow: (pathname) => allow?.(pathname),
+    listen: async (listenOptions = {}) => {
       await ready()
-      return NodeServer.listen(handler, listenOptions, config.issuerUrl.origin)
+      return NodeServer.listen(handler, { publicUrl: config.issuerUrl, allow: (p) => allow?.(p), ...listenOptions })
     },
     listConsents: (subject) => run(GrantStore.use((g) => g.listConsents(subject))),
     revokeConsent: (subject, clientId, resource) =>

@@ -1,6 +1,7 @@
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { rawRequest } from "@keyway/testing/raw"
 import { Layer, ManagedRuntime } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
 import { AuthorizationServer, createAuthorizationServer } from "../src/AuthorizationServer.js"
@@ -74,7 +75,8 @@ describe("Effect face", () => {
     expect((await fetch(`${server.issuer}/nope`)).status).toBe(404)
     const wrong = await fetch(`${server.issuer}/authorize`, { method: "POST" })
     expect(wrong.status).toBe(405)
-    expect(wrong.headers.get("allow")).toBe("GET")
+    // HEAD is served wherever GET is.
+    expect(wrong.headers.get("allow")).toBe("GET, HEAD")
   })
 })
 
@@ -97,6 +99,32 @@ describe("plain face", () => {
       "http://127.0.0.1:9/tenant/token",
     )
     expect(as.metadata.issuer).toBe("http://127.0.0.1:9/tenant")
+  })
+
+  it("listen(): TRACE gets the endpoint's Allow, a caller's Host never reaches a URL, and allow() lists methods", async () => {
+    const as = createAuthorizationServer({
+      issuer: "http://127.0.0.1:9",
+      development: { allowHttpLoopbackIssuer: true },
+      warn: () => undefined,
+      resources: [{ uri: MCP, scopes: { read: "Read" } }],
+    })
+    const running = await as.listen()
+    cleanups.push(async () => {
+      await running.close()
+      await as.close()
+    })
+    const trace = await rawRequest(running.port, "TRACE /token HTTP/1.1\r\nHost: a\r\n\r\n")
+    expect([trace.status, trace.headers.allow]).toEqual([405, "POST, OPTIONS"])
+    const unknown = await rawRequest(running.port, "TRACE /nothing HTTP/1.1\r\nHost: a\r\n\r\n")
+    expect(unknown.status).toBe(404)
+    const metadata = await rawRequest(
+      running.port,
+      "GET /.well-known/oauth-authorization-server HTTP/1.1\r\nHost: evil.example\r\n\r\n",
+    )
+    expect(JSON.parse(metadata.body).token_endpoint).toBe("http://127.0.0.1:9/token")
+    expect(as.allow("/jwks")).toBe("GET, HEAD, OPTIONS")
+    expect(as.allow("/authorize")).toBe("GET, HEAD")
+    expect(as.allow("/nothing")).toBeUndefined()
   })
 
   it("warns once, at creation, when the development relaxation is on", async () => {

@@ -73,7 +73,7 @@ describe("login page", () => {
       clients: [{ clientId: "c", redirectUris: ["https://c.example.com/cb"] }],
     })
     // Requests reach the handler as https://as.example.com/... (what a TLS-terminating proxy in front would forward).
-    const running = await listen(as.handler, {}, "https://as.example.com")
+    const running = await listen(as.handler, { publicUrl: "https://as.example.com" })
     try {
       const { url } = await authorizeUrl({ issuer: running.url } as TestServer, {
         client_id: "c",

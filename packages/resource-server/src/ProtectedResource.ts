@@ -7,6 +7,7 @@
  * @see {@link https://www.rfc-editor.org/rfc/rfc6750.html | RFC 6750}
  */
 import { CanonicalUri, Challenge, OAuthError, Scope, WellKnown, Wire } from "@keyway/core"
+import { Body, DEFAULT_MAX_BODY_BYTES, PayloadTooLarge } from "@keyway/http"
 import { Context, Effect, Layer, ManagedRuntime, Result, Schema } from "effect"
 import { type BearerCredentials, parseAuthorization } from "./internal/bearer.js"
 import { ExpiringCache, tokenKey } from "./internal/cache.js"
@@ -90,6 +91,11 @@ export interface ProtectedResourceOptions {
   readonly cache?: false | { readonly maxEntries?: number; readonly maxTtlSeconds?: number }
   /** Allow `http:` authorization server URLs on non-loopback hosts (development only). Default false. */
   readonly allowInsecureAuthorizationServers?: boolean
+  /**
+   * Largest request body accepted from an authenticated caller, in bytes; a larger one is answered 413 before more
+   * of it is read (a declared `Content-Length` at once, a chunked body when it grows past the limit). Default 4 MiB.
+   */
+  readonly maxBodyBytes?: number
 }
 
 /**
@@ -148,7 +154,8 @@ export interface Authenticated {
  * @see {@link https://www.rfc-editor.org/rfc/rfc6750.html#section-3 | RFC 6750 §3}
  */
 export interface Rejection {
-  readonly status: 400 | 401 | 403
+  /** 413 when the body is larger than `maxBodyBytes`. */
+  readonly status: 400 | 401 | 403 | 413
   /** The OAuth error code, absent when no credentials were presented (RFC 6750 §3.1). */
   readonly error?: "invalid_request" | "invalid_token" | "insufficient_scope"
   readonly description?: string
@@ -195,6 +202,8 @@ export interface Handle {
   readonly resourceMetadataUrl: string
   /** Paths at which the metadata is served (path-specific, root, advertised). */
   readonly metadataPaths: ReadonlyArray<string>
+  /** The largest request body accepted, in bytes (`maxBodyBytes`); integrations reading bodies themselves apply it. */
+  readonly maxBodyBytes: number
   /** The metadata response when `request` targets a metadata path, otherwise undefined. */
   readonly handleMetadata: (request: Request) => Response | undefined
   /** A Web handler for the metadata paths only (404 elsewhere). */
@@ -278,7 +287,7 @@ export class ProtectedResource extends Context.Service<
  */
 export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthorized", {
   rejection: Schema.Struct({
-    status: Schema.Literals([400, 401, 403]),
+    status: Schema.Literals([400, 401, 403, 413]),
     error: Schema.optionalKey(Schema.Literals(["invalid_request", "invalid_token", "insufficient_scope"])),
     description: Schema.optionalKey(Schema.String),
     scope: Schema.optionalKey(Schema.String),
@@ -326,6 +335,7 @@ interface Config {
   readonly skewMs: number
   readonly cacheMax: number
   readonly cacheTtlMs: number
+  readonly maxBodyBytes: number
 }
 
 const LOOPBACK = new Set(["localhost", "127.0.0.1", "[::1]"])
@@ -400,6 +410,10 @@ const resolve = (options: Omit<ProtectedResourceOptions, "verifier">): Result.Re
   const skew = options.clockSkewSeconds ?? 30
   if (!Number.isFinite(skew) || skew < 0 || skew > 300) return fail("clockSkewSeconds", "must be between 0 and 300")
   const cors = options.cors === false ? undefined : options.cors?.origins
+  const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES
+  if (!Number.isSafeInteger(maxBodyBytes) || maxBodyBytes < 0) {
+    return fail("maxBodyBytes", "must be a non-negative integer")
+  }
   return Result.succeed({
     identity: { resource: canonical, authorizationServers: [...servers] },
     resource: canonical,
@@ -422,6 +436,7 @@ const resolve = (options: Omit<ProtectedResourceOptions, "verifier">): Result.Re
     skewMs: skew * 1000,
     cacheMax: options.cache === false ? 0 : (options.cache?.maxEntries ?? 10_000),
     cacheTtlMs: options.cache === false ? 0 : (options.cache?.maxTtlSeconds ?? 3600) * 1000,
+    maxBodyBytes,
   })
 }
 
@@ -503,6 +518,24 @@ const makeHandle = (config: Config, verify: Verify): Omit<Handle, "close"> & { c
     return { status: 400, headers, body: errorBody(scan) }
   }
 
+  const tooLong = (contentLength: string): boolean =>
+    /^\d+$/.test(contentLength) && Number(contentLength) > config.maxBodyBytes
+
+  const tooLarge = (origin: string | null | undefined): Rejection => {
+    const headers: Record<string, string> = {
+      "content-type": "application/json",
+      "cache-control": "no-store",
+      connection: "close",
+    }
+    corsHeaders(origin, headers)
+    const message = new PayloadTooLarge({ limit: config.maxBodyBytes }).message
+    return {
+      status: 413,
+      headers,
+      body: JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32600, message } }),
+    }
+  }
+
   const verifyCached = (token: string): Promise<Result.Result<VerifiedToken, VerificationError>> | VerifiedToken => {
     const key = tokenKey(token)
     const hit = cache.get(key)
@@ -573,7 +606,10 @@ const makeHandle = (config: Config, verify: Verify): Omit<Handle, "close"> & { c
       const length = Number(request.contentLength ?? Number.NaN)
       if (!(length >= 0 && length <= maxAnonymousBodyBytes)) return base
     }
-    const required = await requiredFor(request, extra)
+    const required = await requiredFor(request, extra).catch((error: unknown) => {
+      if (error instanceof PayloadTooLarge) return base
+      throw error
+    })
     return Array.isArray(required) ? (required as ReadonlyArray<string>) : base
   }
 
@@ -612,13 +648,16 @@ const makeHandle = (config: Config, verify: Verify): Omit<Handle, "close"> & { c
       request.readBody !== undefined &&
       Number(request.contentLength ?? Number.NaN) <= maxAnonymousBodyBytes
     ) {
-      return request
-        .readBody()
-        .then((body) =>
+      return request.readBody().then(
+        (body) =>
           new URLSearchParams(body).has("access_token")
             ? { ok: false, rejection: reject(request.origin, "invalid_request", bodyTokenDescription, undefined) }
             : afterCredentials(request, extra, credentials),
-        )
+        (error: unknown) => {
+          if (error instanceof PayloadTooLarge) return { ok: false, rejection: tooLarge(request.origin) }
+          throw error
+        },
+      )
     }
     return afterCredentials(request, extra, credentials)
   }
@@ -698,7 +737,16 @@ const makeHandle = (config: Config, verify: Verify): Omit<Handle, "close"> & { c
       }
       return { ok: true, token, accessToken }
     }
-    return isSimple(extra) ? decide(config.baseScopes) : requiredFor(request, extra).then(decide)
+    // An authenticated caller's body is about to be read (here or by the handler): a declared length over the limit
+    // is refused before any of it is.
+    if (request.method !== "GET" && request.contentLength != null && tooLong(request.contentLength)) {
+      return { ok: false, rejection: tooLarge(request.origin) }
+    }
+    if (isSimple(extra)) return decide(config.baseScopes)
+    return requiredFor(request, extra).then(decide, (error: unknown) => {
+      if (error instanceof PayloadTooLarge) return { ok: false, rejection: tooLarge(request.origin) }
+      throw error
+    })
   }
 
   const toResponse = (rejection: Rejection): Response =>
@@ -708,7 +756,7 @@ const makeHandle = (config: Config, verify: Verify): Omit<Handle, "close"> & { c
     })
 
   const fromRequest = (request: Request, url: string = request.url): InboundRequest =>
-    new WebInbound(request, url, request.method, request.headers.get("authorization"))
+    new WebInbound(request, url, request.method, request.headers.get("authorization"), config.maxBodyBytes)
 
   const authenticate = async (request: Request, scopes?: ReadonlyArray<string>): Promise<AuthResult> => {
     const outcome = await check(fromRequest(request), scopes)
@@ -775,7 +823,32 @@ const makeHandle = (config: Config, verify: Verify): Omit<Handle, "close"> & { c
   const protect = (handler: ProtectedHandler, scopes?: ReadonlyArray<string>) => {
     const finish = (request: Request, outcome: Outcome): Response | Promise<Response> => {
       if (!outcome.ok) return toResponse(outcome.rejection)
-      const response = handler(request, outcome)
+      // The handler reads the body itself: a declared length over the limit is refused now, and a chunked body that
+      // grows past it fails its reader and is answered 413 whatever the handler made of that.
+      let exceeded = false
+      let limited: Request
+      try {
+        limited =
+          request.body === null
+            ? request
+            : Body.limitRequest(request, config.maxBodyBytes, () => {
+                exceeded = true
+              })
+      } catch (error) {
+        if (error instanceof PayloadTooLarge) return toResponse(tooLarge(request.headers.get("origin")))
+        throw error
+      }
+      const answered = handler(limited, outcome)
+      const response =
+        limited === request
+          ? answered
+          : Promise.resolve(answered).then(
+              (r) => (exceeded ? toResponse(tooLarge(request.headers.get("origin"))) : r),
+              (error: unknown) => {
+                if (exceeded) return toResponse(tooLarge(request.headers.get("origin")))
+                throw error
+              },
+            )
       if (config.cors === undefined) return response
       return response instanceof Promise ? response.then((r) => withCors(request, r)) : withCors(request, response)
     }
@@ -801,6 +874,7 @@ const makeHandle = (config: Config, verify: Verify): Omit<Handle, "close"> & { c
     metadata: config.metadata,
     resourceMetadataUrl: config.resourceMetadataUrl,
     metadataPaths: [...config.metadataPaths],
+    maxBodyBytes: config.maxBodyBytes,
     handleMetadata,
     metadataHandler: async (request) => handleMetadata(request) ?? new Response(null, { status: 404 }),
     authenticate,
@@ -834,6 +908,7 @@ class WebInbound implements InboundRequest {
     readonly url: string,
     readonly method: string,
     readonly authorization: string | null,
+    readonly limit: number,
   ) {}
   get contentType(): string | null {
     return this.request.headers.get("content-type")
@@ -845,7 +920,7 @@ class WebInbound implements InboundRequest {
     return this.request.headers.get("origin")
   }
   readBody(): Promise<string> {
-    this.#body ??= this.request.body === null ? Promise.resolve("") : this.request.clone().text()
+    this.#body ??= this.request.body === null ? Promise.resolve("") : Body.readText(this.request.clone(), this.limit)
     return this.#body
   }
 }

@@ -8,7 +8,7 @@
 
 /** Web handlers on `node:http`. */
 export * as Node from "./Node.js"
-export { toNodeListener } from "./Node.js"
+export { createNodeServer, toNodeListener } from "./Node.js"
 /** The protected resource: the Effect service and the plain face. */
 export * as ProtectedResource from "./ProtectedResource.js"
 export { createProtectedResource } from "./ProtectedResource.js"

@@ -1,69 +1,42 @@
-import { request as httpRequest } from "node:http"
+import { rawRequest } from "@keyway/testing/raw"
 import { afterEach, describe, expect, it } from "vitest"
-import { toNodeListener, toWebRequest } from "../src/Node.js"
-import { type Running, startNodeServer } from "./helpers.js"
+import { listen, type RunningServer } from "../src/Node.js"
+import { createProtectedResource } from "../src/ProtectedResource.js"
+import { custom } from "../src/TokenVerifier.js"
 
-const running: Array<Running> = []
+const running: Array<RunningServer> = []
 afterEach(async () => {
   for (const r of running.splice(0)) await r.close()
 })
 
-describe("toNodeListener", () => {
-  it("passes method, URL, body and every header line; writes status, headers, several cookies and the body", async () => {
-    const server = await startNodeServer(
-      toNodeListener(async (request) => {
-        const headers = new Headers({ "content-type": "application/json", "x-method": request.method })
-        headers.append("set-cookie", "a=1")
-        headers.append("set-cookie", "b=2")
-        return new Response(
-          JSON.stringify({ url: request.url, body: await request.text(), custom: request.headers.get("x-custom") }),
-          { status: 201, headers },
-        )
-      }),
-    )
-    running.push(server)
-    const response = await fetch(`${server.origin}/path?q=1`, {
-      method: "POST",
-      headers: { "x-custom": "yes" },
-      body: "hello",
-    })
-    expect(response.status).toBe(201)
-    expect(response.headers.get("x-method")).toBe("POST")
-    expect(response.headers.getSetCookie()).toEqual(["a=1", "b=2"])
-    expect(await response.json()).toEqual({ url: `${server.origin}/path?q=1`, body: "hello", custom: "yes" })
+describe("the protected resource on node:http", () => {
+  const guard = createProtectedResource({
+    resource: "https://mcp.example.com/mcp",
+    authorizationServers: ["https://as.example.com"],
+    verifier: custom(() => null),
   })
 
-  it("answers 500 when the handler throws", async () => {
-    const server = await startNodeServer(
-      toNodeListener(() => {
-        throw new Error("boom")
-      }),
+  it("with publicUrl, a caller's Host reaches neither the metadata nor the challenge", async () => {
+    const server = await listen(
+      guard.protect(() => new Response("never")),
+      {
+        publicUrl: "https://mcp.example.com",
+      },
     )
     running.push(server)
-    const response = await fetch(server.origin)
-    expect(response.status).toBe(500)
-  })
-
-  it("keeps repeated header lines and uses the configured origin", async () => {
-    let seen: Request | undefined
-    const server = await startNodeServer((req, res) => {
-      seen = toWebRequest(req, { origin: "https://mcp.example.com" })
-      res.end()
-    })
-    running.push(server)
-    await new Promise<void>((resolve, reject) => {
-      const req = httpRequest(
-        `${server.origin}/mcp`,
-        { headers: ["host", `127.0.0.1:${server.port}`, "x-a", "1", "X-A", "2"] },
-        (res) => {
-          res.resume()
-          res.on("end", resolve)
-        },
-      )
-      req.on("error", reject)
-      req.end()
-    })
-    expect(seen?.url).toBe("https://mcp.example.com/mcp")
-    expect(seen?.headers.get("x-a")).toBe("1, 2")
+    const metadata = await rawRequest(
+      server.port,
+      "GET /.well-known/oauth-protected-resource/mcp HTTP/1.1\r\nHost: evil.example\r\n\r\n",
+    )
+    expect(metadata.status).toBe(200)
+    expect(metadata.body).not.toContain("evil")
+    const challenge = await rawRequest(
+      server.port,
+      "POST /mcp HTTP/1.1\r\nHost: evil.example\r\nContent-Length: 0\r\n\r\n",
+    )
+    expect(challenge.status).toBe(401)
+    expect(challenge.headers["www-authenticate"]).toBe(
+      'Bearer resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp"',
+    )
   })
 })

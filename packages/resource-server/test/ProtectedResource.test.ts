@@ -197,6 +197,7 @@ describe("configuration", () => {
       { ...base, authorizationServers: [ISSUER], scopeStrategy: "lavish" as "minimal" },
       "scopeStrategy must be minimal, recommended or extended, not lavish",
     ],
+    [{ ...base, authorizationServers: [ISSUER], maxBodyBytes: -1 }, "maxBodyBytes must be a non-negative integer"],
   ])("refuses %j", (options, problem) => {
     let thrown: unknown
     try {
@@ -529,6 +530,107 @@ describe("per-operation scopes from the JSON-RPC body", () => {
         `, scope="mcp:tools notes:write", error="insufficient_scope", error_description="${insufficientDescription}"`,
       ),
     )
+  })
+})
+
+describe("body limit (maxBodyBytes)", () => {
+  const LIMIT = 1000
+  const tooLarge = {
+    jsonrpc: "2.0",
+    id: null,
+    error: { code: -32600, message: "the request body exceeds the limit of 1000 bytes" },
+  }
+  const big = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list", padding: "x".repeat(LIMIT) })
+  const streamed = (text: string): ReadableStream<Uint8Array> => {
+    const bytes = new TextEncoder().encode(text)
+    return new ReadableStream({
+      start(controller) {
+        for (let i = 0; i < bytes.length; i += 300) controller.enqueue(bytes.slice(i, i + 300))
+        controller.close()
+      },
+    })
+  }
+  const chunkedRpc = (text: string, headers: Record<string, string>) =>
+    fetch(`${server.origin}/mcp`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...headers },
+      body: streamed(text),
+      duplex: "half",
+    } as RequestInit)
+  let handled = 0
+  const counting = (request: Request, auth: { token: VerifiedToken }) => {
+    handled++
+    return echo(request, auth)
+  }
+  const limited = (withOperations: boolean) => {
+    const h = createProtectedResource({
+      resource,
+      authorizationServers: [ISSUER],
+      verifier: jwt({ jwksUri: jwks.url, jwksCooldownMs: 60_000 }),
+      scopesSupported: ["mcp:tools", "profile"],
+      requiredScopes: ["mcp:tools"],
+      maxBodyBytes: LIMIT,
+      ...(withOperations ? { toolScopes: { write_note: ["notes:write"] } } : {}),
+    })
+    server.setHandler(h.protect(counting))
+    handled = 0
+    return h
+  }
+  afterAll(() => {
+    server.setHandler(handle.protect(echo))
+  })
+
+  it.each([false, true])("a declared length over the limit: 413 before the handler (operations: %s)", async (ops) => {
+    limited(ops)
+    const token = await mint(key, claims())
+    const response = await rpc(big, { authorization: `Bearer ${token}` })
+    expect(response.status).toBe(413)
+    expect(response.headers.get("connection")).toBe("close")
+    expect(await response.json()).toEqual(tooLarge)
+    expect(handled).toBe(0)
+  })
+
+  it.each([false, true])("a chunked body growing past the limit: 413 (operations: %s)", async (ops) => {
+    limited(ops)
+    const token = await mint(key, claims())
+    const response = await chunkedRpc(big, { authorization: `Bearer ${token}` })
+    expect(response.status).toBe(413)
+    expect(await response.json()).toEqual(tooLarge)
+  })
+
+  it("a body within the limit reaches the handler whole, chunked or not", async () => {
+    limited(true)
+    const token = await mint(key, claims())
+    const small = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" })
+    for (const response of [
+      await rpc(small, { authorization: `Bearer ${token}` }),
+      await chunkedRpc(small, { authorization: `Bearer ${token}` }),
+    ]) {
+      expect(response.status).toBe(200)
+      expect((await response.json()).body).toBe(small)
+    }
+  })
+
+  it("an anonymous caller's large body is not read: 401", async () => {
+    limited(true)
+    const response = await rpc(big)
+    expect(response.status).toBe(401)
+  })
+
+  it("the Web face applies it without node:http in between", async () => {
+    const h = limited(false)
+    const token = await mint(key, claims())
+    const response = await h.protect(counting)(
+      new Request(resource, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: streamed(big),
+        duplex: "half",
+      } as RequestInit),
+    )
+    expect(response.status).toBe(413)
+    expect(await response.json()).toEqual(tooLarge)
+    expect(h.maxBodyBytes).toBe(LIMIT)
   })
 })
 

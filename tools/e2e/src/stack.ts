@@ -52,7 +52,7 @@ export const startStack = async (
     development: { allowHttpLoopbackIssuer: true },
     warn: () => {},
   })
-  asServer.on("request", NodeServer.toNodeListener(authorizationServer.handler, issuer))
+  asServer.on("request", NodeServer.toNodeListener(authorizationServer.handler, { publicUrl: issuer }))
   const metadata = (await (await fetch(`${issuer}/.well-known/oauth-authorization-server`)).json()) as {
     jwks_uri: string
   }

@@ -1,3 +1,4 @@
+import { PayloadTooLarge } from "@keyway/http"
 import { Effect, Result } from "effect"
 import type { ResolvedConfig } from "../Config.js"
 import type { StorageError } from "../storage/Errors.js"
@@ -13,7 +14,7 @@ import {
 } from "./authorizeRequest.js"
 import { type FoundClient, findClient, type MetadataDocuments } from "./clients.js"
 import { randomToken } from "./crypto.js"
-import { BodyTooLarge, mediaType, parseForm, readBody } from "./http.js"
+import { mediaType, parseForm, readBody } from "./http.js"
 import { consentPage, csrfRefused, errorPage, loginPage } from "./pages.js"
 import { describeRedirect, isLocalhostOnly } from "./redirect.js"
 import type { Session, Sessions } from "./session.js"
@@ -178,7 +179,7 @@ export const readForm = (config: ResolvedConfig, request: Request) =>
       const form = parseForm(await readBody(request, config.maxBodyBytes))
       return form instanceof Map ? form : undefined
     } catch (e) {
-      if (e instanceof BodyTooLarge) return undefined
+      if (e instanceof PayloadTooLarge) return undefined
       return undefined
     }
   })

@@ -1,9 +1,10 @@
 import { OAuthError } from "@keyway/core"
+import { PayloadTooLarge } from "@keyway/http"
 import { Effect } from "effect"
 import type { ResolvedConfig } from "../Config.js"
 import type { StorageError } from "../storage/Errors.js"
 import type { ClientAuthFailure } from "./clientAuth.js"
-import { BodyTooLarge, CORS_HEADERS, json, mediaType, oauthError, parseForm, readBody } from "./http.js"
+import { CORS_HEADERS, json, mediaType, oauthError, parseForm, readBody } from "./http.js"
 import { BodyTooLargeFailure } from "./token.js"
 
 /**
@@ -23,7 +24,7 @@ export const readForm = (
     const body = yield* Effect.tryPromise({
       try: () => readBody(request, config.maxBodyBytes),
       catch: (e) =>
-        e instanceof BodyTooLarge
+        e instanceof PayloadTooLarge
           ? new BodyTooLargeFailure()
           : OAuthError.make("invalid_request", "the body is not valid UTF-8 form data"),
     })

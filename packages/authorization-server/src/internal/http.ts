@@ -1,4 +1,5 @@
 import type { OAuthError } from "@keyway/core"
+import { Body } from "@keyway/http"
 
 /** Headers that let browser-based clients call an endpoint from any origin (no credentials involved). */
 export const CORS_HEADERS: Readonly<Record<string, string>> = {
@@ -36,32 +37,13 @@ export const json = (
 export const oauthError = (error: OAuthError.OAuthError, headers: Record<string, string> = {}): Response =>
   error.toResponse({ headers: { ...CORS_HEADERS, ...headers } })
 
-/** The body was larger than the configured limit. */
-export class BodyTooLarge extends Error {}
-
 /**
- * Reads the request body as text, refusing more than `limit` bytes (checked against Content-Length first, then while
- * streaming, so a lying or missing Content-Length cannot push more through).
+ * Reads the request body as UTF-8 text (malformed UTF-8 is refused), within `limit` bytes.
+ *
+ * @throws PayloadTooLarge from `@keyway/http`
  */
-export const readBody = async (request: Request, limit: number): Promise<string> => {
-  const declared = request.headers.get("content-length")
-  if (declared !== null && Number(declared) > limit) throw new BodyTooLarge()
-  if (request.body === null) return ""
-  const reader = request.body.getReader()
-  const chunks: Array<Uint8Array> = []
-  let size = 0
-  for (;;) {
-    const { done, value } = await reader.read()
-    if (done) break
-    size += value.byteLength
-    if (size > limit) {
-      await reader.cancel().catch(() => undefined)
-      throw new BodyTooLarge()
-    }
-    chunks.push(value)
-  }
-  return new TextDecoder("utf-8", { fatal: true }).decode(Buffer.concat(chunks))
-}
+export const readBody = (request: Request, limit: number): Promise<string> =>
+  Body.readText(request, limit, { fatal: true })
 
 /** The media type of a request, lower-cased, without parameters. */
 export const mediaType = (request: Request): string =>

@@ -1,10 +1,11 @@
 import { OAuthError, Scope } from "@keyway/core"
+import { PayloadTooLarge } from "@keyway/http"
 import { Effect, Result } from "effect"
 import type { ResolvedConfig } from "../Config.js"
 import type { StorageError } from "../storage/Errors.js"
 import { ClientStore, type NewClient, type TokenEndpointAuthMethod } from "../storage/Storage.js"
 import { randomToken } from "./crypto.js"
-import { BodyTooLarge, CORS_HEADERS, json, mediaType, oauthError, readBody } from "./http.js"
+import { CORS_HEADERS, json, mediaType, oauthError, readBody } from "./http.js"
 import { checkRedirectUriForRegistration } from "./redirect.js"
 import { BodyTooLargeFailure } from "./token.js"
 
@@ -86,7 +87,7 @@ export const registerEndpoint = (
     const text = yield* Effect.tryPromise({
       try: () => readBody(request, config.maxBodyBytes),
       catch: (e) =>
-        e instanceof BodyTooLarge
+        e instanceof PayloadTooLarge
           ? new BodyTooLargeFailure()
           : OAuthError.make("invalid_client_metadata", "the body is not valid UTF-8"),
     })

@@ -1,4 +1,5 @@
 import { CanonicalUri, OAuthError, Pkce, Scope } from "@keyway/core"
+import { PayloadTooLarge } from "@keyway/http"
 import { Effect, Result, Schema } from "effect"
 import type { ResolvedConfig } from "../Config.js"
 import { TokenSigner } from "../Signing.js"
@@ -7,7 +8,7 @@ import { type Client, type ClientStore, GrantStore } from "../storage/Storage.js
 import { authenticateClient } from "./clientAuth.js"
 import type { MetadataDocuments } from "./clients.js"
 import { randomToken } from "./crypto.js"
-import { BodyTooLarge, CORS_HEADERS, json, mediaType, oauthError, parseForm, readBody } from "./http.js"
+import { CORS_HEADERS, json, mediaType, oauthError, parseForm, readBody } from "./http.js"
 
 const err = (code: OAuthError.ErrorCode, description: string) => Effect.fail(OAuthError.make(code, description))
 
@@ -220,7 +221,7 @@ export const tokenEndpoint = (
     const body = yield* Effect.tryPromise({
       try: () => readBody(request, config.maxBodyBytes),
       catch: (e) =>
-        e instanceof BodyTooLarge
+        e instanceof PayloadTooLarge
           ? new BodyTooLargeFailure()
           : OAuthError.make("invalid_request", "the body is not valid UTF-8 form data"),
     })

@@ -4,6 +4,7 @@
  * @see {@link https://www.rfc-editor.org/rfc/rfc9728.html#section-3 | RFC 9728 §3}
  * @see {@link https://www.rfc-editor.org/rfc/rfc6750.html#section-2.1 | RFC 6750 §2.1}
  */
+import { Body } from "@keyway/http"
 import type { ProtectedResource } from "@keyway/resource-server"
 import type { NextFunction, Request, RequestHandler, Response } from "express"
 
@@ -47,13 +48,12 @@ export interface RequireAuthOptions {
   readonly scopes?: ReadonlyArray<string>
 }
 
-const readBody = (req: Request): Promise<string> =>
-  new Promise((resolve, reject) => {
-    const chunks: Array<Buffer> = []
-    req.on("data", (chunk: Buffer) => chunks.push(chunk))
-    req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")))
-    req.on("error", reject)
-  })
+// Within the protected resource's body limit: past it the check answers 413 (and the rest is never read).
+const readBody = async (req: Request, limit: number): Promise<string> => {
+  const declared = req.headers["content-length"]
+  const bytes = await Body.readIterable(req, limit, declared === undefined ? undefined : Number(declared))
+  return new TextDecoder().decode(bytes)
+}
 
 /**
  * Authenticates the request; answers 400/401/403 with the specified challenge, or calls the next handler with the
@@ -97,7 +97,7 @@ export const requireAuth = (guard: ProtectedResource.Handle, options: RequireAut
           ...(parsed === undefined || typeof parsed === "string" ? {} : { parsedBody: parsed }),
           readBody: () => {
             if (typeof parsed === "string") return Promise.resolve(parsed)
-            text ??= readBody(req).then((body) => {
+            text ??= readBody(req, guard.maxBodyBytes).then((body) => {
               try {
                 ;(req as { body?: unknown }).body = JSON.parse(body)
               } catch {
