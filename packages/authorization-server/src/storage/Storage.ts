@@ -34,7 +34,26 @@ import {
   type RefreshTokenRevoked,
   StorageError,
 } from "./Errors.js"
-import * as Memory from "./internal/memory.js"
+import type { Driver } from "./internal/sql.js"
+import * as Store from "./internal/store.js"
+
+// A private SQLite `:memory:` database, closed with the layer's scope. Opening one cannot fail short of a broken
+// Node.js, so a failure is a defect rather than a typed error.
+const memoryDriver = Effect.gen(function* () {
+  // Loaded on demand so users of the other backends never load node:sqlite.
+  const Sqlite = yield* Effect.promise(() => import("./internal/sqlite.js"))
+  const db = yield* Effect.acquireRelease(
+    Effect.sync(() => Sqlite.open({ path: ":memory:" })),
+    (db) => Effect.sync(() => db.isOpen && db.close()),
+  )
+  return Sqlite.driver(db)
+})
+
+const allStores = (driver: Driver) =>
+  Context.make(ClientStore, Store.makeClientStore(driver)).pipe(
+    Context.add(GrantStore, Store.makeGrantStore(driver)),
+    Context.add(KeyStore, Store.makeKeyStore(driver)),
+  )
 
 // ---------------------------------------------------------------------------------------------------------------------
 // Clients
@@ -180,8 +199,11 @@ export class ClientStore extends Context.Service<
     readonly purgeExpired: (now: number) => Effect.Effect<number, StorageError>
   }
 >()("@keyway/authorization-server/ClientStore") {
-  /** A fresh, empty in-memory store (tests, single-process development). */
-  static readonly layerMemory: Layer.Layer<ClientStore> = Layer.sync(ClientStore, Memory.makeClientStore)
+  /** A fresh, empty in-memory store (tests, single-process development): a private SQLite `:memory:` database. */
+  static readonly layerMemory: Layer.Layer<ClientStore> = Layer.effect(
+    ClientStore,
+    Effect.map(memoryDriver, Store.makeClientStore),
+  )
 }
 
 // ---------------------------------------------------------------------------------------------------------------------
@@ -433,8 +455,11 @@ export class GrantStore extends Context.Service<
     readonly purgeExpired: (now: number) => Effect.Effect<number, StorageError>
   }
 >()("@keyway/authorization-server/GrantStore") {
-  /** A fresh, empty in-memory store (tests, single-process development). */
-  static readonly layerMemory: Layer.Layer<GrantStore> = Layer.sync(GrantStore, Memory.makeGrantStore)
+  /** A fresh, empty in-memory store (tests, single-process development): a private SQLite `:memory:` database. */
+  static readonly layerMemory: Layer.Layer<GrantStore> = Layer.effect(
+    GrantStore,
+    Effect.map(memoryDriver, Store.makeGrantStore),
+  )
 }
 
 // ---------------------------------------------------------------------------------------------------------------------
@@ -487,8 +512,11 @@ export class KeyStore extends Context.Service<
     readonly purgeExpired: (now: number) => Effect.Effect<number, StorageError>
   }
 >()("@keyway/authorization-server/KeyStore") {
-  /** A fresh, empty in-memory store (tests, single-process development). */
-  static readonly layerMemory: Layer.Layer<KeyStore> = Layer.sync(KeyStore, Memory.makeKeyStore)
+  /** A fresh, empty in-memory store (tests, single-process development): a private SQLite `:memory:` database. */
+  static readonly layerMemory: Layer.Layer<KeyStore> = Layer.effect(
+    KeyStore,
+    Effect.map(memoryDriver, Store.makeKeyStore),
+  )
 }
 
 // ---------------------------------------------------------------------------------------------------------------------
@@ -499,15 +527,12 @@ export class KeyStore extends Context.Service<
 export type Stores = ClientStore | GrantStore | KeyStore
 
 /**
- * All three stores in memory, empty, independent of any other instance of the layer.
+ * All three stores in memory, empty, independent of any other instance of the layer: one private SQLite `:memory:`
+ * database, so memory behaves exactly as a SQLite file does.
  *
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13 | OAuth 2.1}
  */
-export const layerMemory: Layer.Layer<Stores> = Layer.mergeAll(
-  ClientStore.layerMemory,
-  GrantStore.layerMemory,
-  KeyStore.layerMemory,
-)
+export const layerMemory: Layer.Layer<Stores> = Layer.effectContext(Effect.map(memoryDriver, allStores))
 
 /**
  * Options for {@link layerSqlite}.
@@ -545,10 +570,7 @@ export const layerSqlite = (options: SqliteOptions): Layer.Layer<Stores, Storage
         }),
         (db) => Effect.sync(() => db.isOpen && db.close()),
       )
-      return Context.make(ClientStore, Sqlite.makeClientStore(db)).pipe(
-        Context.add(GrantStore, Sqlite.makeGrantStore(db)),
-        Context.add(KeyStore, Sqlite.makeKeyStore(db)),
-      )
+      return allStores(Sqlite.driver(db))
     }),
   )
 
@@ -649,9 +671,6 @@ export const layerPostgres = (options: PostgresOptions): Layer.Layer<Stores, Sto
         }),
         (db) => Effect.promise(() => db.close().catch(() => undefined)),
       )
-      return Context.make(ClientStore, Postgres.makeClientStore(db)).pipe(
-        Context.add(GrantStore, Postgres.makeGrantStore(db)),
-        Context.add(KeyStore, Postgres.makeKeyStore(db)),
-      )
+      return allStores(Postgres.driver(db))
     }),
   )

@@ -1,6 +1,5 @@
 import { createHash, timingSafeEqual } from "node:crypto"
-import { Effect } from "effect"
-import type { Client, ClientMetadata, Consent, SigningKey } from "../Storage.js"
+import type { Client, ClientMetadata, Consent } from "../Storage.js"
 
 /**
  * The stored form of a server-generated secret (code, refresh token, client secret, registration access token):
@@ -28,15 +27,6 @@ export type Loose<T> = { [K in keyof T]: T[K] | undefined }
 /** A copy of `value` without the keys whose value is `undefined` (for `exactOptionalPropertyTypes` records). */
 export const defined = <T extends object>(value: Loose<T>): T =>
   Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as T
-
-/**
- * Runs a synchronous body that returns `Effect.succeed` or `Effect.fail` on one of several paths, typed as the union
- * of those outcomes.
- */
-export const atomically = <T extends Effect.Effect<unknown, unknown>>(
-  body: () => T,
-): Effect.Effect<Effect.Success<T>, Effect.Error<T>> =>
-  Effect.suspend(body as unknown as () => Effect.Effect<Effect.Success<T>, Effect.Error<T>>)
 
 /** The metadata part of a client (anything else the caller passed, such as raw secrets, is dropped). */
 export const clientMetadata = (c: ClientMetadata): ClientMetadata =>
@@ -97,24 +87,4 @@ export const covers = (consent: Consent | undefined, scopes: ReadonlyArray<strin
   if (consent === undefined) return false
   const have = new Set(consent.scopes)
   return scopes.every((s) => s.length === 0 || have.has(s))
-}
-
-/** Orders signing keys oldest first (`created_at`, then `kid`), the order `list` and `published` return. */
-export const byAge = (a: SigningKey, b: SigningKey): number =>
-  a.created_at - b.created_at || (a.kid < b.kid ? -1 : a.kid > b.kid ? 1 : 0)
-
-/** The key `current` picks: active, activated, not past `retires_at`, latest `activates_at` (ties: newest, then kid). */
-export const pickCurrent = (keys: Iterable<SigningKey>, now: number): SigningKey | undefined => {
-  let best: SigningKey | undefined
-  for (const k of keys) {
-    if (k.status !== "active" || k.activates_at > now || (k.retires_at !== undefined && k.retires_at <= now)) continue
-    if (
-      best === undefined ||
-      k.activates_at > best.activates_at ||
-      (k.activates_at === best.activates_at && byAge(k, best) > 0)
-    ) {
-      best = k
-    }
-  }
-  return best
 }

@@ -1,0 +1,679 @@
+/**
+ * The stores, written once over the driver port: every method is one unit of work (a transaction when it reads and
+ * then writes, or writes more than once), whatever the database.
+ */
+import { Effect, Option } from "effect"
+import {
+  ClientAlreadyExists,
+  ClientNotFound,
+  CodeAlreadyUsed,
+  CodeExpired,
+  CodeNotFound,
+  GrantNotFound,
+  GrantRevoked,
+  KeyAlreadyExists,
+  KeyNotFound,
+  NoSigningKey,
+  RefreshTokenClientMismatch,
+  RefreshTokenExpired,
+  RefreshTokenNotFound,
+  RefreshTokenReused,
+  RefreshTokenRevoked,
+  type StorageError,
+} from "../Errors.js"
+import type {
+  AuthorizationCode,
+  Client,
+  ClientMetadata,
+  ClientStore,
+  Consent,
+  Grant,
+  GrantStore,
+  Jwk,
+  KeyStore,
+  NewClient,
+  RefreshToken,
+  RefreshTokenStatus,
+  SigningKey,
+} from "../Storage.js"
+import {
+  clientMetadata,
+  clientRecord,
+  covers,
+  defined,
+  hashSecret,
+  matchesHash,
+  mergeConsent,
+  normaliseScopes,
+  secretLive,
+  updatedHash,
+} from "./common.js"
+import { count, type Driver, type Mode, type Param, type Row, row, rows, type Work } from "./sql.js"
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Row decoding
+// ---------------------------------------------------------------------------------------------------------------------
+
+const str = (r: Row, key: string): string => {
+  const v = r[key]
+  if (typeof v !== "string") throw new Error(`column ${key}: expected text`)
+  return v
+}
+// PostgreSQL's int8 arrives as a decimal string (it may exceed 2^53); our values are seconds, well within range.
+const num = (r: Row, key: string): number => {
+  const v = r[key]
+  if (typeof v === "number") return v
+  if ((typeof v === "string" && /^-?\d+$/.test(v)) || typeof v === "bigint") return Number(v)
+  throw new Error(`column ${key}: expected integer`)
+}
+const optStr = (r: Row, key: string): string | undefined => (r[key] == null ? undefined : str(r, key))
+const optNum = (r: Row, key: string): number | undefined => (r[key] == null ? undefined : num(r, key))
+// JSON columns: SQLite keeps JSON text, PostgreSQL's jsonb and text[] arrive decoded.
+const json = (r: Row, key: string): unknown => {
+  const v = r[key]
+  return typeof v === "string" ? JSON.parse(v) : v
+}
+// SQLite answers a boolean expression with 0 or 1, PostgreSQL with a boolean.
+const bool = (r: Row, key: string): boolean => r[key] === true || r[key] === 1
+const opt = (v: string | number | undefined): string | number | null => v ?? null
+
+const clientFromRow = (r: Row): Client =>
+  clientRecord(
+    json(r, "metadata") as ClientMetadata,
+    optStr(r, "client_secret_hash"),
+    optStr(r, "registration_access_token_hash"),
+  )
+
+const codeFromRow = (r: Row): AuthorizationCode =>
+  defined<AuthorizationCode>({
+    grant_id: str(r, "grant_id"),
+    client_id: str(r, "client_id"),
+    redirect_uri: str(r, "redirect_uri"),
+    code_challenge: str(r, "code_challenge"),
+    code_challenge_method: str(r, "code_challenge_method") as "S256",
+    resource: str(r, "resource"),
+    scope: str(r, "scope"),
+    subject: str(r, "subject"),
+    auth_time: num(r, "auth_time"),
+    issued_at: num(r, "issued_at"),
+    expires_at: num(r, "expires_at"),
+    nonce: optStr(r, "nonce"),
+  })
+
+const grantFromRow = (r: Row): Grant =>
+  defined<Grant>({
+    grant_id: str(r, "grant_id"),
+    client_id: str(r, "client_id"),
+    subject: str(r, "subject"),
+    resource: str(r, "resource"),
+    scope: str(r, "scope"),
+    auth_time: num(r, "auth_time"),
+    created_at: num(r, "created_at"),
+    revoked_at: optNum(r, "revoked_at"),
+  })
+
+const refreshFromRow = (r: Row): RefreshToken =>
+  defined<RefreshToken>({
+    family_id: str(r, "family_id"),
+    grant_id: str(r, "grant_id"),
+    client_id: str(r, "client_id"),
+    subject: str(r, "subject"),
+    resource: str(r, "resource"),
+    scope: str(r, "scope"),
+    issued_at: num(r, "issued_at"),
+    expires_at: optNum(r, "expires_at"),
+  })
+
+const refreshStatus = (r: Row, now: number): RefreshTokenStatus => {
+  const token = refreshFromRow(r)
+  const active =
+    r.rotated_at == null && r.family_revoked_at == null && (token.expires_at === undefined || token.expires_at > now)
+  return { ...token, active }
+}
+
+const consentFromRow = (r: Row): Consent => ({
+  subject: str(r, "subject"),
+  client_id: str(r, "client_id"),
+  resource: str(r, "resource"),
+  // Sorted on read too: PostgreSQL schemas written before the store was shared keep an unsorted set.
+  scopes: normaliseScopes(json(r, "scopes") as ReadonlyArray<string>),
+  granted_at: num(r, "granted_at"),
+})
+
+const keyFromRow = (r: Row): SigningKey =>
+  defined<SigningKey>({
+    kid: str(r, "kid"),
+    alg: str(r, "alg"),
+    private_jwk: json(r, "private_jwk") as Jwk,
+    public_jwk: json(r, "public_jwk") as Jwk,
+    created_at: num(r, "created_at"),
+    activates_at: num(r, "activates_at"),
+    retires_at: optNum(r, "retires_at"),
+    status: str(r, "status") as SigningKey["status"],
+  })
+
+// ---------------------------------------------------------------------------------------------------------------------
+
+/**
+ * One store method as a unit of work whose outcome is `Effect.succeed` / `Effect.fail` of plain values, decided once
+ * all its statements have run; the driver's failures become `StorageError`.
+ */
+const method =
+  (driver: Driver, operation: string, mode: Mode) =>
+  <T extends Effect.Effect<unknown, unknown>>(
+    work: () => Work<T>,
+  ): Effect.Effect<Effect.Success<T>, Effect.Error<T> | StorageError> =>
+    Effect.flatten(driver.run(operation, mode, work)) as Effect.Effect<
+      Effect.Success<T>,
+      Effect.Error<T> | StorageError
+    >
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Clients
+// ---------------------------------------------------------------------------------------------------------------------
+
+const clientParams = (c: ClientMetadata, secretHash: string | undefined, tokenHash: string | undefined) => [
+  c.client_id,
+  c.origin,
+  opt(c.expires_at),
+  c.client_secret_expires_at,
+  opt(secretHash),
+  opt(tokenHash),
+  JSON.stringify(clientMetadata(c)),
+]
+
+const newHashes = (c: NewClient) =>
+  [
+    c.client_secret === undefined ? undefined : hashSecret(c.client_secret),
+    c.registration_access_token === undefined ? undefined : hashSecret(c.registration_access_token),
+  ] as const
+
+export const makeClientStore = (driver: Driver): ClientStore["Service"] => {
+  const { tables: t } = driver
+  const single = (operation: string) => method(driver, `ClientStore.${operation}`, "autocommit")
+  const INSERT = `INSERT INTO ${t.clients} (client_id, origin, expires_at, client_secret_expires_at, client_secret_hash,
+    registration_access_token_hash, metadata) VALUES ($1, $2, $3, $4, $5, $6, $7)`
+  const select = (clientId: string) => row(`SELECT * FROM ${t.clients} WHERE client_id = $1`, [clientId])
+  return {
+    get: (clientId, now) =>
+      single("get")(function* () {
+        const r = yield* select(clientId)
+        const expiresAt = r === undefined ? undefined : optNum(r, "expires_at")
+        if (r === undefined || (expiresAt !== undefined && expiresAt <= now)) {
+          return Effect.fail(new ClientNotFound({ client_id: clientId }))
+        }
+        return Effect.succeed(clientFromRow(r))
+      }),
+    create: (client) =>
+      single("create")(function* () {
+        const [secret, token] = newHashes(client)
+        const n = yield* count(`${INSERT} ON CONFLICT (client_id) DO NOTHING`, clientParams(client, secret, token))
+        if (n === 0) return Effect.fail(new ClientAlreadyExists({ client_id: client.client_id }))
+        return Effect.succeed(clientRecord(client, secret, token))
+      }),
+    update: (client) =>
+      method(
+        driver,
+        "ClientStore.update",
+        "transaction",
+      )(function* () {
+        const r = yield* row(
+          `SELECT client_secret_hash, registration_access_token_hash FROM ${t.clients} WHERE client_id = $1
+           ${driver.lock("update")}`,
+          [client.client_id],
+        )
+        if (r === undefined) return Effect.fail(new ClientNotFound({ client_id: client.client_id }))
+        const secret = updatedHash(client.client_secret, optStr(r, "client_secret_hash"))
+        const token = updatedHash(client.registration_access_token, optStr(r, "registration_access_token_hash"))
+        yield* count(
+          `UPDATE ${t.clients} SET origin = $2, expires_at = $3, client_secret_expires_at = $4, client_secret_hash = $5,
+           registration_access_token_hash = $6, metadata = $7 WHERE client_id = $1`,
+          clientParams(client, secret, token),
+        )
+        return Effect.succeed(clientRecord(client, secret, token))
+      }),
+    upsert: (client) =>
+      single("upsert")(function* () {
+        const [secret, token] = newHashes(client)
+        yield* count(
+          `${INSERT} ON CONFLICT (client_id) DO UPDATE SET origin = excluded.origin, expires_at = excluded.expires_at,
+           client_secret_expires_at = excluded.client_secret_expires_at, client_secret_hash = excluded.client_secret_hash,
+           registration_access_token_hash = excluded.registration_access_token_hash, metadata = excluded.metadata`,
+          clientParams(client, secret, token),
+        )
+        return Effect.succeed(clientRecord(client, secret, token))
+      }),
+    delete: (clientId) =>
+      single("delete")(function* () {
+        const n = yield* count(`DELETE FROM ${t.clients} WHERE client_id = $1`, [clientId])
+        return n === 0 ? Effect.fail(new ClientNotFound({ client_id: clientId })) : Effect.void
+      }),
+    list: (options) =>
+      single("list")(function* () {
+        const found =
+          options?.origin === undefined
+            ? yield* rows(`SELECT * FROM ${t.clients} ORDER BY client_id`)
+            : yield* rows(`SELECT * FROM ${t.clients} WHERE origin = $1 ORDER BY client_id`, [options.origin])
+        return Effect.succeed(found.map(clientFromRow))
+      }),
+    verifySecret: (clientId, presented, now) =>
+      single("verifySecret")(function* () {
+        const r = yield* select(clientId)
+        if (r === undefined) return Effect.fail(new ClientNotFound({ client_id: clientId }))
+        const matches = matchesHash(presented, optStr(r, "client_secret_hash"))
+        return Effect.succeed(matches && secretLive(num(r, "client_secret_expires_at"), now))
+      }),
+    verifyRegistrationAccessToken: (clientId, presented) =>
+      single("verifyRegistrationAccessToken")(function* () {
+        const r = yield* select(clientId)
+        if (r === undefined) return Effect.fail(new ClientNotFound({ client_id: clientId }))
+        return Effect.succeed(matchesHash(presented, optStr(r, "registration_access_token_hash")))
+      }),
+    purgeExpired: (now) =>
+      single("purgeExpired")(function* () {
+        return Effect.succeed(
+          yield* count(`DELETE FROM ${t.clients} WHERE expires_at IS NOT NULL AND expires_at <= $1`, [now]),
+        )
+      }),
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Grants
+// ---------------------------------------------------------------------------------------------------------------------
+
+export const makeGrantStore = (driver: Driver): GrantStore["Service"] => {
+  const { tables: t } = driver
+  const single = (operation: string) => method(driver, `GrantStore.${operation}`, "autocommit")
+  const atomic = (operation: string) => method(driver, `GrantStore.${operation}`, "transaction")
+
+  // Inside a transaction. The grant row is written (so locked) first: revocations of one grant queue behind each
+  // other and behind any issuance that holds the grant row (see recordAccessToken, createRefresh).
+  function* revoke(grantId: string, now: number): Work<boolean> {
+    const n = yield* count(`UPDATE ${t.grants} SET revoked_at = COALESCE(revoked_at, $2) WHERE grant_id = $1`, [
+      grantId,
+      now,
+    ])
+    if (n === 0) return false
+    yield* count(`UPDATE ${t.families} SET revoked_at = $2 WHERE grant_id = $1 AND revoked_at IS NULL`, [grantId, now])
+    yield* count(
+      `INSERT INTO ${t.revokedAccessTokens} (jti, expires_at)
+       SELECT jti, expires_at FROM ${t.accessTokens} WHERE grant_id = $1 AND expires_at > $2
+       ON CONFLICT (jti) DO NOTHING`,
+      [grantId, now],
+    )
+    return true
+  }
+
+  const SELECT_REFRESH = `SELECT r.token_hash, r.family_id, r.scope, r.issued_at, r.expires_at, r.rotated_at,
+      f.grant_id, f.revoked_at AS family_revoked_at, g.client_id, g.subject, g.resource
+    FROM ${t.refreshTokens} r JOIN ${t.families} f ON f.family_id = r.family_id JOIN ${t.grants} g ON g.grant_id = f.grant_id
+    WHERE r.token_hash = $1`
+
+  // Inside a transaction. With `lock`, the token row stays locked until the transaction ends: concurrent rotations of
+  // one token queue there and each sees the previous one's `rotated_at`. Order of checks: unknown, rotated out
+  // (reuse: revokes the grant), revoked family, expired. Returns the row or the failure.
+  function* presentRefresh(
+    tokenHash: string,
+    now: number,
+    lock: boolean,
+  ): Work<Row | RefreshTokenNotFound | RefreshTokenRevoked | RefreshTokenReused | RefreshTokenExpired> {
+    const r = yield* row(lock ? `${SELECT_REFRESH} ${driver.lock("update", "r")}` : SELECT_REFRESH, [tokenHash])
+    if (r === undefined) return new RefreshTokenNotFound()
+    const family_id = str(r, "family_id")
+    const grant_id = str(r, "grant_id")
+    if (r.rotated_at != null) {
+      yield* revoke(grant_id, now)
+      return new RefreshTokenReused({ family_id, grant_id })
+    }
+    if (r.family_revoked_at != null) return new RefreshTokenRevoked({ family_id, grant_id })
+    const expiresAt = optNum(r, "expires_at")
+    if (expiresAt !== undefined && expiresAt <= now) return new RefreshTokenExpired({ family_id })
+    return r
+  }
+
+  // Inside a transaction: the grant, held against a concurrent revocation until the transaction ends.
+  function* liveGrant(grantId: string): Work<Row | GrantNotFound | GrantRevoked> {
+    const r = yield* row(`SELECT * FROM ${t.grants} WHERE grant_id = $1 ${driver.lock("share")}`, [grantId])
+    if (r === undefined) return new GrantNotFound({ grant_id: grantId })
+    if (r.revoked_at != null) return new GrantRevoked({ grant_id: grantId })
+    return r
+  }
+
+  const INSERT_REFRESH = `INSERT INTO ${t.refreshTokens} (token_hash, family_id, scope, issued_at, expires_at)
+    VALUES ($1, $2, $3, $4, $5)`
+  const SELECT_CONSENT = `SELECT * FROM ${t.consents} WHERE subject = $1 AND client_id = $2 AND resource = $3`
+
+  return {
+    createCode: (input) =>
+      atomic("createCode")(function* () {
+        const grant_id = crypto.randomUUID()
+        yield* count(
+          `INSERT INTO ${t.grants} (grant_id, client_id, subject, resource, scope, auth_time, created_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+          [grant_id, input.client_id, input.subject, input.resource, input.scope, input.auth_time, input.issued_at],
+        )
+        yield* count(
+          `INSERT INTO ${t.codes} (code_hash, grant_id, client_id, redirect_uri, code_challenge,
+           code_challenge_method, resource, scope, subject, auth_time, issued_at, expires_at, nonce)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+          [
+            hashSecret(input.code),
+            grant_id,
+            input.client_id,
+            input.redirect_uri,
+            input.code_challenge,
+            input.code_challenge_method,
+            input.resource,
+            input.scope,
+            input.subject,
+            input.auth_time,
+            input.issued_at,
+            input.expires_at,
+            opt(input.nonce),
+          ],
+        )
+        const { code, ...rest } = input
+        return Effect.succeed(defined<AuthorizationCode>({ ...rest, grant_id }))
+      }),
+    consumeCode: (code, now) =>
+      atomic("consumeCode")(function* () {
+        const codeHash = hashSecret(code)
+        // The code row stays locked until commit: concurrent redemptions queue here, and each one after the first
+        // re-reads the row with the winner's consumed_at set.
+        const r = yield* row(
+          `SELECT c.*, g.revoked_at AS grant_revoked_at FROM ${t.codes} c
+           JOIN ${t.grants} g ON g.grant_id = c.grant_id WHERE c.code_hash = $1 ${driver.lock("update", "c")}`,
+          [codeHash],
+        )
+        if (r === undefined) return Effect.fail(new CodeNotFound())
+        const grant_id = str(r, "grant_id")
+        if (r.consumed_at != null) {
+          yield* revoke(grant_id, now)
+          return Effect.fail(new CodeAlreadyUsed({ grant_id }))
+        }
+        if (num(r, "expires_at") <= now) return Effect.fail(new CodeExpired({ grant_id }))
+        if (r.grant_revoked_at != null) return Effect.fail(new GrantRevoked({ grant_id }))
+        yield* count(`UPDATE ${t.codes} SET consumed_at = $1 WHERE code_hash = $2`, [now, codeHash])
+        return Effect.succeed(codeFromRow(r))
+      }),
+    getGrant: (grantId) =>
+      single("getGrant")(function* () {
+        const r = yield* row(`SELECT * FROM ${t.grants} WHERE grant_id = $1`, [grantId])
+        return r === undefined ? Effect.fail(new GrantNotFound({ grant_id: grantId })) : Effect.succeed(grantFromRow(r))
+      }),
+    recordAccessToken: (token) =>
+      atomic("recordAccessToken")(function* () {
+        const grant = yield* liveGrant(token.grant_id)
+        if (grant instanceof Error) return Effect.fail(grant)
+        yield* count(`INSERT INTO ${t.accessTokens} (jti, grant_id, expires_at) VALUES ($1, $2, $3)`, [
+          token.jti,
+          token.grant_id,
+          token.expires_at,
+        ])
+        return Effect.void
+      }),
+    revokeAccessToken: (jti, expiresAt) =>
+      single("revokeAccessToken")(function* () {
+        yield* count(
+          `INSERT INTO ${t.revokedAccessTokens} (jti, expires_at) VALUES ($1, $2) ON CONFLICT (jti) DO NOTHING`,
+          [jti, expiresAt],
+        )
+        return Effect.void
+      }),
+    isAccessTokenRevoked: (jti) =>
+      single("isAccessTokenRevoked")(function* () {
+        const r = yield* row(
+          `SELECT EXISTS (SELECT 1 FROM ${t.revokedAccessTokens} WHERE jti = $1)
+             OR EXISTS (SELECT 1 FROM ${t.accessTokens} a JOIN ${t.grants} g ON g.grant_id = a.grant_id
+                        WHERE a.jti = $1 AND g.revoked_at IS NOT NULL) AS revoked`,
+          [jti],
+        )
+        return Effect.succeed(r !== undefined && bool(r, "revoked"))
+      }),
+    createRefresh: (input) =>
+      atomic("createRefresh")(function* () {
+        const grant = yield* liveGrant(input.grant_id)
+        if (grant instanceof Error) return Effect.fail(grant)
+        const family_id = crypto.randomUUID()
+        yield* count(`INSERT INTO ${t.families} (family_id, grant_id, created_at) VALUES ($1, $2, $3)`, [
+          family_id,
+          input.grant_id,
+          input.issued_at,
+        ])
+        yield* count(INSERT_REFRESH, [
+          hashSecret(input.token),
+          family_id,
+          input.scope,
+          input.issued_at,
+          opt(input.expires_at),
+        ])
+        return Effect.succeed(
+          defined<RefreshToken>({
+            family_id,
+            grant_id: input.grant_id,
+            client_id: str(grant, "client_id"),
+            subject: str(grant, "subject"),
+            resource: str(grant, "resource"),
+            scope: input.scope,
+            issued_at: input.issued_at,
+            expires_at: input.expires_at,
+          }),
+        )
+      }),
+    getRefresh: (token, now) =>
+      atomic("getRefresh")(function* () {
+        const presented = yield* presentRefresh(hashSecret(token), now, false)
+        return presented instanceof Error ? Effect.fail(presented) : Effect.succeed(refreshFromRow(presented))
+      }),
+    findRefresh: (token, now) =>
+      single("findRefresh")(function* () {
+        const r = yield* row(SELECT_REFRESH, [hashSecret(token)])
+        return Effect.succeed(r === undefined ? Option.none<RefreshTokenStatus>() : Option.some(refreshStatus(r, now)))
+      }),
+    rotate: (rotation) =>
+      atomic("rotate")(function* () {
+        const tokenHash = hashSecret(rotation.token)
+        const r = yield* presentRefresh(tokenHash, rotation.now, true)
+        if (r instanceof Error) return Effect.fail(r)
+        const family_id = str(r, "family_id")
+        if (str(r, "client_id") !== rotation.client_id) {
+          return Effect.fail(new RefreshTokenClientMismatch({ family_id, client_id: rotation.client_id }))
+        }
+        yield* count(`UPDATE ${t.refreshTokens} SET rotated_at = $1 WHERE token_hash = $2`, [rotation.now, tokenHash])
+        yield* count(INSERT_REFRESH, [
+          hashSecret(rotation.new_token),
+          family_id,
+          rotation.scope,
+          rotation.now,
+          opt(rotation.expires_at),
+        ])
+        return Effect.succeed(
+          defined<RefreshToken>({
+            family_id,
+            grant_id: str(r, "grant_id"),
+            client_id: str(r, "client_id"),
+            subject: str(r, "subject"),
+            resource: str(r, "resource"),
+            scope: rotation.scope,
+            issued_at: rotation.now,
+            expires_at: rotation.expires_at,
+          }),
+        )
+      }),
+    revokeFamily: (familyId, now) =>
+      single("revokeFamily")(function* () {
+        const n = yield* count(`UPDATE ${t.families} SET revoked_at = COALESCE(revoked_at, $1) WHERE family_id = $2`, [
+          now,
+          familyId,
+        ])
+        return Effect.succeed(n > 0)
+      }),
+    revokeByRefreshToken: (token, now) =>
+      atomic("revokeByRefreshToken")(function* () {
+        const r = yield* row(
+          `SELECT f.grant_id FROM ${t.refreshTokens} r JOIN ${t.families} f ON f.family_id = r.family_id
+           WHERE r.token_hash = $1`,
+          [hashSecret(token)],
+        )
+        if (r === undefined) return Effect.succeed(Option.none<string>())
+        const grantId = str(r, "grant_id")
+        yield* revoke(grantId, now)
+        return Effect.succeed(Option.some(grantId))
+      }),
+    revokeGrant: (grantId, now) =>
+      atomic("revokeGrant")(function* () {
+        return (yield* revoke(grantId, now)) ? Effect.void : Effect.fail(new GrantNotFound({ grant_id: grantId }))
+      }),
+    grantConsent: (consent) =>
+      atomic("grantConsent")(function* () {
+        const key: ReadonlyArray<Param> = [consent.subject, consent.client_id, consent.resource]
+        const fresh = mergeConsent(undefined, consent)
+        // Insert when absent; otherwise merge under the row's lock, so concurrent grants (in any process) each add
+        // their scopes instead of overwriting one another.
+        const inserted = yield* count(
+          `INSERT INTO ${t.consents} (subject, client_id, resource, scopes, granted_at) VALUES ($1, $2, $3, $4, $5)
+           ON CONFLICT (subject, client_id, resource) DO NOTHING`,
+          [...key, driver.textArray(fresh.scopes), fresh.granted_at],
+        )
+        if (inserted === 1) return Effect.succeed(fresh)
+        const current = yield* row(`${SELECT_CONSENT} ${driver.lock("update")}`, key)
+        const merged = mergeConsent(current === undefined ? undefined : consentFromRow(current), consent)
+        yield* count(
+          `UPDATE ${t.consents} SET scopes = $4, granted_at = $5 WHERE subject = $1 AND client_id = $2 AND resource = $3`,
+          [...key, driver.textArray(merged.scopes), merged.granted_at],
+        )
+        return Effect.succeed(merged)
+      }),
+    getConsent: (subject, clientId, resource) =>
+      single("getConsent")(function* () {
+        const r = yield* row(SELECT_CONSENT, [subject, clientId, resource])
+        return Effect.succeed(r === undefined ? Option.none<Consent>() : Option.some(consentFromRow(r)))
+      }),
+    consentCovers: (subject, clientId, resource, scopes) =>
+      single("consentCovers")(function* () {
+        const r = yield* row(SELECT_CONSENT, [subject, clientId, resource])
+        return Effect.succeed(covers(r === undefined ? undefined : consentFromRow(r), scopes))
+      }),
+    revokeConsent: (subject, clientId, resource) =>
+      single("revokeConsent")(function* () {
+        return Effect.succeed(
+          resource === undefined
+            ? yield* count(`DELETE FROM ${t.consents} WHERE subject = $1 AND client_id = $2`, [subject, clientId])
+            : yield* count(`DELETE FROM ${t.consents} WHERE subject = $1 AND client_id = $2 AND resource = $3`, [
+                subject,
+                clientId,
+                resource,
+              ]),
+        )
+      }),
+    listConsents: (subject) =>
+      single("listConsents")(function* () {
+        const found = yield* rows(`SELECT * FROM ${t.consents} WHERE subject = $1 ORDER BY client_id, resource`, [
+          subject,
+        ])
+        return Effect.succeed(found.map(consentFromRow))
+      }),
+    rememberJti: (clientId, jti, expiresAt) =>
+      single("rememberJti")(function* () {
+        const n = yield* count(
+          `INSERT INTO ${t.assertionJtis} (client_id, jti, expires_at) VALUES ($1, $2, $3)
+           ON CONFLICT (client_id, jti) DO NOTHING`,
+          [clientId, jti, expiresAt],
+        )
+        return Effect.succeed(n === 1)
+      }),
+    purgeExpired: (now) =>
+      atomic("purgeExpired")(function* () {
+        let removed = 0
+        removed += yield* count(`DELETE FROM ${t.codes} WHERE expires_at <= $1`, [now])
+        removed += yield* count(`DELETE FROM ${t.accessTokens} WHERE expires_at <= $1`, [now])
+        removed += yield* count(`DELETE FROM ${t.revokedAccessTokens} WHERE expires_at <= $1`, [now])
+        removed += yield* count(`DELETE FROM ${t.assertionJtis} WHERE expires_at <= $1`, [now])
+        removed += yield* count(
+          `DELETE FROM ${t.refreshTokens} WHERE (expires_at IS NOT NULL AND expires_at <= $1)
+           OR family_id IN (SELECT family_id FROM ${t.families} WHERE revoked_at IS NOT NULL)`,
+          [now],
+        )
+        removed += yield* count(
+          `DELETE FROM ${t.families} AS f WHERE f.revoked_at IS NOT NULL
+           OR NOT EXISTS (SELECT 1 FROM ${t.refreshTokens} r WHERE r.family_id = f.family_id)`,
+        )
+        removed += yield* count(
+          `DELETE FROM ${t.grants} AS g WHERE
+             NOT EXISTS (SELECT 1 FROM ${t.codes} c WHERE c.grant_id = g.grant_id)
+             AND NOT EXISTS (SELECT 1 FROM ${t.accessTokens} a WHERE a.grant_id = g.grant_id)
+             AND NOT EXISTS (SELECT 1 FROM ${t.families} f WHERE f.grant_id = g.grant_id)`,
+        )
+        return Effect.succeed(removed)
+      }),
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Keys
+// ---------------------------------------------------------------------------------------------------------------------
+
+export const makeKeyStore = (driver: Driver): KeyStore["Service"] => {
+  const { tables: t } = driver
+  const single = (operation: string) => method(driver, `KeyStore.${operation}`, "autocommit")
+  const ORDER = "ORDER BY created_at, kid"
+  return {
+    add: (key) =>
+      single("add")(function* () {
+        const n = yield* count(
+          `INSERT INTO ${t.keys} (kid, alg, private_jwk, public_jwk, created_at, activates_at, retires_at, status)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (kid) DO NOTHING`,
+          [
+            key.kid,
+            key.alg,
+            JSON.stringify(key.private_jwk),
+            JSON.stringify(key.public_jwk),
+            key.created_at,
+            key.activates_at,
+            opt(key.retires_at),
+            key.status,
+          ],
+        )
+        if (n === 0) return Effect.fail(new KeyAlreadyExists({ kid: key.kid }))
+        return Effect.succeed(structuredClone(defined(key)))
+      }),
+    get: (kid) =>
+      single("get")(function* () {
+        const r = yield* row(`SELECT * FROM ${t.keys} WHERE kid = $1`, [kid])
+        return r === undefined ? Effect.fail(new KeyNotFound({ kid })) : Effect.succeed(keyFromRow(r))
+      }),
+    list: () =>
+      single("list")(function* () {
+        return Effect.succeed((yield* rows(`SELECT * FROM ${t.keys} ${ORDER}`)).map(keyFromRow))
+      }),
+    published: (now) =>
+      single("published")(function* () {
+        const found = yield* rows(`SELECT * FROM ${t.keys} WHERE retires_at IS NULL OR retires_at > $1 ${ORDER}`, [now])
+        return Effect.succeed(found.map(keyFromRow))
+      }),
+    current: (now) =>
+      single("current")(function* () {
+        const r = yield* row(
+          `SELECT * FROM ${t.keys} WHERE status = 'active' AND activates_at <= $1 AND (retires_at IS NULL OR retires_at > $1)
+           ORDER BY activates_at DESC, created_at DESC, kid DESC LIMIT 1`,
+          [now],
+        )
+        return r === undefined ? Effect.fail(new NoSigningKey()) : Effect.succeed(keyFromRow(r))
+      }),
+    retire: (kid, retiresAt) =>
+      single("retire")(function* () {
+        const r = yield* row(`UPDATE ${t.keys} SET status = 'retired', retires_at = $1 WHERE kid = $2 RETURNING *`, [
+          retiresAt,
+          kid,
+        ])
+        return r === undefined ? Effect.fail(new KeyNotFound({ kid })) : Effect.succeed(keyFromRow(r))
+      }),
+    purgeExpired: (now) =>
+      single("purgeExpired")(function* () {
+        return Effect.succeed(
+          yield* count(`DELETE FROM ${t.keys} WHERE retires_at IS NOT NULL AND retires_at <= $1`, [now]),
+        )
+      }),
+  }
+}
