@@ -7,6 +7,7 @@
 import { readFile } from "node:fs/promises"
 import { dirname, resolve } from "node:path"
 import { parseArgs } from "node:util"
+import { SecureUrl } from "@keyway/core"
 import { z } from "zod"
 import { databaseProblem, isPostgres } from "./internal/database.js"
 
@@ -167,8 +168,6 @@ const orFalse = <T extends z.ZodType>(schema: T, what: string) =>
 /** The library's default `signingKeys.rotateEvery` (30 days), against which `publishAhead` is checked. */
 const DEFAULT_ROTATE_EVERY = 30 * 24 * 3600
 
-const LOOPBACK_HOSTS = new Set(["127.0.0.1", "[::1]", "localhost"])
-
 const database = nonEmpty.superRefine((value, ctx) => {
   const problem = databaseProblem(value)
   if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem })
@@ -305,8 +304,7 @@ export const appConfigSchema = z
       })
     }
     if (config.development?.allowHttpLoopbackUpstream === true) {
-      const issuer = config.upstream === undefined ? null : URL.parse(config.upstream.issuer)
-      if (issuer === null || issuer.protocol !== "http:" || !LOOPBACK_HOSTS.has(issuer.hostname)) {
+      if (config.upstream === undefined || SecureUrl.transportOf(config.upstream.issuer) !== "http-loopback") {
         ctx.addIssue({
           code: "custom",
           path: ["development", "allowHttpLoopbackUpstream"],

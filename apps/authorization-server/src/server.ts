@@ -12,6 +12,7 @@ import {
   NodeServer,
   UserAuthenticator,
 } from "@keyway/authorization-server"
+import { SecureUrl } from "@keyway/core"
 import { type AppConfig, ConfigFileError, DEFAULTS, parseConfig } from "./config.js"
 import { isPostgres, redactConnectionString } from "./internal/database.js"
 import { defaultLog, type Log, withRequestLog } from "./logging.js"
@@ -30,8 +31,6 @@ export interface StartOptions {
   /** Receives readable one-line events; stderr with the time by default. */
   readonly log?: (line: string) => void
 }
-
-const LOOPBACK = new Set(["127.0.0.1", "::1", "[::1]", "localhost"])
 
 const urlHost = (host: string): string => (host.includes(":") && !host.startsWith("[") ? `[${host}]` : host)
 
@@ -92,7 +91,7 @@ export const startAuthorizationServer = async (
   const log = options.log ?? defaultLog
   const config = parseConfig(input, "the configuration")
   const host = config.host ?? DEFAULTS.host
-  if (config.issuer === undefined && !LOOPBACK.has(host)) {
+  if (config.issuer === undefined && !SecureUrl.isLoopbackHost(host)) {
     throw new ConfigFileError(
       `invalid configuration: issuer is required when host (${host}) is not a loopback address; set an https issuer`,
     )
@@ -132,7 +131,7 @@ export const startAuthorizationServer = async (
       ...(config.upstream === undefined ? {} : { upstream: config.upstream }),
       registration: config.registration ?? true,
       development: {
-        allowHttpLoopbackIssuer: issuerUrl.protocol === "http:" && LOOPBACK.has(issuerUrl.hostname),
+        allowHttpLoopbackIssuer: SecureUrl.transportOf(issuerUrl) === "http-loopback",
         ...(config.development?.allowHttpLoopbackUpstream === undefined
           ? {}
           : { allowHttpLoopbackUpstream: config.development.allowHttpLoopbackUpstream }),

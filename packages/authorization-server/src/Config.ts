@@ -5,7 +5,7 @@
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13 | OAuth 2.1}
  * @module
  */
-import { CanonicalUri } from "@keyway/core"
+import { CanonicalUri, SecureUrl } from "@keyway/core"
 import { Schema } from "effect"
 import type { ResolverOptions } from "./cimd/ClientMetadataResolver.js"
 import type { PolicyFunction, PolicyOptions } from "./cimd/TrustPolicy.js"
@@ -301,8 +301,6 @@ export const clientAuthMethod = (c: ClientOptions): TokenEndpointAuthMethod =>
   c.tokenEndpointAuthMethod ??
   (c.clientSecret !== undefined ? "client_secret_basic" : c.jwks !== undefined ? "private_key_jwt" : "none")
 
-const LOOPBACK_HOSTS = new Set(["127.0.0.1", "[::1]", "localhost"])
-
 const positive = (name: string, value: number | undefined, fallback: number, max = Number.MAX_SAFE_INTEGER) => {
   const v = value ?? fallback
   if (!Number.isInteger(v) || v <= 0 || v > max) {
@@ -375,7 +373,7 @@ export const resolve = (options: ConfigOptions): ResolvedConfig => {
   if (issuerUrl.username !== "" || issuerUrl.password !== "")
     throw new ConfigError({ message: "issuer must not have userinfo" })
   if (issuerUrl.protocol === "http:") {
-    if (!LOOPBACK_HOSTS.has(issuerUrl.hostname)) {
+    if (SecureUrl.transportOf(issuerUrl) !== "http-loopback") {
       throw new ConfigError({
         message: "issuer must use https (http is only possible on a loopback host in development mode)",
       })

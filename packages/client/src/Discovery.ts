@@ -10,7 +10,7 @@ import { Effect, Result } from "effect"
 import { AuthError, type Step } from "./AuthError.js"
 import { ClientConfig } from "./ClientConfig.js"
 import { DiscoveryCache, freshness } from "./DiscoveryCache.js"
-import { isLoopback, readJson, send } from "./internal/http.js"
+import { isSecureOrLoopback, readJson, send } from "./internal/http.js"
 
 /**
  * What discovery learnt about the protected resource.
@@ -245,7 +245,7 @@ export const legacyIssuerAccepted = (issuer: string, serverOrigin: string): bool
   const origin = URL.parse(serverOrigin)
   if (url === null || origin === null) return false
   if (issuer.includes("?") || issuer.includes("#") || url.username !== "" || url.password !== "") return false
-  const secure = url.protocol === "https:" || (url.protocol === "http:" && isLoopback(url))
+  const secure = isSecureOrLoopback(url)
   return secure && url.origin === origin.origin
 }
 

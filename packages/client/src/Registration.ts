@@ -6,12 +6,12 @@
  * @see {@link https://modelcontextprotocol.io/specification/2026-07-28/basic/authorization/client-registration | MCP client registration}
  * @module
  */
-import { Wire } from "@keyway/core"
+import { SecureUrl, Wire } from "@keyway/core"
 import { Effect, Result } from "effect"
 import { AuthError } from "./AuthError.js"
 import { ClientConfig, type ClientInformation, type TokenEndpointAuthMethod } from "./ClientConfig.js"
 import type { AuthorizationServer } from "./Discovery.js"
-import { isLoopback, isRecord, readJson, requireSecure, send } from "./internal/http.js"
+import { isRecord, readJson, requireSecure, send } from "./internal/http.js"
 import { TokenStore } from "./TokenStore.js"
 
 /** The storage key of the registration held for an issuer. */
@@ -23,13 +23,7 @@ export const storageKey = (issuer: string): string => `client:${issuer}`
  * @see {@link https://www.rfc-editor.org/rfc/rfc8252.html#section-7.3 | RFC 8252 §7.3}
  */
 export const redirectUriCovered = (registered: ReadonlyArray<string>, redirectUri: string): boolean =>
-  registered.some((candidate) => {
-    if (candidate === redirectUri) return true
-    const a = URL.parse(candidate)
-    const b = URL.parse(redirectUri)
-    if (a === null || b === null || !isLoopback(a) || a.hostname === "localhost") return false
-    return a.protocol === b.protocol && a.hostname === b.hostname && a.pathname === b.pathname && a.search === b.search
-  })
+  SecureUrl.matchRedirectUri(redirectUri, registered) !== undefined
 
 const isUsable = (client: ClientInformation, issuer: string, redirectUri: string, now: number): boolean =>
   client.issuer === issuer &&

@@ -23,6 +23,9 @@ export * as Revision from "./Revision.js"
 /** Scope strings and order-preserving scope-set operations (RFC 6749 §3.3). */
 export * as Scope from "./Scope.js"
 
+/** Where plain http is acceptable: loopback hosts, the secure-or-loopback policy, loopback redirect URIs (RFC 8252 §7.3, §8.3). */
+export * as SecureUrl from "./SecureUrl.js"
+
 /** Well-known metadata locations (RFC 9728 §3, RFC 8414 §3, OpenID Connect Discovery §4). */
 export * as WellKnown from "./WellKnown.js"
 

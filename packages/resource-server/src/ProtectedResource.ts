@@ -6,7 +6,7 @@
  * @see {@link https://www.rfc-editor.org/rfc/rfc9728.html | RFC 9728}
  * @see {@link https://www.rfc-editor.org/rfc/rfc6750.html | RFC 6750}
  */
-import { CanonicalUri, Challenge, OAuthError, Scope, WellKnown, Wire } from "@keyway/core"
+import { CanonicalUri, Challenge, OAuthError, Scope, SecureUrl, WellKnown, Wire } from "@keyway/core"
 import { Body, DEFAULT_MAX_BODY_BYTES, PayloadTooLarge } from "@keyway/http"
 import { Context, Effect, Layer, ManagedRuntime, Result, Schema } from "effect"
 import { type BearerCredentials, parseAuthorization } from "./internal/bearer.js"
@@ -338,8 +338,6 @@ interface Config {
   readonly maxBodyBytes: number
 }
 
-const LOOPBACK = new Set(["localhost", "127.0.0.1", "[::1]"])
-
 const resolve = (options: Omit<ProtectedResourceOptions, "verifier">): Result.Result<Config, InvalidConfiguration> => {
   const fail = (field: string, problem: string) => Result.fail(new InvalidConfiguration({ field, problem }))
   const resource = CanonicalUri.validate(options.resource)
@@ -355,8 +353,9 @@ const resolve = (options: Omit<ProtectedResourceOptions, "verifier">): Result.Re
     if (url.hash !== "" || url.search !== "" || server.includes("#") || server.includes("?")) {
       return fail("authorizationServers", `has an issuer with a query or fragment: ${server}`)
     }
-    const insecureOk = options.allowInsecureAuthorizationServers === true || LOOPBACK.has(url.hostname)
-    if (url.protocol !== "https:" && !(url.protocol === "http:" && insecureOk)) {
+    if (
+      !SecureUrl.isAllowed(url, { httpLoopback: true, httpAnyHost: options.allowInsecureAuthorizationServers === true })
+    ) {
       return fail("authorizationServers", `must use https: ${server}`)
     }
   }

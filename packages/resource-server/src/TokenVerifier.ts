@@ -5,7 +5,7 @@
  * @see {@link https://www.rfc-editor.org/rfc/rfc9068.html#section-4 | RFC 9068 §4}
  * @see {@link https://www.rfc-editor.org/rfc/rfc7662.html#section-2 | RFC 7662 §2}
  */
-import { CanonicalUri, WellKnown } from "@keyway/core"
+import { CanonicalUri, SecureUrl, WellKnown } from "@keyway/core"
 import { Context, Effect, Layer } from "effect"
 import { createRemoteJWKSet, decodeJwt, errors, type JWTVerifyGetKey, jwtVerify } from "jose"
 import {
@@ -142,13 +142,10 @@ const checkAlgorithms = (algorithms: ReadonlyArray<string>): ReadonlyArray<strin
   return algorithms
 }
 
-const LOOPBACK = new Set(["localhost", "127.0.0.1", "[::1]"])
-
 const checkEndpoint = (name: string, value: string, allowInsecure: boolean | undefined): URL => {
   if (!URL.canParse(value)) throw new InvalidVerifierOptions(`${name} is not a URL: ${value}`)
   const url = new URL(value)
-  const insecureOk = allowInsecure === true || LOOPBACK.has(url.hostname)
-  if (url.protocol !== "https:" && !(url.protocol === "http:" && insecureOk)) {
+  if (!SecureUrl.isAllowed(url, { httpLoopback: true, httpAnyHost: allowInsecure === true })) {
     throw new InvalidVerifierOptions(`${name} must use https: ${value}`)
   }
   return url

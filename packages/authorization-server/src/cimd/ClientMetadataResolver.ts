@@ -11,9 +11,8 @@
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#client-id-metadata-documents | MCP 2025-11-25 Client ID Metadata Documents}
  * @module
  */
-import { OAuthError, Wire } from "@keyway/core"
+import { OAuthError, SecureUrl, Wire } from "@keyway/core"
 import { Cause, Context, Deferred, Effect, type Exit, Layer, Result, Schema } from "effect"
-import * as Address from "../outbound/Address.js"
 import { OutboundFetch, type OutboundFetchService, RefusalReason } from "../outbound/OutboundFetch.js"
 import type { ClientMetadata, JwkSet, TokenEndpointAuthMethod } from "../storage/Storage.js"
 import * as CacheControl from "./CacheControl.js"
@@ -155,14 +154,6 @@ export interface ClientMetadataResolverService {
  */
 export const isClientIdUrl = (clientId: string): boolean => /^https?:\/\//i.test(clientId)
 
-const LOOPBACK_NAMES = new Set(["localhost"])
-
-const isLoopbackHost = (hostname: string): boolean => {
-  const host = hostname.startsWith("[") ? hostname.slice(1, -1) : hostname
-  const lower = host.toLowerCase()
-  return LOOPBACK_NAMES.has(lower) || lower.endsWith(".localhost") || Address.isLoopback(host)
-}
-
 /**
  * Whether every redirect URI points at the user's own machine (loopback host), so the consent page should warn that
  * the client is a local application whose identity the server cannot check. False for an empty list.
@@ -177,7 +168,7 @@ export const isLoopbackOnly = (redirectUris: ReadonlyArray<string>): boolean =>
     return (
       parsed !== null &&
       (parsed.protocol === "http:" || parsed.protocol === "https:") &&
-      isLoopbackHost(parsed.hostname)
+      SecureUrl.isLoopbackHost(parsed.hostname)
     )
   })
 
@@ -191,7 +182,7 @@ const redirectUriProblem = (uri: string): string | undefined => {
   if (parsed.hash !== "" || uri.includes("#")) return "must not contain a fragment"
   if (parsed.protocol === "https:") return undefined
   if (parsed.protocol === "http:") {
-    return isLoopbackHost(parsed.hostname) ? undefined : "must use https unless its host is loopback"
+    return SecureUrl.isLoopbackHost(parsed.hostname) ? undefined : "must use https unless its host is loopback"
   }
   if (/^[a-z][a-z0-9+.-]*\.[a-z0-9+.-]+:$/i.test(parsed.protocol)) return undefined
   return "must use https, http on loopback, or a reverse-domain private-use scheme"
@@ -296,7 +287,7 @@ const checkClientId = (clientId: string, settings: Settings): Result.Result<stri
 const developmentForm = (clientId: string, settings: Settings): string | undefined => {
   if (!settings.allowHttpLoopbackClientIds || !/^http:\/\//i.test(clientId)) return undefined
   const parsed = URL.parse(clientId)
-  if (parsed === null || !isLoopbackHost(parsed.hostname)) return undefined
+  if (parsed === null || !SecureUrl.isLoopbackHost(parsed.hostname)) return undefined
   return `https://${clientId.slice("http://".length)}`
 }
 

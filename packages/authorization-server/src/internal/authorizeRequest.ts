@@ -1,7 +1,6 @@
-import { CanonicalUri, Pkce, Scope } from "@keyway/core"
+import { CanonicalUri, Pkce, Scope, SecureUrl } from "@keyway/core"
 import { Result } from "effect"
 import type { ResolvedConfig, Resource } from "../Config.js"
-import { matchRedirectUri } from "./redirect.js"
 
 /** The client facts the authorization endpoint needs. */
 export interface ClientView {
@@ -87,7 +86,7 @@ export const validate = (
     }
     redirectUri = only
   } else {
-    if (matchRedirectUri(given, client.redirectUris) === undefined) {
+    if (SecureUrl.matchRedirectUri(given, client.redirectUris) === undefined) {
       return page("invalid_request", "redirect_uri does not match any URI registered for this client")
     }
     redirectUri = given

@@ -10,7 +10,7 @@
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1 | OAuth 2.1 §4.1}
  * @module
  */
-import { CanonicalUri } from "@keyway/core"
+import { CanonicalUri, SecureUrl } from "@keyway/core"
 
 /**
  * The upstream token response, as the identity function sees it.
@@ -106,8 +106,6 @@ export interface ResolvedUpstream {
   readonly consentSeconds: number
 }
 
-const LOOPBACK_HOSTS = new Set(["127.0.0.1", "[::1]", "localhost"])
-
 /**
  * Validates the upstream options: a message naming the problem, or the resolved options.
  *
@@ -123,7 +121,7 @@ export const resolveUpstream = (
     return { error: "upstream.issuer must not have a query or fragment (RFC 8414 §2)" }
   }
   if (issuerUrl.protocol === "http:") {
-    if (!LOOPBACK_HOSTS.has(issuerUrl.hostname) || !allowHttpLoopback) {
+    if (SecureUrl.transportOf(issuerUrl) !== "http-loopback" || !allowHttpLoopback) {
       return {
         error:
           "upstream.issuer must use https (http only on a loopback host with development.allowHttpLoopbackUpstream)",

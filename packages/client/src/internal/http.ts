@@ -1,21 +1,12 @@
+import { SecureUrl } from "@keyway/core"
 import { Effect } from "effect"
 import { AuthError, type Step } from "../AuthError.js"
 
 /** The subset of `fetch` the client needs; any WHATWG-compatible fetch fits. */
 export type FetchLike = (input: string | URL | Request, init?: RequestInit) => Promise<Response>
 
-const LOOPBACK_HOSTS = new Set(["127.0.0.1", "[::1]", "localhost"])
-
-/** Whether a URL's host is a loopback address, where plain http is acceptable (RFC 8252 §7.3). */
-export const isLoopback = (url: URL): boolean =>
-  LOOPBACK_HOSTS.has(url.hostname) || /^127\.\d+\.\d+\.\d+$/.test(url.hostname)
-
 /** https, or http on a loopback host: the only places credentials may be sent. */
-export const isSecureOrLoopback = (raw: string): boolean => {
-  const url = URL.parse(raw)
-  if (url === null) return false
-  return url.protocol === "https:" || (url.protocol === "http:" && isLoopback(url))
-}
+export const isSecureOrLoopback = (url: string | URL): boolean => SecureUrl.isAllowed(url, { httpLoopback: true })
 
 /** Parses an absolute URL or fails with a typed error for the given step. */
 export const parseUrl = (step: Step, raw: string, what: string): Effect.Effect<URL, AuthError> => {
