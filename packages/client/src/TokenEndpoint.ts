@@ -6,7 +6,7 @@
  * @module
  */
 import { randomUUID } from "node:crypto"
-import { Wire } from "@keyway/core"
+import { ClientAuth, Wire } from "@keyway/core"
 import { Effect, Result } from "effect"
 import { SignJWT } from "jose"
 import { AuthError, type Step } from "./AuthError.js"
@@ -16,9 +16,6 @@ import { isRecord, readJson, requireSecure, send } from "./internal/http.js"
 import type { Pending, Tokens } from "./TokenStore.js"
 
 const ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
-
-/** application/x-www-form-urlencoded encoding of one value, as RFC 6749 §2.3.1 asks for Basic credentials. */
-const formEncode = (value: string): string => new URLSearchParams({ v: value }).toString().slice(2)
 
 /**
  * Adds client authentication to a token request by the client's registered method.
@@ -53,8 +50,7 @@ export const authenticate = Effect.fnUntraced(function* (
         })
       }
       if (method === "client_secret_basic") {
-        const credentials = Buffer.from(`${formEncode(client.client_id)}:${formEncode(secret)}`).toString("base64")
-        headers.set("authorization", `Basic ${credentials}`)
+        headers.set("authorization", ClientAuth.encodeClientSecretBasic(client.client_id, secret))
       } else {
         body.set("client_id", client.client_id)
         body.set("client_secret", secret)

@@ -11,6 +11,9 @@ export * as CanonicalUri from "./CanonicalUri.js"
 /** WWW-Authenticate challenges and the Bearer parameters (RFC 9110 §11.6.1, RFC 6750 §3, RFC 9728 §5.1). */
 export * as Challenge from "./Challenge.js"
 
+/** Client authentication encodings: client_secret_basic (RFC 6749 §2.3.1). */
+export * as ClientAuth from "./ClientAuth.js"
+
 /** The OAuth error codes, their HTTP statuses and the typed error (RFC 6749 §5.2). */
 export * as OAuthError from "./OAuthError.js"
 

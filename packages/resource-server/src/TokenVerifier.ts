@@ -5,7 +5,7 @@
  * @see {@link https://www.rfc-editor.org/rfc/rfc9068.html#section-4 | RFC 9068 §4}
  * @see {@link https://www.rfc-editor.org/rfc/rfc7662.html#section-2 | RFC 7662 §2}
  */
-import { CanonicalUri, SecureUrl, WellKnown } from "@keyway/core"
+import { CanonicalUri, ClientAuth, SecureUrl, WellKnown } from "@keyway/core"
 import { Context, Effect, Layer } from "effect"
 import { createRemoteJWKSet, decodeJwt, errors, type JWTVerifyGetKey, jwtVerify } from "jose"
 import {
@@ -393,7 +393,7 @@ export interface IntrospectionVerifierOptions {
   readonly allowInsecureHttp?: boolean
 }
 
-const formEncode = (s: string): string => encodeURIComponent(s).replace(/%20/g, "+")
+const formEncode = ClientAuth.formUrlEncode
 
 const makeIntrospectionVerify = (
   options: IntrospectionVerifierOptions,
@@ -414,7 +414,7 @@ const makeIntrospectionVerify = (
   if (auth.method === "bearer") {
     headers.authorization = `Bearer ${auth.token}`
   } else if (auth.method === "client_secret_basic") {
-    headers.authorization = `Basic ${btoa(`${formEncode(auth.clientId)}:${formEncode(auth.clientSecret)}`)}`
+    headers.authorization = ClientAuth.encodeClientSecretBasic(auth.clientId, auth.clientSecret)
   } else {
     extraForm = `&client_id=${formEncode(auth.clientId)}&client_secret=${formEncode(auth.clientSecret)}`
   }

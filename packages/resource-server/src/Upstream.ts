@@ -6,6 +6,7 @@
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/security_best_practices#token-passthrough | MCP: Token Passthrough}
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.2 | OAuth 2.1 §4.2 (client credentials)}
  */
+import { ClientAuth } from "@keyway/core"
 import { Schema } from "effect"
 import type { Authenticated } from "./ProtectedResource.js"
 
@@ -79,7 +80,7 @@ export interface UpstreamClient {
   readonly token: () => Promise<string>
 }
 
-const formEncode = (s: string): string => encodeURIComponent(s).replace(/%20/g, "+")
+const formEncode = ClientAuth.formUrlEncode
 
 /**
  * Creates an {@link UpstreamClient}.
@@ -102,7 +103,7 @@ export const createUpstreamClient = (options: UpstreamClientOptions): UpstreamCl
       accept: "application/json",
     }
     if ((options.authMethod ?? "client_secret_basic") === "client_secret_basic") {
-      headers.authorization = `Basic ${btoa(`${formEncode(options.clientId)}:${formEncode(options.clientSecret)}`)}`
+      headers.authorization = ClientAuth.encodeClientSecretBasic(options.clientId, options.clientSecret)
     } else {
       form.push(`client_id=${formEncode(options.clientId)}`, `client_secret=${formEncode(options.clientSecret)}`)
     }

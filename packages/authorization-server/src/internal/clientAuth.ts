@@ -1,3 +1,4 @@
+import { ClientAuth } from "@keyway/core"
 import { Effect, Schema } from "effect"
 import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, type JSONWebKeySet, jwtVerify } from "jose"
 import { CLIENT_ASSERTION_ALGORITHMS } from "../Metadata.js"
@@ -20,15 +21,6 @@ export class ClientAuthFailure extends Schema.TaggedError<ClientAuthFailure>()("
   description: Schema.String,
   basic: Schema.Boolean,
 }) {}
-
-const decodeBasicPart = (value: string): string | undefined => {
-  try {
-    // RFC 6749 §2.3.1: client_id and secret are form-urlencoded before Basic encoding.
-    return decodeURIComponent(value.replace(/\+/g, " "))
-  } catch {
-    return undefined
-  }
-}
 
 /**
  * The client's public keys: its inline `jwks`, else the set at its `jwks_uri` (client ID metadata documents, fetched
@@ -102,18 +94,9 @@ export const authenticateClient = (
       })
 
     if (basic) {
-      let decoded: string
-      try {
-        decoded = Buffer.from(authorization.slice(6).trim(), "base64").toString("utf8")
-      } catch {
-        return yield* fail("invalid_client", "malformed Basic credentials")
-      }
-      const colon = decoded.indexOf(":")
-      const id = colon < 0 ? undefined : decodeBasicPart(decoded.slice(0, colon))
-      const secret = colon < 0 ? undefined : decodeBasicPart(decoded.slice(colon + 1))
-      if (id === undefined || secret === undefined || id === "") {
-        return yield* fail("invalid_client", "malformed Basic credentials")
-      }
+      const credentials = ClientAuth.decodeClientSecretBasic(authorization)
+      if (credentials === undefined) return yield* fail("invalid_client", "malformed Basic credentials")
+      const { clientId: id, clientSecret: secret } = credentials
       const bodyId = form.get("client_id")
       if (bodyId !== undefined && bodyId !== id) {
         return yield* fail("invalid_client", "client_id in the body differs from the authenticated client")

@@ -1,5 +1,5 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto"
-import { Pkce, WellKnown } from "@keyway/core"
+import { ClientAuth, Pkce, WellKnown } from "@keyway/core"
 import { Effect, Result } from "effect"
 import { createRemoteJWKSet, type JWTPayload, jwtVerify } from "jose"
 import type { ResolvedConfig } from "../Config.js"
@@ -131,9 +131,7 @@ export class UpstreamClient {
     }
     if (this.options.clientSecret === undefined) body.set("client_id", this.options.clientId)
     else {
-      // RFC 6749 §2.3.1: both parts are form-urlencoded before the Basic encoding.
-      const encode = (v: string) => encodeURIComponent(v).replace(/%20/g, "+")
-      headers.authorization = `Basic ${Buffer.from(`${encode(this.options.clientId)}:${encode(this.options.clientSecret)}`).toString("base64")}`
+      headers.authorization = ClientAuth.encodeClientSecretBasic(this.options.clientId, this.options.clientSecret)
     }
     let response: Response
     try {
