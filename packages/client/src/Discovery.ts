@@ -6,7 +6,7 @@
  * @module
  */
 import { CanonicalUri, type Challenge, WellKnown, Wire } from "@keyway/core"
-import { Effect, Result } from "effect"
+import { Clock, Effect, Result } from "effect"
 import { AuthError, type Step } from "./AuthError.js"
 import { ClientConfig } from "./ClientConfig.js"
 import { DiscoveryCache, freshness } from "./DiscoveryCache.js"
@@ -75,7 +75,8 @@ const fetchDocument = Effect.fnUntraced(function* (step: Step, url: string, forc
     return { kind: "absent", status: response.status } as Fetched
   }
   const json = yield* readJson(step, url, response)
-  return { kind: "found", json, ttl: freshness(response.headers, config.discoveryTtlSeconds) } as Fetched
+  const now = (yield* Clock.currentTimeMillis) / 1000
+  return { kind: "found", json, ttl: freshness(response.headers, config.discoveryTtlSeconds, now) } as Fetched
 })
 
 const remember = Effect.fnUntraced(function* (url: string, ttl: number | undefined, value: unknown) {

@@ -1,11 +1,12 @@
 /**
  * A cache of discovery documents (protected resource metadata, authorization server metadata) that honours their
- * freshness: `Cache-Control: max-age` when the server sends it, `no-store`/`no-cache` to skip caching, a configured
- * default otherwise.
+ * freshness (`Cache-Control`, `Expires`, `Date` and `Age` by core's rule; `no-store`/`no-cache` skip caching), a
+ * configured default when a response states none.
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc9111.html#section-4.2 | RFC 9111 §4.2 (freshness)}
  * @module
  */
+import { HttpCache } from "@keyway/core"
 import { Context, Effect, Layer } from "effect"
 
 /**
@@ -63,14 +64,11 @@ export const memory = (now: () => number = Date.now): DiscoveryCache["Service"] 
 }
 
 /**
- * How long a response may be reused: 0 for `no-store`/`no-cache`, `max-age` when given, the default otherwise.
+ * How long a response may be reused: its remaining freshness by core's {@link HttpCache.freshness} (`no-store` and
+ * `no-cache` give 0; `max-age`, else `Expires` less `Date`; less `Age`), the default when it states none.
  *
- * @see {@link https://www.rfc-editor.org/rfc/rfc9111.html#section-5.2.2 | RFC 9111 §5.2.2}
+ * @param now - seconds since the epoch; the clock by default.
+ * @see {@link https://www.rfc-editor.org/rfc/rfc9111.html#section-4.2.1 | RFC 9111 §4.2.1}
  */
-export const freshness = (headers: Headers, defaultSeconds: number): number => {
-  const cacheControl = headers.get("cache-control")?.toLowerCase() ?? ""
-  if (/(^|[\s,])(no-store|no-cache)([\s,=]|$)/.test(cacheControl)) return 0
-  const maxAge = /(^|[\s,])max-age=(\d+)/.exec(cacheControl)
-  if (maxAge?.[2] !== undefined) return Number.parseInt(maxAge[2], 10)
-  return defaultSeconds
-}
+export const freshness = (headers: Headers, defaultSeconds: number, now: number = Date.now() / 1000): number =>
+  HttpCache.freshness(headers, now) ?? defaultSeconds

@@ -14,6 +14,9 @@ export * as Challenge from "./Challenge.js"
 /** Client authentication encodings: client_secret_basic (RFC 6749 §2.3.1). */
 export * as ClientAuth from "./ClientAuth.js"
 
+/** HTTP caching: Cache-Control and freshness (RFC 9111 §4.2, §5.2). */
+export * as HttpCache from "./HttpCache.js"
+
 /** The OAuth error codes, their HTTP statuses and the typed error (RFC 6749 §5.2). */
 export * as OAuthError from "./OAuthError.js"
 
