@@ -6,7 +6,7 @@
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#authorization-flow-steps | MCP authorization flow}
  * @module
  */
-import { CanonicalUri, Challenge, Scope } from "@keyway/core"
+import { CanonicalUri, Challenge, McpOperation, Scope } from "@keyway/core"
 import { Context, Deferred, Effect, Layer, ManagedRuntime, Result } from "effect"
 import { AuthError } from "./AuthError.js"
 import { buildRequest, selectScope, validateCallback } from "./Authorization.js"
@@ -102,24 +102,14 @@ const serverKey = (raw: string): Effect.Effect<string, AuthError> => {
 }
 
 /**
- * The operation of an MCP request for step-up accounting: the JSON-RPC method, and the tool name for `tools/call`.
+ * The operation of an MCP request for step-up accounting: core's {@link McpOperation.nameOf} (the JSON-RPC method,
+ * and the tool name for `tools/call`; a batch by all its operations, whose scopes the server requires together);
+ * `*` for a request without a body.
  *
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#step-up-authorization-flow | MCP step-up}
  */
-export const operationOf = (body: string | undefined): string => {
-  if (body === undefined || body === "") return "*"
-  try {
-    const parsed = JSON.parse(body) as unknown
-    const message = Array.isArray(parsed) ? parsed[0] : parsed
-    if (typeof message !== "object" || message === null) return "*"
-    const { method, params } = message as { method?: unknown; params?: { name?: unknown } }
-    if (typeof method !== "string") return "*"
-    if (method === "tools/call" && typeof params?.name === "string") return `${method} ${params.name}`
-    return method
-  } catch {
-    return "*"
-  }
-}
+export const operationOf = (body: string | undefined): string =>
+  body === undefined || body === "" ? "*" : McpOperation.nameOf(McpOperation.scan(body))
 
 const make = Effect.gen(function* () {
   const config = yield* ClientConfig

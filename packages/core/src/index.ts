@@ -17,6 +17,9 @@ export * as ClientAuth from "./ClientAuth.js"
 /** HTTP caching: Cache-Control and freshness (RFC 9111 §4.2, §5.2). */
 export * as HttpCache from "./HttpCache.js"
 
+/** The MCP operations of a JSON-RPC body: methods, tools, batches, and the JSON-RPC errors for unreadable bodies. */
+export * as McpOperation from "./McpOperation.js"
+
 /** The OAuth error codes, their HTTP statuses and the typed error (RFC 6749 §5.2). */
 export * as OAuthError from "./OAuthError.js"
 

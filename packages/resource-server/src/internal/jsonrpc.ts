@@ -1,11 +1,12 @@
 /**
- * Reads which MCP operations a JSON-RPC request body asks for, so that per-method and per-tool scope requirements
- * can be checked before the handler runs.
+ * Reads which MCP operations a JSON-RPC request body asks for (core's {@link McpOperation}), so that per-method and
+ * per-tool scope requirements can be checked before the handler runs.
  */
+import { McpOperation } from "@keyway/core"
+
 export type OperationScan =
   | { readonly _tag: "Operations"; readonly scopes: ReadonlyArray<string> }
-  | { readonly _tag: "ParseError"; readonly message: string }
-  | { readonly _tag: "InvalidRequest"; readonly message: string }
+  | McpOperation.ScanFailure
 
 export interface OperationScopes {
   readonly methods: ReadonlyMap<string, ReadonlyArray<string>>
@@ -14,50 +15,24 @@ export interface OperationScopes {
 
 const EMPTY: ReadonlyArray<string> = []
 
-const scopesOfMessage = (message: unknown, table: OperationScopes, into: Array<string>): boolean => {
-  if (typeof message !== "object" || message === null || Array.isArray(message)) return false
-  const method = (message as { readonly method?: unknown }).method
-  // Responses from the client (to server-initiated requests) carry no method and need no operation scope.
-  if (method === undefined) return true
-  if (typeof method !== "string") return false
-  for (const scope of table.methods.get(method) ?? EMPTY) into.push(scope)
-  if (method === "tools/call") {
-    const params = (message as { readonly params?: unknown }).params
-    const name =
-      typeof params === "object" && params !== null ? (params as { readonly name?: unknown }).name : undefined
-    if (typeof name === "string") for (const scope of table.tools.get(name) ?? EMPTY) into.push(scope)
-  }
-  return true
-}
-
-/** Scopes the operations in `text` need; a batch (JSON array, MCP 2025-03-26) needs the union of its messages. */
-export const scanOperations = (text: string, table: OperationScopes): OperationScan => {
-  let body: unknown
-  try {
-    body = JSON.parse(text)
-  } catch {
-    return { _tag: "ParseError", message: "Parse error: the request body is not valid JSON" }
-  }
-  return scanParsed(body, table)
-}
-
-/** Like {@link scanOperations} for a body a framework has already parsed. */
-export const scanParsed = (body: unknown, table: OperationScopes): OperationScan => {
+/** A batch (JSON array, MCP 2025-03-26) needs the union of its operations' scopes. */
+const scopesOf = (scan: McpOperation.Scan, table: OperationScopes): OperationScan => {
+  if (scan._tag !== "Operations") return scan
   const scopes: Array<string> = []
-  const messages = Array.isArray(body) ? body : [body]
-  if (messages.length === 0) return { _tag: "InvalidRequest", message: "Invalid Request: empty batch" }
-  for (const message of messages) {
-    if (!scopesOfMessage(message, table, scopes)) {
-      return { _tag: "InvalidRequest", message: "Invalid Request: the body is not a JSON-RPC message" }
-    }
+  for (const operation of scan.operations) {
+    for (const scope of table.methods.get(operation.method) ?? EMPTY) scopes.push(scope)
+    if (operation.tool !== undefined) for (const scope of table.tools.get(operation.tool) ?? EMPTY) scopes.push(scope)
   }
   return { _tag: "Operations", scopes }
 }
 
+/** Scopes the operations in `text` need. */
+export const scanOperations = (text: string, table: OperationScopes): OperationScan =>
+  scopesOf(McpOperation.scan(text), table)
+
+/** Like {@link scanOperations} for a body a framework has already parsed. */
+export const scanParsed = (body: unknown, table: OperationScopes): OperationScan =>
+  scopesOf(McpOperation.scanParsed(body), table)
+
 /** The JSON-RPC 2.0 error body (§5.1 codes -32700 and -32600) for a body whose operations cannot be read. */
-export const errorBody = (scan: Exclude<OperationScan, { _tag: "Operations" }>): string =>
-  JSON.stringify({
-    jsonrpc: "2.0",
-    id: null,
-    error: { code: scan._tag === "ParseError" ? -32700 : -32600, message: scan.message },
-  })
+export const errorBody: (scan: McpOperation.ScanFailure) => string = McpOperation.errorBody
