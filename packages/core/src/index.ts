@@ -17,6 +17,9 @@ export * as ClientAuth from "./ClientAuth.js"
 /** HTTP caching: Cache-Control and freshness (RFC 9111 §4.2, §5.2). */
 export * as HttpCache from "./HttpCache.js"
 
+/** Public keys only: the private and symmetric JWK members a client must not publish (RFC 7517 §4, RFC 7518 §6, RFC 7591 §2). */
+export * as Jwk from "./Jwk.js"
+
 /** The MCP operations of a JSON-RPC body: methods, tools, batches, and the JSON-RPC errors for unreadable bodies. */
 export * as McpOperation from "./McpOperation.js"
 
