@@ -194,6 +194,44 @@ describe("dynamic client registration (RFC 7591)", () => {
     })
   }
 
+  it.each<[string, Record<string, unknown>, string]>([
+    ["a symmetric oct key", { kty: "oct", k: "GawgguFyGrWKav7AX4VKUg" }, "jwks.keys.0.k is symmetric key material"],
+    [
+      "an RSA key with its prime factors",
+      { kty: "RSA", n: "n", e: "AQAB", p: "p", q: "q" },
+      "jwks.keys.0.p is private key material",
+    ],
+    [
+      "an RSA key with its CRT coefficient",
+      { kty: "RSA", n: "n", e: "AQAB", qi: "qi" },
+      "jwks.keys.0.qi is private key material",
+    ],
+    ["an EC private key", { kty: "EC", crv: "P-256", x: "x", y: "y", d: "d" }, "jwks.keys.0.d is private key material"],
+  ])("refuses %s in jwks: 400 invalid_client_metadata naming the member", async (_, key, problem) => {
+    const response = await register({
+      redirect_uris: ["https://app.example.com/cb"],
+      token_endpoint_auth_method: "private_key_jwt",
+      jwks: { keys: [key] },
+    })
+    expect(response.status).toBe(400)
+    expect(await response.json()).toEqual({
+      error: "invalid_client_metadata",
+      error_description: `jwks must hold public keys only: ${problem}`,
+    })
+  })
+
+  it("registers a private_key_jwt client whose jwks holds public keys only", async () => {
+    const response = await register({
+      redirect_uris: ["https://app.example.com/cb"],
+      token_endpoint_auth_method: "private_key_jwt",
+      jwks: { keys: [{ kty: "EC", crv: "P-256", x: "x", y: "y", use: "sig" }] },
+    })
+    expect(response.status).toBe(201)
+    expect(((await response.json()) as { jwks: unknown }).jwks).toEqual({
+      keys: [{ kty: "EC", crv: "P-256", x: "x", y: "y", use: "sig" }],
+    })
+  })
+
   it("refuses a software statement: invalid_software_statement", async () => {
     await expectError(
       await register({ redirect_uris: ["https://app.example.com/cb"], software_statement: "eyJ.x.y" }),

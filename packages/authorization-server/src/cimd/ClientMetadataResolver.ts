@@ -11,7 +11,7 @@
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#client-id-metadata-documents | MCP 2025-11-25 Client ID Metadata Documents}
  * @module
  */
-import { OAuthError, SecureUrl, Wire } from "@keyway/core"
+import { Jwk, OAuthError, SecureUrl, Wire } from "@keyway/core"
 import { Cause, Context, Deferred, Effect, type Exit, Layer, Result, Schema } from "effect"
 import { OutboundFetch, type OutboundFetchService, RefusalReason } from "../outbound/OutboundFetch.js"
 import type { ClientMetadata, JwkSet, TokenEndpointAuthMethod } from "../storage/Storage.js"
@@ -173,7 +173,6 @@ export const isLoopbackOnly = (redirectUris: ReadonlyArray<string>): boolean =>
   })
 
 const DOCUMENT = Wire.Documents.clientIdMetadataDocument
-const PRIVATE_JWK_MEMBERS = ["d", "p", "q", "dp", "dq", "qi", "oth", "k"] as const
 
 /** Redirect URI rules for documents: https, http on loopback, or a reverse-domain private-use scheme (RFC 8252 §7.1). */
 const redirectUriProblem = (uri: string): string | undefined => {
@@ -196,14 +195,8 @@ const extraChecks = (doc: Wire.ClientIdMetadataDocument): Wire.InvalidDocument |
   }
   for (const [i, key] of (doc.jwks?.keys ?? []).entries()) {
     if (typeof key.kty !== "string") return Wire.invalid(DOCUMENT, `jwks.keys.${i}.kty`, "is required")
-    const secret = PRIVATE_JWK_MEMBERS.find((member) => key[member] !== undefined)
-    if (secret !== undefined) {
-      return Wire.invalid(
-        DOCUMENT,
-        `jwks.keys.${i}.${secret}`,
-        "must not be present: only public keys may be published",
-      )
-    }
+    const secret = Jwk.findPrivateKeyMaterial(key)
+    if (secret !== undefined) return Wire.invalid(DOCUMENT, `jwks.keys.${i}.${secret.path}`, secret.problem)
   }
   const type = doc.application_type
   if (type !== undefined && type !== "web" && type !== "native") {
@@ -317,10 +310,8 @@ const jwkSetProblem = (json: unknown): { readonly path: string; readonly problem
     if (typeof key !== "object" || key === null || typeof (key as { kty?: unknown }).kty !== "string") {
       return { path: `keys.${i}.kty`, problem: "is required" }
     }
-    const secret = PRIVATE_JWK_MEMBERS.find((member) => (key as Record<string, unknown>)[member] !== undefined)
-    if (secret !== undefined) {
-      return { path: `keys.${i}.${secret}`, problem: "must not be present: only public keys may be published" }
-    }
+    const secret = Jwk.findPrivateKeyMaterial(key)
+    if (secret !== undefined) return { path: `keys.${i}.${secret.path}`, problem: secret.problem }
   }
   return undefined
 }

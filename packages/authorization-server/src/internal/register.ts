@@ -1,4 +1,4 @@
-import { OAuthError, Scope } from "@keyway/core"
+import { Jwk, OAuthError, Scope } from "@keyway/core"
 import { PayloadTooLarge } from "@keyway/http"
 import { Effect, Result } from "effect"
 import type { ResolvedConfig } from "../Config.js"
@@ -182,8 +182,12 @@ export const registerEndpoint = (
       ) {
         return yield* fail("invalid_client_metadata", "every key in jwks needs kty")
       }
-      if (candidate.keys.some((k) => "d" in (k as object))) {
-        return yield* fail("invalid_client_metadata", "jwks must hold public keys only")
+      const secret = Jwk.findPrivateKeyMaterial(candidate)
+      if (secret !== undefined) {
+        return yield* fail(
+          "invalid_client_metadata",
+          `jwks must hold public keys only: jwks.${secret.path} is ${secret.kind} key material`,
+        )
       }
       jwks = candidate as NewClient["jwks"]
     }

@@ -548,6 +548,11 @@ describe("ClientMetadataResolver: bad input (issue 5)", () => {
       "jwks.keys.0.d",
       "must not be present: only public keys may be published",
     ],
+    [
+      { token_endpoint_auth_method: "private_key_jwt", jwks: { keys: [{ kty: "oct", k: "GawgguFyGrWKav7AX4VKUg" }] } },
+      "jwks.keys.0.k",
+      "must not be present: only public keys may be published",
+    ],
     [{ jwks: { keys: [{ use: "sig" }] } }, "jwks.keys.0.kty", "is required"],
     [
       { redirect_uris: ["javascript:alert(1)"] },
