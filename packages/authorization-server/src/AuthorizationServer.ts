@@ -6,7 +6,15 @@
  * @module
  */
 import { Clock, Context, Duration, Effect, Layer, ManagedRuntime } from "effect"
-import { type ClientOptions, type ConfigOptions, clientAuthMethod, type ResolvedConfig, resolve } from "./Config.js"
+import {
+  type ClientOptions,
+  type ConfigError,
+  type ConfigOptions,
+  clientAuthMethod,
+  type ResolvedConfig,
+  resolve,
+  resolveEffect,
+} from "./Config.js"
 import { ClientMetadataResolver } from "./cimd/ClientMetadataResolver.js"
 import { ClientTrustPolicy } from "./cimd/TrustPolicy.js"
 import { authorizeGet, consentPost, loginPost } from "./internal/authorize.js"
@@ -228,20 +236,20 @@ export class AuthorizationServer extends Context.Service<
 >()("@keyway/authorization-server/AuthorizationServer") {
   /**
    * The server over storage and user-authentication services. Pre-registered clients are written to the
-   * {@link ClientStore}; a signing key is generated when the {@link KeyStore} has none. For as long as the layer's
-   * scope is open, two background jobs run at the time of Effect's `Clock`: key upkeep and scheduled rotation
-   * ({@link rotationJob}, every `signingKeys.checkEvery`) and the purge of expired records ({@link purgeJob}, every
-   * `maintenance.purgeEvery` unless off).
+   * {@link ClientStore}; a signing key is generated when the {@link KeyStore} has none. Unusable options fail the layer
+   * with {@link ConfigError}. For as long as the layer's scope is open, two background jobs run at the time of Effect's
+   * `Clock`: key upkeep and scheduled rotation ({@link rotationJob}, every `signingKeys.checkEvery`) and the purge of
+   * expired records ({@link purgeJob}, every `maintenance.purgeEvery` unless off).
    *
    * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-3 | RFC 8414 §3}
    */
   static readonly layer = (
     options: ServerOptions,
-  ): Layer.Layer<AuthorizationServer, StorageError, StorageServices | UserAuthenticator> =>
+  ): Layer.Layer<AuthorizationServer, StorageError | ConfigError, StorageServices | UserAuthenticator> =>
     Layer.effect(
       AuthorizationServer,
       Effect.gen(function* () {
-        const config = resolve(options)
+        const config = yield* resolveEffect(options)
         const clients = yield* ClientStore
         const now = Math.floor(Date.now() / 1000)
         for (const c of config.clients) yield* clients.upsert(staticClient(c, now))

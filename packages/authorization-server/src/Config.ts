@@ -6,7 +6,7 @@
  * @module
  */
 import { CanonicalUri, SecureUrl } from "@keyway/core"
-import { Schema } from "effect"
+import { Effect, Schema } from "effect"
 import type { ResolverOptions } from "./cimd/ClientMetadataResolver.js"
 import type { PolicyFunction, PolicyOptions } from "./cimd/TrustPolicy.js"
 import type { Options as OutboundOptions } from "./outbound/OutboundFetch.js"
@@ -289,7 +289,10 @@ export interface Endpoints {
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-2 | RFC 8414 §2}
  */
-export class ConfigError extends Schema.TaggedError<ConfigError>()("ConfigError", { message: Schema.String }) {}
+export class ConfigError extends Schema.TaggedError<ConfigError>()("ConfigError", {
+  /** Which option is unusable, why, and what is accepted. */
+  message: Schema.String,
+}) {}
 
 /**
  * The token endpoint authentication method of a configured client: the explicit one, else `client_secret_basic` with a
@@ -507,3 +510,18 @@ export const resolve = (options: ConfigOptions): ResolvedConfig => {
         : interval("maintenance.purgeEvery", options.maintenance?.purgeEvery, 300),
   }
 }
+
+/**
+ * {@link resolve} as an Effect: unusable options are the typed failure {@link ConfigError}, not a thrown exception.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-2 | RFC 8414 §2 (issuer)}
+ */
+export const resolveEffect = (options: ConfigOptions): Effect.Effect<ResolvedConfig, ConfigError> =>
+  Effect.suspend(() => {
+    try {
+      return Effect.succeed(resolve(options))
+    } catch (error) {
+      if (error instanceof ConfigError) return Effect.fail(error)
+      throw error
+    }
+  })

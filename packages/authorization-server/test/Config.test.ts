@@ -1,5 +1,9 @@
+import { Cause, Effect, Exit, Layer } from "effect"
 import { describe, expect, it } from "vitest"
+import { AuthorizationServer, createAuthorizationServer } from "../src/AuthorizationServer.js"
 import { ConfigError, resolve } from "../src/Config.js"
+import { layerMemory } from "../src/storage/Storage.js"
+import { UserAuthenticator } from "../src/UserAuthenticator.js"
 
 const base = {
   issuer: "https://as.example.com",
@@ -72,6 +76,43 @@ describe("configuration", () => {
       expect(() => resolve({ ...base, ...override } as never)).toThrow(message)
     })
   }
+
+  /** The error `run` throws: a `ConfigError` instance. */
+  const thrown = (run: () => unknown): unknown => {
+    try {
+      run()
+    } catch (error) {
+      return error
+    }
+    return undefined
+  }
+
+  it("fails the layer with ConfigError in its error channel, not as a defect", async () => {
+    const exit = await Effect.runPromiseExit(
+      Layer.build(
+        AuthorizationServer.layer({ ...base, issuer: "http://as.example.com" }).pipe(
+          Layer.provide(Layer.merge(layerMemory, UserAuthenticator.layerUsers([]))),
+        ),
+      ).pipe(Effect.scoped),
+    )
+    expect(Exit.isFailure(exit)).toBe(true)
+    if (Exit.isFailure(exit)) {
+      expect(Cause.hasDies(exit.cause)).toBe(false)
+      const error = Cause.squash(exit.cause)
+      expect(error).toBeInstanceOf(ConfigError)
+      expect((error as ConfigError)._tag).toBe("ConfigError")
+      expect((error as ConfigError).message).toBe(
+        "issuer must use https (http is only possible on a loopback host in development mode)",
+      )
+    }
+  })
+
+  it("the plain face throws the ConfigError instance at creation", () => {
+    const error = thrown(() => createAuthorizationServer({ ...base, resources: [] }))
+    expect(error).toBeInstanceOf(ConfigError)
+    expect((error as ConfigError)._tag).toBe("ConfigError")
+    expect((error as ConfigError).message).toBe("resources must name at least one MCP server")
+  })
 
   it("accepts an http loopback issuer only with the development flag, and says so loudly", () => {
     const warnings: Array<string> = []

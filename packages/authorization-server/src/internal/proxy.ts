@@ -1,6 +1,6 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto"
 import { ClientAuth, Pkce, WellKnown } from "@keyway/core"
-import { Effect, Result } from "effect"
+import { Effect, Result, Schema } from "effect"
 import { createRemoteJWKSet, type JWTPayload, jwtVerify } from "jose"
 import type { ResolvedConfig } from "../Config.js"
 import type { ResolvedUpstream, UpstreamIdentity, UpstreamTokenResponse } from "../proxy/Upstream.js"
@@ -48,7 +48,8 @@ interface Pending {
 }
 
 /** What went wrong talking to the upstream (its words are shown in `error_description`). */
-class UpstreamFailure extends Error {}
+/** The upstream sign-in failed; `message` says at which step and why (shown to the user in the error redirect). */
+class UpstreamFailure extends Schema.TaggedError<UpstreamFailure>()("UpstreamFailure", { message: Schema.String }) {}
 
 const timeout = (upstream: ResolvedUpstream) => AbortSignal.timeout(upstream.timeoutMs)
 
@@ -88,18 +89,21 @@ export class UpstreamClient {
         continue
       }
       const body = (await response.json().catch(() => undefined)) as Record<string, unknown> | undefined
-      if (typeof body !== "object" || body === null) throw new UpstreamFailure(`${url} did not send a JSON object`)
+      if (typeof body !== "object" || body === null)
+        throw new UpstreamFailure({ message: `${url} did not send a JSON object` })
       if (body.issuer !== this.options.issuer) {
-        throw new UpstreamFailure(`${url} names the issuer ${String(body.issuer)}, expected ${this.options.issuer}`)
+        throw new UpstreamFailure({
+          message: `${url} names the issuer ${String(body.issuer)}, expected ${this.options.issuer}`,
+        })
       }
       if (!string(body.authorization_endpoint) || !string(body.token_endpoint)) {
-        throw new UpstreamFailure(`${url} lacks authorization_endpoint or token_endpoint`)
+        throw new UpstreamFailure({ message: `${url} lacks authorization_endpoint or token_endpoint` })
       }
       const methods = body.code_challenge_methods_supported
       if (!Array.isArray(methods) || !methods.includes("S256")) {
-        throw new UpstreamFailure(
-          `${this.options.issuer} does not advertise PKCE S256 (code_challenge_methods_supported)`,
-        )
+        throw new UpstreamFailure({
+          message: `${this.options.issuer} does not advertise PKCE S256 (code_challenge_methods_supported)`,
+        })
       }
       const value: UpstreamMetadata = {
         issuer: body.issuer,
@@ -113,7 +117,7 @@ export class UpstreamClient {
       this.metadataCache = { value, until: now() + 3600 }
       return value
     }
-    throw new UpstreamFailure(`no metadata found for ${this.options.issuer} (${problems.join("; ")})`)
+    throw new UpstreamFailure({ message: `no metadata found for ${this.options.issuer} (${problems.join("; ")})` })
   }
 
   /** The code for tokens (OAuth 2.1 §4.1.3), with our PKCE verifier and, if configured, the resource. */
@@ -143,21 +147,22 @@ export class UpstreamClient {
         signal: timeout(this.options),
       })
     } catch (e) {
-      throw new UpstreamFailure(`the upstream token request failed: ${(e as Error).message}`)
+      throw new UpstreamFailure({ message: `the upstream token request failed: ${(e as Error).message}` })
     }
     const json = (await response.json().catch(() => undefined)) as Record<string, unknown> | undefined
     if (response.status !== 200 || typeof json !== "object" || json === null) {
       const code = typeof json?.error === "string" ? ` (${json.error})` : ""
-      throw new UpstreamFailure(`the upstream token endpoint answered HTTP ${response.status}${code}`)
+      throw new UpstreamFailure({ message: `the upstream token endpoint answered HTTP ${response.status}${code}` })
     }
     if (!string(json.access_token) || typeof json.token_type !== "string") {
-      throw new UpstreamFailure("the upstream token response lacks access_token or token_type")
+      throw new UpstreamFailure({ message: "the upstream token response lacks access_token or token_type" })
     }
     return json as UpstreamTokenResponse
   }
 
   private jwks(metadata: UpstreamMetadata) {
-    if (metadata.jwks_uri === undefined) throw new UpstreamFailure(`${this.options.issuer} publishes no jwks_uri`)
+    if (metadata.jwks_uri === undefined)
+      throw new UpstreamFailure({ message: `${this.options.issuer} publishes no jwks_uri` })
     if (this.keys?.uri !== metadata.jwks_uri) {
       this.keys = {
         uri: metadata.jwks_uri,
@@ -173,20 +178,21 @@ export class UpstreamClient {
     if (typeof source === "function") {
       const identity = await source(tokens)
       if (identity === undefined || !string(identity.subject)) {
-        throw new UpstreamFailure("the identity function refused the upstream sign-in")
+        throw new UpstreamFailure({ message: "the identity function refused the upstream sign-in" })
       }
       return identity
     }
     let payload: JWTPayload
     if (source === "id_token") {
-      if (!string(tokens.id_token)) throw new UpstreamFailure("the upstream token response has no id_token")
+      if (!string(tokens.id_token))
+        throw new UpstreamFailure({ message: "the upstream token response has no id_token" })
       payload = await this.verify(metadata, tokens.id_token, this.options.clientId, "ID token")
       if (nonce === undefined || payload.nonce !== nonce)
-        throw new UpstreamFailure("the upstream ID token nonce does not match")
+        throw new UpstreamFailure({ message: "the upstream ID token nonce does not match" })
     } else {
       payload = await this.verify(metadata, tokens.access_token, this.options.resource ?? "", "access token")
     }
-    if (!string(payload.sub)) throw new UpstreamFailure("the upstream token has no sub")
+    if (!string(payload.sub)) throw new UpstreamFailure({ message: "the upstream token has no sub" })
     const authTime = typeof payload.auth_time === "number" ? payload.auth_time : undefined
     return { subject: payload.sub, ...(authTime === undefined ? {} : { authTime }) } satisfies UpstreamIdentity
   }
@@ -202,7 +208,7 @@ export class UpstreamClient {
       return payload
     } catch (e) {
       if (e instanceof UpstreamFailure) throw e
-      throw new UpstreamFailure(`the upstream ${what} was rejected: ${(e as Error).message}`)
+      throw new UpstreamFailure({ message: `the upstream ${what} was rejected: ${(e as Error).message}` })
     }
   }
 }
