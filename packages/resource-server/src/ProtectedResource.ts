@@ -12,7 +12,13 @@ import { Context, Effect, Layer, ManagedRuntime, Result, Schema } from "effect"
 import { type BearerCredentials, parseAuthorization } from "./internal/bearer.js"
 import { ExpiringCache, tokenKey } from "./internal/cache.js"
 import { errorBody, type OperationScan, type OperationScopes, scanOperations, scanParsed } from "./internal/jsonrpc.js"
-import { descriptions, type ResourceIdentity, TokenVerifier, type VerifierDefinition } from "./TokenVerifier.js"
+import {
+  descriptions,
+  type InvalidVerifierOptions,
+  type ResourceIdentity,
+  TokenVerifier,
+  type VerifierDefinition,
+} from "./TokenVerifier.js"
 import {
   InvalidToken,
   unavailableDescription,
@@ -303,7 +309,8 @@ export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthoriz
 
 /**
  * Creates a protected resource (plain face). Throws {@link InvalidConfiguration} for unusable options, e.g. no
- * authorization server. The Effect runtime behind it is built once, here.
+ * authorization server, and the verifier's {@link InvalidVerifierOptions} for unusable verifier options. The Effect
+ * runtime behind it is built once, here.
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc9728.html#section-2 | RFC 9728 §2}
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#authorization-server-location | MCP: Authorization Server Location}

@@ -6,7 +6,7 @@
  * @see {@link https://www.rfc-editor.org/rfc/rfc7662.html#section-2 | RFC 7662 §2}
  */
 import { CanonicalUri, ClientAuth, SecureUrl, WellKnown } from "@keyway/core"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Result, Schema } from "effect"
 import { createRemoteJWKSet, decodeJwt, errors, type JWTVerifyGetKey, jwtVerify } from "jose"
 import {
   fromClaims,
@@ -29,13 +29,27 @@ export class TokenVerifier extends Context.Service<
     readonly verify: (token: string) => Effect.Effect<VerifiedToken, VerificationError>
   }
 >()("@keyway/resource-server/TokenVerifier") {
-  /** JWT access tokens (RFC 9068) verified with keys from a remote JWKS. */
-  static readonly layerJwt = (options: JwtVerifierOptions): Layer.Layer<TokenVerifier> =>
-    Layer.sync(TokenVerifier, () => TokenVerifier.of({ verify: makeJwtVerify(options) }))
+  /**
+   * JWT access tokens (RFC 9068) verified with keys from a remote JWKS. Fails with {@link InvalidVerifierOptions} for
+   * unusable options.
+   */
+  static readonly layerJwt = (options: JwtVerifierOptions): Layer.Layer<TokenVerifier, InvalidVerifierOptions> =>
+    Layer.effect(
+      TokenVerifier,
+      checked(() => TokenVerifier.of({ verify: makeJwtVerify(options) })),
+    )
 
-  /** Opaque or JWT tokens checked at an RFC 7662 introspection endpoint. */
-  static readonly layerIntrospection = (options: IntrospectionVerifierOptions): Layer.Layer<TokenVerifier> =>
-    Layer.sync(TokenVerifier, () => TokenVerifier.of({ verify: makeIntrospectionVerify(options) }))
+  /**
+   * Opaque or JWT tokens checked at an RFC 7662 introspection endpoint. Fails with {@link InvalidVerifierOptions} for
+   * unusable options.
+   */
+  static readonly layerIntrospection = (
+    options: IntrospectionVerifierOptions,
+  ): Layer.Layer<TokenVerifier, InvalidVerifierOptions> =>
+    Layer.effect(
+      TokenVerifier,
+      checked(() => TokenVerifier.of({ verify: makeIntrospectionVerify(options) })),
+    )
 
   /** The caller's own verification function. */
   static readonly layerCustom = (verify: CustomVerify): Layer.Layer<TokenVerifier> =>
@@ -123,30 +137,54 @@ export interface JwtVerifierOptions {
 }
 
 /**
- * Thrown at construction when verifier options are unusable.
+ * Verifier options that cannot work: the failure of {@link TokenVerifier.layerJwt} and
+ * {@link TokenVerifier.layerIntrospection}, thrown by {@link jwt} and when the protected resource is created.
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc8725.html#section-3.1 | RFC 8725 §3.1}
  */
-export class InvalidVerifierOptions extends Error {
-  override readonly name = "InvalidVerifierOptions"
+export class InvalidVerifierOptions extends Schema.TaggedError<InvalidVerifierOptions>()("InvalidVerifierOptions", {
+  /** The option at fault, e.g. `algorithms`, `jwksUri`, `endpoint`. */
+  option: Schema.String,
+  /** What is wrong with it and what is accepted. */
+  message: Schema.String,
+}) {}
+
+const refuse = (option: string, message: string): InvalidVerifierOptions =>
+  new InvalidVerifierOptions({ option, message })
+
+/** Runs a constructor that checks options: a refusal becomes the failure, anything else stays a defect. */
+const checked = <A>(make: () => A): Effect.Effect<A, InvalidVerifierOptions> =>
+  Effect.suspend(() => {
+    try {
+      return Effect.succeed(make())
+    } catch (error) {
+      if (error instanceof InvalidVerifierOptions) return Effect.fail(error)
+      throw error
+    }
+  })
+
+const checkAudience = (audience: string): CanonicalUri.CanonicalUri => {
+  const result = CanonicalUri.validate(audience)
+  if (Result.isFailure(result)) throw refuse("audience", `audience is not a canonical URI: ${result.failure.message}`)
+  return result.success
 }
 
 const checkAlgorithms = (algorithms: ReadonlyArray<string>): ReadonlyArray<string> => {
-  if (algorithms.length === 0) throw new InvalidVerifierOptions("algorithms must not be empty")
+  if (algorithms.length === 0) throw refuse("algorithms", "algorithms must not be empty")
   for (const alg of algorithms) {
-    if (alg.toLowerCase() === "none") throw new InvalidVerifierOptions('algorithm "none" is never accepted')
+    if (alg.toLowerCase() === "none") throw refuse("algorithms", 'algorithm "none" is never accepted')
     if (/^HS\d+$/i.test(alg)) {
-      throw new InvalidVerifierOptions(`HMAC algorithm "${alg}" is not accepted: a public JWKS cannot verify it`)
+      throw refuse("algorithms", `HMAC algorithm "${alg}" is not accepted: a public JWKS cannot verify it`)
     }
   }
   return algorithms
 }
 
 const checkEndpoint = (name: string, value: string, allowInsecure: boolean | undefined): URL => {
-  if (!URL.canParse(value)) throw new InvalidVerifierOptions(`${name} is not a URL: ${value}`)
+  if (!URL.canParse(value)) throw refuse(name, `${name} is not a URL: ${value}`)
   const url = new URL(value)
   if (!SecureUrl.isAllowed(url, { httpLoopback: true, httpAnyHost: allowInsecure === true })) {
-    throw new InvalidVerifierOptions(`${name} must use https: ${value}`)
+    throw refuse(name, `${name} must use https: ${value}`)
   }
   return url
 }
@@ -154,7 +192,7 @@ const checkEndpoint = (name: string, value: string, allowInsecure: boolean | und
 const checkSkew = (skew: number | undefined): number => {
   const value = skew ?? 30
   if (!Number.isFinite(value) || value < 0 || value > maxClockSkewSeconds) {
-    throw new InvalidVerifierOptions(`clockSkewSeconds must be between 0 and ${maxClockSkewSeconds}`)
+    throw refuse("clockSkewSeconds", `clockSkewSeconds must be between 0 and ${maxClockSkewSeconds}`)
   }
   return value
 }
@@ -178,8 +216,8 @@ const makeJwtVerify = (
 ): ((token: string) => Effect.Effect<VerifiedToken, VerificationError>) => {
   const algorithms = [...checkAlgorithms(options.algorithms ?? defaultAlgorithms)]
   const clockTolerance = checkSkew(options.clockSkewSeconds)
-  if (options.issuers.length === 0) throw new InvalidVerifierOptions("issuers must not be empty")
-  const audience = CanonicalUri.parse(options.audience)
+  if (options.issuers.length === 0) throw refuse("issuers", "issuers must not be empty")
+  const audience = checkAudience(options.audience)
   const issuers = [...options.issuers]
   const remoteOptions = {
     cooldownDuration: options.jwksCooldownMs ?? 30_000,
@@ -195,7 +233,7 @@ const makeJwtVerify = (
   if (typeof jwksUri === "object") {
     for (const issuer of issuers) {
       const uri = jwksUri[issuer]
-      if (uri === undefined) throw new InvalidVerifierOptions(`no jwksUri for issuer ${issuer}`)
+      if (uri === undefined) throw refuse("jwksUri", `no jwksUri for issuer ${issuer}`)
       keySets.set(
         issuer,
         guard(createRemoteJWKSet(checkEndpoint("jwksUri", uri, options.allowInsecureHttp), remoteOptions)),
@@ -399,7 +437,7 @@ const makeIntrospectionVerify = (
   options: IntrospectionVerifierOptions,
 ): ((token: string) => Effect.Effect<VerifiedToken, VerificationError>) => {
   const endpoint = checkEndpoint("endpoint", options.endpoint, options.allowInsecureHttp).href
-  const audience = CanonicalUri.parse(options.audience)
+  const audience = checkAudience(options.audience)
   const skew = checkSkew(options.clockSkewSeconds)
   const ttlMs = (options.cacheTtlSeconds ?? 60) * 1000
   const timeoutMs = options.timeoutMs ?? 5_000
@@ -518,7 +556,7 @@ export interface ResourceIdentity {
  */
 export interface VerifierDefinition {
   readonly _tag: "VerifierDefinition"
-  readonly layer: (identity: ResourceIdentity) => Layer.Layer<TokenVerifier>
+  readonly layer: (identity: ResourceIdentity) => Layer.Layer<TokenVerifier, InvalidVerifierOptions>
 }
 
 /**
@@ -548,10 +586,7 @@ export const jwt = (options: JwtOptions = {}): VerifierDefinition => {
   checkSkew(options.clockSkewSeconds)
   return {
     _tag: "VerifierDefinition",
-    layer: (identity) => {
-      const verify = makeJwtVerify(build(identity))
-      return Layer.succeed(TokenVerifier, TokenVerifier.of({ verify }))
-    },
+    layer: (identity) => TokenVerifier.layerJwt(build(identity)),
   }
 }
 
@@ -573,14 +608,12 @@ export type IntrospectionOptions = Omit<IntrospectionVerifierOptions, "audience"
  */
 export const introspection = (options: IntrospectionOptions): VerifierDefinition => ({
   _tag: "VerifierDefinition",
-  layer: (identity) => {
-    const verify = makeIntrospectionVerify({
+  layer: (identity) =>
+    TokenVerifier.layerIntrospection({
       ...options,
       audience: options.audience ?? identity.resource,
       issuers: options.issuers ?? identity.authorizationServers,
-    })
-    return Layer.succeed(TokenVerifier, TokenVerifier.of({ verify }))
-  },
+    }),
 })
 
 /**

@@ -1,4 +1,4 @@
-import { Effect, Layer, ManagedRuntime, Result } from "effect"
+import { Cause, Effect, Exit, Layer, ManagedRuntime, Result } from "effect"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { createProtectedResource, ProtectedResource, Unauthorized } from "../src/ProtectedResource.js"
 import {
@@ -34,9 +34,9 @@ const claims = (extra: Record<string, unknown> = {}) => ({
 })
 
 // Each layer is built once (like an application does), so its JWKS cache lives across calls.
-const built = new WeakMap<Layer.Layer<TokenVerifier>, TokenVerifier["Service"]>()
+const built = new WeakMap<Layer.Layer<TokenVerifier, InvalidVerifierOptions>, TokenVerifier["Service"]>()
 const verifyWith = (
-  layer: Layer.Layer<TokenVerifier>,
+  layer: Layer.Layer<TokenVerifier, InvalidVerifierOptions>,
   token: string,
 ): Promise<Result.Result<VerifiedToken, VerificationError>> => {
   let verifier = built.get(layer)
@@ -161,36 +161,115 @@ describe("JWT verifier", () => {
     expect((error as VerifierUnavailable).source).toBe("jwks")
   })
 
+  const refusal = (option: string, message: string) => new InvalidVerifierOptions({ option, message })
+  /** The error `run` throws, checked to be exactly `expected` (class, tag, option and message). */
+  const expectRefusal = (run: () => unknown, expected: InvalidVerifierOptions) => {
+    let thrown: unknown
+    try {
+      run()
+    } catch (error) {
+      thrown = error
+    }
+    expect(thrown).toBeInstanceOf(InvalidVerifierOptions)
+    const error = thrown as InvalidVerifierOptions
+    expect([error._tag, error.option, error.message]).toEqual([
+      "InvalidVerifierOptions",
+      expected.option,
+      expected.message,
+    ])
+  }
+  /** Building the layer fails (in the error channel, not as a defect) with exactly `expected`. */
+  const expectLayerFailure = (
+    layer: Layer.Layer<TokenVerifier, InvalidVerifierOptions>,
+    expected: InvalidVerifierOptions,
+  ) => {
+    const exit = Effect.runSyncExit(Layer.build(layer).pipe(Effect.scoped))
+    expect(Exit.isFailure(exit)).toBe(true)
+    if (Exit.isFailure(exit)) {
+      expect(Cause.hasDies(exit.cause)).toBe(false)
+      const error = Cause.squash(exit.cause)
+      expect(error).toBeInstanceOf(InvalidVerifierOptions)
+      expect(error).toMatchObject({
+        _tag: "InvalidVerifierOptions",
+        option: expected.option,
+        message: expected.message,
+      })
+    }
+  }
+
   it("refuses unusable options", () => {
     const base = { audience: RESOURCE, issuers: [ISSUER], jwksUri: "https://as.example.com/jwks" }
-    expect(() => jwt({ jwksUri: base.jwksUri, algorithms: ["HS256"] })).toThrow(
-      new InvalidVerifierOptions('HMAC algorithm "HS256" is not accepted: a public JWKS cannot verify it'),
+    expectRefusal(
+      () => jwt({ jwksUri: base.jwksUri, algorithms: ["HS256"] }),
+      refusal("algorithms", 'HMAC algorithm "HS256" is not accepted: a public JWKS cannot verify it'),
     )
-    expect(() => jwt({ jwksUri: base.jwksUri, algorithms: ["none"] })).toThrow('algorithm "none" is never accepted')
-    expect(() => jwt({ jwksUri: base.jwksUri, clockSkewSeconds: 3600 })).toThrow(
-      "clockSkewSeconds must be between 0 and 300",
+    expectRefusal(
+      () => jwt({ jwksUri: base.jwksUri, algorithms: ["none"] }),
+      refusal("algorithms", 'algorithm "none" is never accepted'),
     )
-    expect(() =>
-      Effect.runSync(Layer.build(TokenVerifier.layerJwt({ ...base, issuers: [] })).pipe(Effect.scoped)),
-    ).toThrow("issuers must not be empty")
+    expectRefusal(() => jwt({ algorithms: [] }), refusal("algorithms", "algorithms must not be empty"))
+    expectRefusal(
+      () => jwt({ jwksUri: base.jwksUri, clockSkewSeconds: 3600 }),
+      refusal("clockSkewSeconds", "clockSkewSeconds must be between 0 and 300"),
+    )
+  })
+
+  it("the verifier layers fail with InvalidVerifierOptions, not a defect", () => {
+    const base = { audience: RESOURCE, issuers: [ISSUER], jwksUri: "https://as.example.com/jwks" }
+    expectLayerFailure(
+      TokenVerifier.layerJwt({ ...base, issuers: [] }),
+      refusal("issuers", "issuers must not be empty"),
+    )
+    expectLayerFailure(
+      TokenVerifier.layerJwt({ ...base, algorithms: ["HS256"] }),
+      refusal("algorithms", 'HMAC algorithm "HS256" is not accepted: a public JWKS cannot verify it'),
+    )
+    expectLayerFailure(
+      TokenVerifier.layerJwt({ ...base, jwksUri: "not a url" }),
+      refusal("jwksUri", "jwksUri is not a URL: not a url"),
+    )
+    expectLayerFailure(
+      TokenVerifier.layerJwt({ ...base, jwksUri: { "https://other.example.com": "https://as.example.com/jwks" } }),
+      refusal("jwksUri", `no jwksUri for issuer ${ISSUER}`),
+    )
+    expectLayerFailure(
+      TokenVerifier.layerIntrospection({
+        endpoint: "http://as.example.com/introspect",
+        clientAuth: { method: "bearer", token: "rs-token" },
+        audience: RESOURCE,
+      }),
+      refusal("endpoint", "endpoint must use https: http://as.example.com/introspect"),
+    )
+    expectLayerFailure(
+      TokenVerifier.layerIntrospection({
+        endpoint: "https://as.example.com/introspect",
+        clientAuth: { method: "bearer", token: "rs-token" },
+        audience: RESOURCE,
+        clockSkewSeconds: -1,
+      }),
+      refusal("clockSkewSeconds", "clockSkewSeconds must be between 0 and 300"),
+    )
   })
 
   it("JWKS and introspection endpoints must use https except on loopback", () => {
     const define = (verifier: ReturnType<typeof jwt>) =>
       createProtectedResource({ resource: RESOURCE, authorizationServers: [ISSUER], verifier })
-    expect(() => define(jwt({ jwksUri: "http://as.example.com/jwks" }))).toThrow(
-      new InvalidVerifierOptions("jwksUri must use https: http://as.example.com/jwks"),
+    expectRefusal(
+      () => define(jwt({ jwksUri: "http://as.example.com/jwks" })),
+      refusal("jwksUri", "jwksUri must use https: http://as.example.com/jwks"),
     )
     expect(() => define(jwt({ jwksUri: "http://as.example.com/jwks", allowInsecureHttp: true }))).not.toThrow()
     expect(() => define(jwt({ jwksUri: "http://localhost:9/jwks" }))).not.toThrow()
-    expect(() =>
-      define(
-        introspection({
-          endpoint: "http://as.example.com/introspect",
-          clientAuth: { method: "bearer", token: "rs-token" },
-        }),
-      ),
-    ).toThrow(new InvalidVerifierOptions("endpoint must use https: http://as.example.com/introspect"))
+    expectRefusal(
+      () =>
+        define(
+          introspection({
+            endpoint: "http://as.example.com/introspect",
+            clientAuth: { method: "bearer", token: "rs-token" },
+          }),
+        ),
+      refusal("endpoint", "endpoint must use https: http://as.example.com/introspect"),
+    )
   })
 
   it("clock skew: a token expired a moment ago passes within the tolerance", async () => {
