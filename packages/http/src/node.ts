@@ -191,7 +191,7 @@ const hostProblem = (req: IncomingMessage): string | undefined => {
 
 /**
  * A readable Web stream over a node:http request body that stops at `limit` bytes: the first byte past it errors
- * the stream with {@link PayloadTooLarge}, calls `onExceeded` and stops reading from the socket.
+ * the stream with {@link PayloadTooLarge}, reports it through `onFailure` and stops reading from the socket.
  */
 const bodyStream = (
   req: IncomingMessage,
