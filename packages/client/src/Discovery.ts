@@ -5,12 +5,12 @@
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#authorization-server-discovery | MCP authorization server discovery}
  * @module
  */
-import { CanonicalUri, type Challenge, WellKnown, Wire } from "@keyway/core"
-import { Clock, Effect, Result } from "effect"
+import { CanonicalUri, type Challenge, Metadata, Revision, WellKnown, type Wire } from "@keyway/core"
+import { Clock, Effect } from "effect"
 import { AuthError, type Step } from "./AuthError.js"
 import { ClientConfig } from "./ClientConfig.js"
 import { DiscoveryCache, freshness } from "./DiscoveryCache.js"
-import { isSecureOrLoopback, readJson, send } from "./internal/http.js"
+import { readJson, send } from "./internal/http.js"
 
 /**
  * What discovery learnt about the protected resource.
@@ -86,50 +86,21 @@ const remember = Effect.fnUntraced(function* (url: string, ttl: number | undefin
 
 /**
  * Whether published protected resource metadata may be used for a server URL: the same canonical URI, or the same
- * origin with a `resource` path that is a path-segment prefix of the server's path.
+ * origin with a `resource` path that is a path-segment prefix of the server's path. The rule is core's
+ * {@link Metadata.resourceMatches}.
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc9728.html#section-3.3 | RFC 9728 §3.3}
  */
-export const resourceMatches = (resource: string, serverUrl: string): boolean => {
-  if (CanonicalUri.equals(resource, serverUrl)) return true
-  const a = URL.parse(resource)
-  const b = URL.parse(serverUrl)
-  if (a === null || b === null || a.search !== "" || a.hash !== "") return false
-  if (CanonicalUri.origin(a.href) !== CanonicalUri.origin(b.href)) return false
-  const prefix = a.pathname.replace(/\/+$/, "")
-  return prefix === "" || b.pathname === prefix || b.pathname.startsWith(`${prefix}/`)
-}
+export const resourceMatches = Metadata.resourceMatches
 
-const validatePrm = Effect.fnUntraced(function* (serverUrl: string, url: string, json: unknown) {
-  const result = Wire.validate(Wire.ProtectedResourceMetadata, json, "protected resource metadata")
-  if (Result.isFailure(result)) {
-    return yield* new AuthError({
-      step: PRM,
-      reason: "invalid-document",
-      url,
-      message: `the protected resource metadata at ${url} is invalid: ${result.failure.message}`,
-    })
-  }
-  const metadata = result.success
-  if (!resourceMatches(metadata.resource, serverUrl)) {
-    return yield* new AuthError({
-      step: PRM,
-      reason: "resource-mismatch",
-      url,
-      message: `the protected resource metadata at ${url} is for resource "${metadata.resource}", not for ${serverUrl}; refusing to authorize for another server`,
-    })
-  }
-  const servers = metadata.authorization_servers ?? []
-  if (servers.length === 0) {
-    return yield* new AuthError({
-      step: PRM,
-      reason: "no-authorization-servers",
-      url,
-      message: `the protected resource metadata at ${url} lists no authorization_servers; the MCP server must name at least one`,
-    })
-  }
-  return metadata
-})
+/** Core's checks of protected resource metadata, failing with the client's error vocabulary. */
+const validatePrm = (serverUrl: string, url: string, json: unknown) =>
+  Effect.fromResult(Metadata.processProtectedResourceMetadata(serverUrl, url, json)).pipe(
+    Effect.mapError((problem) => toAuthError(PRM, problem)),
+  )
+
+const toAuthError = (step: Step, problem: Metadata.MetadataProblem): AuthError =>
+  new AuthError({ step, reason: problem.reason, url: problem.url, message: problem.message })
 
 const choose = Effect.fnUntraced(function* (serverUrl: string, url: string, metadata: Wire.ProtectedResourceMetadata) {
   const config = yield* ClientConfig
@@ -233,79 +204,19 @@ export const discoverProtectedResource = Effect.fn("Discovery.discoverProtectedR
 })
 
 /**
- * Whether the 2025-03-26 fallback may use metadata whose `issuer` is not the MCP server's origin. That revision
- * derives the metadata URL from the MCP server's origin, so the client never had an issuer to expect; an issuer
- * that is an https (or loopback http) URL at that same origin, without query or fragment, is accepted and becomes
- * the issuer the tokens and the `iss` check are bound to.
+ * Whether the 2025-03-26 fallback may use metadata whose `issuer` is not the MCP server's origin: core's
+ * {@link Metadata.legacyIssuerAccepted}.
  *
  * @see {@link https://modelcontextprotocol.io/specification/2025-03-26/basic/authorization#2-3-2-authorization-base-url | MCP 2025-03-26 authorization base URL}
  * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-2 | RFC 8414 §2}
  */
-export const legacyIssuerAccepted = (issuer: string, serverOrigin: string): boolean => {
-  const url = URL.parse(issuer)
-  const origin = URL.parse(serverOrigin)
-  if (url === null || origin === null) return false
-  if (issuer.includes("?") || issuer.includes("#") || url.username !== "" || url.password !== "") return false
-  const secure = isSecureOrLoopback(url)
-  return secure && url.origin === origin.origin
-}
+export const legacyIssuerAccepted = Metadata.legacyIssuerAccepted
 
-const validateAsm = Effect.fnUntraced(function* (issuer: string, url: string, json: unknown, legacy: boolean) {
-  const result = Wire.validate(Wire.AuthorizationServerMetadata, json, "authorization server metadata")
-  if (Result.isFailure(result)) {
-    return yield* new AuthError({
-      step: ASM,
-      reason: "invalid-document",
-      url,
-      message: `the authorization server metadata at ${url} is invalid: ${result.failure.message}`,
-    })
-  }
-  const metadata = result.success
-  if (legacy && metadata.issuer !== issuer) {
-    if (legacyIssuerAccepted(metadata.issuer, issuer)) return yield* checkCapabilities(url, metadata)
-    return yield* new AuthError({
-      step: ASM,
-      reason: "issuer-mismatch",
-      url,
-      message: `the authorization server metadata at ${url} has issuer "${metadata.issuer}", which is not an https (or loopback http) URL at the MCP server's origin ${issuer} (2025-03-26 fallback, no protected resource metadata); refusing to use it`,
-    })
-  }
-  if (metadata.issuer !== issuer) {
-    return yield* new AuthError({
-      step: ASM,
-      reason: "issuer-mismatch",
-      url,
-      message: `the authorization server metadata at ${url} has issuer "${metadata.issuer}" but "${issuer}" was expected (compared exactly, without normalisation); refusing to use it`,
-    })
-  }
-  return yield* checkCapabilities(url, metadata)
-})
-
-const checkCapabilities = Effect.fnUntraced(function* (url: string, metadata: Wire.AuthorizationServerMetadata) {
-  const methods = metadata.code_challenge_methods_supported
-  if (methods === undefined || !methods.includes("S256")) {
-    return yield* new AuthError({
-      step: ASM,
-      reason: "pkce-unsupported",
-      url,
-      message:
-        methods === undefined
-          ? `the authorization server metadata at ${url} has no code_challenge_methods_supported, so PKCE support cannot be verified; the authorization server must list S256`
-          : `the authorization server metadata at ${url} lists code_challenge_methods_supported [${methods.join(", ")}] without S256; the authorization server must support PKCE S256`,
-    })
-  }
-  for (const field of ["authorization_endpoint", "token_endpoint"] as const) {
-    if (typeof metadata[field] !== "string") {
-      return yield* new AuthError({
-        step: ASM,
-        reason: "missing-endpoint",
-        url,
-        message: `the authorization server metadata at ${url} has no ${field}; the authorization code flow needs it`,
-      })
-    }
-  }
-  return metadata
-})
+/** Core's checks of authorization server metadata (issuer, PKCE S256, the code flow's endpoints). */
+const validateAsm = (issuer: string, url: string, json: unknown, legacy: boolean) =>
+  Effect.fromResult(Metadata.processAuthorizationServerMetadata(issuer, url, json, { legacy })).pipe(
+    Effect.mapError((problem) => toAuthError(ASM, problem)),
+  )
 
 /**
  * Fetches and validates an authorization server's metadata from the locations of the seed's order (RFC 8414 and
@@ -335,11 +246,12 @@ export const discoverAuthorizationServer = Effect.fn("Discovery.discoverAuthoriz
     return { issuer: metadata.issuer, metadata, metadataUrl: location.url } as AuthorizationServer
   }
   if (options.legacy === true) {
+    const defaults = Revision.legacyEndpoints(issuer)
     const metadata = {
       issuer,
-      authorization_endpoint: `${issuer}/authorize`,
-      token_endpoint: `${issuer}/token`,
-      registration_endpoint: `${issuer}/register`,
+      authorization_endpoint: defaults.authorization_endpoint,
+      token_endpoint: defaults.token_endpoint,
+      registration_endpoint: defaults.registration_endpoint,
       // 2025-03-26 made PKCE mandatory for every server, so S256 is the one method to use.
       code_challenge_methods_supported: ["S256"],
       response_types_supported: ["code"],

@@ -19,9 +19,10 @@ export * as HttpCache from "./HttpCache.js"
 
 /** Public keys only: the private and symmetric JWK members a client must not publish (RFC 7517 §4, RFC 7518 §6, RFC 7591 §2). */
 export * as Jwk from "./Jwk.js"
-
 /** The MCP operations of a JSON-RPC body: methods, tools, batches, and the JSON-RPC errors for unreadable bodies. */
 export * as McpOperation from "./McpOperation.js"
+/** Processing of discovered authorization server and protected resource metadata (RFC 8414 §3.3, RFC 9728 §3.3). */
+export * as Metadata from "./Metadata.js"
 
 /** The OAuth error codes, their HTTP statuses and the typed error (RFC 6749 §5.2). */
 export * as OAuthError from "./OAuthError.js"
