@@ -9,8 +9,8 @@ import { CanonicalUri, type Challenge, Metadata, Revision, WellKnown, type Wire 
 import { Clock, Effect } from "effect"
 import { AuthError, type Step } from "./AuthError.js"
 import { ClientConfig } from "./ClientConfig.js"
-import { DiscoveryCache, freshness } from "./DiscoveryCache.js"
-import { readJson, send } from "./internal/http.js"
+import { DiscoveryCache } from "./DiscoveryCache.js"
+import { readJson, send, ttlOf } from "./internal/http.js"
 
 /**
  * What discovery learnt about the protected resource.
@@ -76,7 +76,7 @@ const fetchDocument = Effect.fnUntraced(function* (step: Step, url: string, forc
   }
   const json = yield* readJson(step, url, response)
   const now = (yield* Clock.currentTimeMillis) / 1000
-  return { kind: "found", json, ttl: freshness(response.headers, config.discoveryTtlSeconds, now) } as Fetched
+  return { kind: "found", json, ttl: ttlOf(response.headers, config.discoveryTtlSeconds, now) } as Fetched
 })
 
 const remember = Effect.fnUntraced(function* (url: string, ttl: number | undefined, value: unknown) {

@@ -6,19 +6,7 @@
  * @see {@link https://www.rfc-editor.org/rfc/rfc9111.html#section-4.2 | RFC 9111 §4.2 (freshness)}
  * @module
  */
-import { HttpCache } from "@keyway/core"
-import { Context, Effect, Layer } from "effect"
-
-/**
- * A cached document with the moment it stops being fresh.
- *
- * @see {@link https://www.rfc-editor.org/rfc/rfc9111.html#section-4.2 | RFC 9111 §4.2}
- */
-export interface Entry {
-  readonly value: unknown
-  /** Milliseconds since the epoch. */
-  readonly freshUntil: number
-}
+import { Clock, Context, Effect, Layer } from "effect"
 
 /**
  * The discovery cache as an Effect service.
@@ -34,27 +22,32 @@ export class DiscoveryCache extends Context.Service<
     readonly invalidate: (url: string) => Effect.Effect<void>
   }
 >()("@keyway/client/DiscoveryCache") {
-  /** An in-memory cache. */
+  /** An in-memory cache; entries age by Effect's `Clock`. */
   static readonly layerMemory: Layer.Layer<DiscoveryCache> = Layer.sync(DiscoveryCache, () => memory())
 }
 
-/** An in-memory discovery cache; `now` is injectable for tests of freshness. */
-export const memory = (now: () => number = Date.now): DiscoveryCache["Service"] => {
+/** A cached document with the moment (milliseconds since the epoch) it stops being fresh. */
+interface Entry {
+  readonly value: unknown
+  readonly freshUntil: number
+}
+
+const memory = (): DiscoveryCache["Service"] => {
   const entries = new Map<string, Entry>()
   return DiscoveryCache.of({
     get: (url) =>
-      Effect.sync(() => {
+      Effect.map(Clock.currentTimeMillis, (now) => {
         const entry = entries.get(url)
         if (entry === undefined) return undefined
-        if (entry.freshUntil <= now()) {
+        if (entry.freshUntil <= now) {
           entries.delete(url)
           return undefined
         }
         return entry.value
       }),
     set: (url, value, freshForSeconds) =>
-      Effect.sync(() => {
-        if (freshForSeconds > 0) entries.set(url, { value, freshUntil: now() + freshForSeconds * 1000 })
+      Effect.map(Clock.currentTimeMillis, (now) => {
+        if (freshForSeconds > 0) entries.set(url, { value, freshUntil: now + freshForSeconds * 1000 })
       }),
     invalidate: (url) =>
       Effect.sync(() => {
@@ -62,13 +55,3 @@ export const memory = (now: () => number = Date.now): DiscoveryCache["Service"] 
       }),
   })
 }
-
-/**
- * How long a response may be reused: its remaining freshness by core's {@link HttpCache.freshness} (`no-store` and
- * `no-cache` give 0; `max-age`, else `Expires` less `Date`; less `Age`), the default when it states none.
- *
- * @param now - seconds since the epoch; the clock by default.
- * @see {@link https://www.rfc-editor.org/rfc/rfc9111.html#section-4.2.1 | RFC 9111 §4.2.1}
- */
-export const freshness = (headers: Headers, defaultSeconds: number, now: number = Date.now() / 1000): number =>
-  HttpCache.freshness(headers, now) ?? defaultSeconds

@@ -1,4 +1,4 @@
-import { SecureUrl } from "@keyway/core"
+import { HttpCache, SecureUrl } from "@keyway/core"
 import { Effect } from "effect"
 import { AuthError, type Step } from "../AuthError.js"
 
@@ -87,3 +87,10 @@ export const isRecord = (u: unknown): u is Record<string, unknown> =>
 
 /** A fresh random value for `state` (256 bits, base64url). */
 export const randomToken = (): string => Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64url")
+
+/**
+ * How long a discovery response may be reused, in seconds: core's RFC 9111 freshness of its headers at `nowSeconds`
+ * (0 for `no-store`/`no-cache`), else the configured default when the response states none.
+ */
+export const ttlOf = (headers: Headers, defaultSeconds: number, nowSeconds: number): number =>
+  HttpCache.freshness(headers, nowSeconds) ?? defaultSeconds
