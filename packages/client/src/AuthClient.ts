@@ -7,7 +7,7 @@
  * @module
  */
 import { CanonicalUri, Challenge, McpOperation, Scope } from "@keyway/core"
-import { Context, Deferred, Effect, Layer, ManagedRuntime, Result } from "effect"
+import { Clock, Context, Deferred, Effect, Layer, ManagedRuntime, Result } from "effect"
 import { AuthError } from "./AuthError.js"
 import { buildRequest, selectScope, validateCallback } from "./Authorization.js"
 import { ClientConfig, type ClientInformation, type ClientOptions, type FetchLike } from "./ClientConfig.js"
@@ -236,7 +236,7 @@ const make = Effect.gen(function* () {
       })
     }
     const pending = (yield* store.get(pendingKey(state))) as Pending | undefined
-    if (pending !== undefined && Date.now() - pending.created_at > PENDING_LIFETIME_MS) {
+    if (pending !== undefined && (yield* Clock.currentTimeMillis) - pending.created_at > PENDING_LIFETIME_MS) {
       yield* store.delete(pendingKey(state))
       return yield* new AuthError({
         step: "callback",
@@ -314,18 +314,20 @@ const make = Effect.gen(function* () {
   const usableTokens = Effect.fnUntraced(function* (key: string) {
     const tokens = yield* readTokens(key)
     if (tokens === undefined || tokens.expires_at === undefined) return tokens
-    const now = Date.now()
-    if (tokens.expires_at - config.refreshSkewSeconds * 1000 > now) return tokens
+    const expiresAt = tokens.expires_at
+    const now = yield* Clock.currentTimeMillis
+    if (expiresAt - config.refreshSkewSeconds * 1000 > now) return tokens
     if (tokens.refresh_token !== undefined) {
       // An early refresh that fails for another reason than a dead grant must not block a token that still works.
       return yield* refreshShared(key, tokens).pipe(
-        Effect.catchIf(
-          () => tokens.expires_at !== undefined && tokens.expires_at > Date.now(),
-          () => Effect.succeed(tokens),
+        Effect.catch((error) =>
+          Effect.flatMap(Clock.currentTimeMillis, (later) =>
+            expiresAt > later ? Effect.succeed(tokens) : Effect.fail(error),
+          ),
         ),
       )
     }
-    return tokens.expires_at > now ? tokens : undefined
+    return expiresAt > now ? tokens : undefined
   })
 
   const stepUpLimit = (url: string, operation: string, attempts: number) =>

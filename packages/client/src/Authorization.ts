@@ -7,7 +7,7 @@
  */
 import { timingSafeEqual } from "node:crypto"
 import { Pkce, Scope, type Wire } from "@keyway/core"
-import { Effect } from "effect"
+import { Clock, Effect } from "effect"
 import { AuthError } from "./AuthError.js"
 import type { ClientInformation } from "./ClientConfig.js"
 import type { AuthorizationServer, ProtectedResource } from "./Discovery.js"
@@ -110,7 +110,7 @@ export const buildRequest = Effect.fn("Authorization.buildRequest")(function* (i
     client_id: input.client.client_id,
     server: input.resource.serverUrl,
     ...(input.resource.legacy ? { legacy: true } : {}),
-    created_at: Date.now(),
+    created_at: yield* Clock.currentTimeMillis,
   }
   return { url: url.href, pending } as AuthorizationRequest
 })

@@ -7,7 +7,7 @@
  * @module
  */
 import { SecureUrl, Wire } from "@keyway/core"
-import { Effect, Result } from "effect"
+import { Clock, Effect, Result } from "effect"
 import { AuthError } from "./AuthError.js"
 import { ClientConfig, type ClientInformation, type TokenEndpointAuthMethod } from "./ClientConfig.js"
 import type { AuthorizationServer } from "./Discovery.js"
@@ -113,7 +113,7 @@ export const obtainClient = Effect.fn("Registration.obtainClient")(function* (
 ) {
   const config = yield* ClientConfig
   const store = yield* TokenStore
-  const now = Date.now()
+  const now = yield* Clock.currentTimeMillis
   const configured = config.clients.find((client) => client.issuer === server.issuer)
   if (configured !== undefined) return configured
   const stored = (yield* store.get(storageKey(server.issuer))) as ClientInformation | undefined

@@ -7,7 +7,7 @@
  */
 import { randomUUID } from "node:crypto"
 import { ClientAuth, Wire } from "@keyway/core"
-import { Effect, Result } from "effect"
+import { Clock, Effect, Result } from "effect"
 import { SignJWT } from "jose"
 import { AuthError, type Step } from "./AuthError.js"
 import { ClientConfig, type ClientInformation } from "./ClientConfig.js"
@@ -67,6 +67,8 @@ export const authenticate = Effect.fnUntraced(function* (
           message: `client ${client.client_id} uses private_key_jwt but no privateKeyJwt key is configured`,
         })
       }
+      // jose would read the system time itself; the assertion's lifetime follows the Effect clock instead.
+      const issuedAt = Math.floor((yield* Clock.currentTimeMillis) / 1000)
       const assertion = yield* Effect.promise(() =>
         new SignJWT({})
           .setProtectedHeader({ alg: key.alg, ...(key.kid !== undefined ? { kid: key.kid } : {}) })
@@ -74,8 +76,8 @@ export const authenticate = Effect.fnUntraced(function* (
           .setSubject(client.client_id)
           .setAudience(server.issuer)
           .setJti(randomUUID())
-          .setIssuedAt()
-          .setExpirationTime("60s")
+          .setIssuedAt(issuedAt)
+          .setExpirationTime(issuedAt + 60)
           .sign(key.key),
       )
       body.set("client_id", client.client_id)
@@ -143,6 +145,7 @@ const tokenRequest = Effect.fnUntraced(function* (
 })
 
 const toTokens = (
+  now: number,
   response: Wire.TokenResponse,
   context: {
     readonly requestedScope: string
@@ -153,7 +156,6 @@ const toTokens = (
     readonly legacy: boolean
   },
 ): Tokens => {
-  const now = Date.now()
   const refresh = response.refresh_token ?? context.previousRefreshToken
   return {
     access_token: response.access_token,
@@ -190,7 +192,7 @@ export const exchangeCode = Effect.fn("TokenEndpoint.exchangeCode")(function* (
     resource: pending.resource,
   })
   const response = yield* tokenRequest("token", server, client, body)
-  return toTokens(response, {
+  return toTokens(yield* Clock.currentTimeMillis, response, {
     requestedScope: pending.scope,
     resource: pending.resource,
     issuer: server.issuer,
@@ -225,7 +227,7 @@ export const refresh = Effect.fn("TokenEndpoint.refresh")(function* (
     resource: tokens.resource,
   })
   const response = yield* tokenRequest("refresh", server, client, body)
-  return toTokens(response, {
+  return toTokens(yield* Clock.currentTimeMillis, response, {
     requestedScope: tokens.scope,
     resource: tokens.resource,
     issuer: server.issuer,

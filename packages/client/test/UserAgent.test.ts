@@ -1,13 +1,24 @@
 import { mkdtemp, rm } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { it } from "@effect/vitest"
 import { rpc } from "@keyway/testing/peers"
-import { Effect } from "effect"
-import { describe, expect, it } from "vitest"
-import { createAuthClient, PENDING_LIFETIME_MS } from "../src/AuthClient.js"
+import { Effect, Layer } from "effect"
+import { TestClock } from "effect/testing"
+import { describe, expect } from "vitest"
+import { AuthClient, createAuthClient, PENDING_LIFETIME_MS } from "../src/AuthClient.js"
 import type { AuthError } from "../src/AuthError.js"
-import { type Backend, memory } from "../src/TokenStore.js"
-import { browser, DEFAULT_SUCCESS_PAGE, openerCommand, openSystemBrowser, twoPhase } from "../src/UserAgent.js"
+import { ClientConfig } from "../src/ClientConfig.js"
+import { DiscoveryCache } from "../src/DiscoveryCache.js"
+import { TokenStore } from "../src/TokenStore.js"
+import {
+  browser,
+  DEFAULT_SUCCESS_PAGE,
+  openerCommand,
+  openSystemBrowser,
+  twoPhase,
+  UserAgent,
+} from "../src/UserAgent.js"
 import { rejection, track, world } from "./support/world.js"
 
 const post = (body: string) => ({ method: "POST", headers: { "content-type": "application/json" }, body })
@@ -143,30 +154,46 @@ describe("two-phase for web apps", () => {
     expect((await client.complete(callback)).resource).toBe(rs.url)
   })
 
-  it("complete refuses a callback for an authorization pending too long", async () => {
-    const inner = memory()
-    const aged: Backend = {
-      get: async (key) => {
-        const value = await inner.get(key)
-        return key.startsWith("pending:") && value !== undefined
-          ? { ...(value as Record<string, unknown>), created_at: Date.now() - PENDING_LIFETIME_MS - 1 }
-          : value
-      },
-      set: inner.set,
-      delete: inner.delete,
-    }
-    const { rs } = await world()
-    const client = createAuthClient({ userAgent: twoPhase({ redirectUri: REDIRECT }), store: aged })
-    track(client.dispose)
-    const begun = await client.begin(rs.url)
-    const callback = (await fetch(begun.url, { redirect: "manual" })).headers.get("location") ?? ""
-    const error = await rejection(client.complete(callback))
-    expect(error).toMatchObject({ step: "callback", reason: "expired", url: REDIRECT })
-    expect((error as AuthError).message).toBe(
-      `the authorization response at ${REDIRECT} arrived more than 10 minutes after the request; start the authorization again`,
-    )
-    expect(await inner.get(`pending:${begun.state}`)).toBeUndefined()
-  })
+  const twoPhaseLayer = AuthClient.layer.pipe(
+    Layer.provideMerge(
+      Layer.mergeAll(
+        ClientConfig.layer(),
+        TokenStore.layerMemory,
+        DiscoveryCache.layerMemory,
+        UserAgent.layerTwoPhase({ redirectUri: REDIRECT }),
+      ),
+    ),
+  )
+  const callbackOf = (url: string) =>
+    Effect.promise(async () => (await fetch(url, { redirect: "manual" })).headers.get("location") ?? "")
+
+  it.effect("complete refuses a callback for an authorization pending too long", () =>
+    Effect.gen(function* () {
+      const { rs } = yield* Effect.promise(() => world())
+      const client = yield* AuthClient
+      const store = yield* TokenStore
+      const begun = yield* client.begin(rs.url)
+      const callback = yield* callbackOf(begun.url)
+      yield* TestClock.adjust(PENDING_LIFETIME_MS + 1)
+      const error = yield* Effect.flip(client.complete(callback))
+      expect(error).toMatchObject({ step: "callback", reason: "expired", url: REDIRECT })
+      expect(error.message).toBe(
+        `the authorization response at ${REDIRECT} arrived more than 10 minutes after the request; start the authorization again`,
+      )
+      expect(yield* store.get(`pending:${begun.state}`)).toBeUndefined()
+    }).pipe(Effect.provide(twoPhaseLayer)),
+  )
+
+  it.effect("complete accepts a callback arriving exactly at the end of the pending lifetime", () =>
+    Effect.gen(function* () {
+      const { rs } = yield* Effect.promise(() => world())
+      const client = yield* AuthClient
+      const begun = yield* client.begin(rs.url)
+      const callback = yield* callbackOf(begun.url)
+      yield* TestClock.adjust(PENDING_LIFETIME_MS)
+      expect((yield* client.complete(callback)).resource).toBe(rs.url)
+    }).pipe(Effect.provide(twoPhaseLayer)),
+  )
 
   it("complete refuses a callback without state or with an unknown one", async () => {
     const { client } = await world({ client: { userAgent: twoPhase({ redirectUri: REDIRECT }) } })
