@@ -14,6 +14,7 @@ import { ClientConfig, type ClientInformation, type ClientOptions, type FetchLik
 import { type AuthorizationServer, discoverAuthorizationServer, discoverProtectedResource } from "./Discovery.js"
 import { DiscoveryCache } from "./DiscoveryCache.js"
 import { send } from "./internal/http.js"
+import { authorizationBaseUrl } from "./internal/legacy.js"
 import { findClient, obtainClient } from "./Registration.js"
 import { exchangeCode, refresh } from "./TokenEndpoint.js"
 import { type Backend, file as fileBackend, memory, type Pending, TokenStore, type Tokens } from "./TokenStore.js"
@@ -164,7 +165,7 @@ const make = Effect.gen(function* () {
    */
   const rediscover = Effect.fnUntraced(function* (issuer: string, server: string, legacy: boolean) {
     if (!legacy) return yield* provide(discoverAuthorizationServer(issuer, { legacy }))
-    const origin = CanonicalUri.origin(server)
+    const origin = authorizationBaseUrl(server)
     const found = yield* provide(discoverAuthorizationServer(origin, { legacy }))
     if (found.issuer !== issuer) {
       const url = found.metadataUrl ?? origin
@@ -291,7 +292,7 @@ const make = Effect.gen(function* () {
         if (current !== undefined && current.access_token !== stale.access_token) return current
         // Tokens stored before the legacy flag existed were legacy exactly when their issuer was the origin.
         const legacy =
-          config.legacyFallback && (stale.legacy === true || stale.issuer === CanonicalUri.origin(stale.resource))
+          config.legacyFallback && (stale.legacy === true || stale.issuer === authorizationBaseUrl(stale.resource))
         const server = yield* rediscover(stale.issuer, stale.resource, legacy)
         const client = yield* provide(findClient(stale.issuer, stale.client_id))
         if (client === undefined || stale.refresh_token === undefined) {

@@ -11,6 +11,7 @@ import { AuthError, type Step } from "./AuthError.js"
 import { ClientConfig } from "./ClientConfig.js"
 import { DiscoveryCache } from "./DiscoveryCache.js"
 import { readJson, send, ttlOf } from "./internal/http.js"
+import { authorizationBaseUrl } from "./internal/legacy.js"
 
 /**
  * What discovery learnt about the protected resource.
@@ -191,7 +192,7 @@ export const discoverProtectedResource = Effect.fn("Discovery.discoverProtectedR
       resource: CanonicalUri.parse(serverUrl),
       metadata: undefined,
       metadataUrl: undefined,
-      issuer: CanonicalUri.origin(serverUrl),
+      issuer: authorizationBaseUrl(serverUrl),
       legacy: true,
     } as ProtectedResource
   }
