@@ -5,9 +5,6 @@ import { AuthError, type Step } from "../AuthError.js"
 /** The subset of `fetch` the client needs; any WHATWG-compatible fetch fits. */
 export type FetchLike = (input: string | URL | Request, init?: RequestInit) => Promise<Response>
 
-/** https, or http on a loopback host: the only places credentials may be sent. */
-export const isSecureOrLoopback = (url: string | URL): boolean => SecureUrl.isAllowed(url, { httpLoopback: true })
-
 /** Parses an absolute URL or fails with a typed error for the given step. */
 export const parseUrl = (step: Step, raw: string, what: string): Effect.Effect<URL, AuthError> => {
   const url = URL.parse(raw)
@@ -23,9 +20,9 @@ export const parseUrl = (step: Step, raw: string, what: string): Effect.Effect<U
     : Effect.succeed(url)
 }
 
-/** Refuses to send credentials to an endpoint that is neither https nor loopback. */
+/** Refuses to send credentials to an endpoint that is neither https nor loopback (core's {@link SecureUrl} policy). */
 export const requireSecure = (step: Step, url: string, what: string): Effect.Effect<void, AuthError> =>
-  isSecureOrLoopback(url)
+  SecureUrl.isAllowed(url, { httpLoopback: true })
     ? Effect.void
     : Effect.fail(
         new AuthError({
