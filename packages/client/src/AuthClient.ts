@@ -11,10 +11,15 @@ import { Clock, Context, Deferred, Effect, Layer, ManagedRuntime, Result } from 
 import { AuthError } from "./AuthError.js"
 import { buildRequest, selectScope, validateCallback } from "./Authorization.js"
 import { ClientConfig, type ClientInformation, type ClientOptions, type FetchLike } from "./ClientConfig.js"
-import { type AuthorizationServer, discoverAuthorizationServer, discoverProtectedResource } from "./Discovery.js"
+import {
+  type DiscoveredAuthorizationServer,
+  discoverAuthorizationServer,
+  discoverProtectedResource,
+} from "./Discovery.js"
 import { DiscoveryCache } from "./DiscoveryCache.js"
 import { send } from "./internal/http.js"
 import { authorizationBaseUrl } from "./internal/legacy.js"
+import { PENDING_LIFETIME_MS, pendingKey, tokensKey } from "./internal/storage.js"
 import { findClient, obtainClient } from "./Registration.js"
 import { exchangeCode, refresh } from "./TokenEndpoint.js"
 import { type Backend, file as fileBackend, memory, type Pending, TokenStore, type Tokens } from "./TokenStore.js"
@@ -81,13 +86,6 @@ export class AuthClient extends Context.Service<
     )
 }
 
-/** The storage key of the tokens held for a server. */
-export const tokensKey = (server: string): string => `tokens:${server}`
-const pendingKey = (state: string): string => `pending:${state}`
-
-/** How long a two-phase authorization may stay pending: long enough for a login, short enough to limit replay. */
-export const PENDING_LIFETIME_MS = 10 * 60_000
-
 const serverKey = (raw: string): Effect.Effect<string, AuthError> => {
   const result = CanonicalUri.validate(raw)
   return Result.isSuccess(result)
@@ -106,10 +104,8 @@ const serverKey = (raw: string): Effect.Effect<string, AuthError> => {
  * The operation of an MCP request for step-up accounting: core's {@link McpOperation.nameOf} (the JSON-RPC method,
  * and the tool name for `tools/call`; a batch by all its operations, whose scopes the server requires together);
  * `*` for a request without a body.
- *
- * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#step-up-authorization-flow | MCP step-up}
  */
-export const operationOf = (body: string | undefined): string =>
+const operationOf = (body: string | undefined): string =>
   body === undefined || body === "" ? "*" : McpOperation.nameOf(McpOperation.scan(body))
 
 const make = Effect.gen(function* () {
@@ -182,7 +178,7 @@ const make = Effect.gen(function* () {
   const finish = Effect.fnUntraced(function* (
     callbackUrl: string,
     pending: Pending,
-    known?: { readonly server: AuthorizationServer; readonly client: ClientInformation },
+    known?: { readonly server: DiscoveredAuthorizationServer; readonly client: ClientInformation },
   ) {
     const code = yield* validateCallback(callbackUrl, pending)
     yield* store.delete(pendingKey(pending.state))

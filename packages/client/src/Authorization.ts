@@ -10,7 +10,7 @@ import { Pkce, Scope, type Wire } from "@keyway/core"
 import { Clock, Effect } from "effect"
 import { AuthError } from "./AuthError.js"
 import type { ClientInformation } from "./ClientConfig.js"
-import type { AuthorizationServer, ProtectedResource } from "./Discovery.js"
+import type { DiscoveredAuthorizationServer, DiscoveredResource } from "./Discovery.js"
 import { randomToken } from "./internal/http.js"
 import type { Pending } from "./TokenStore.js"
 
@@ -71,8 +71,8 @@ export interface AuthorizationRequest {
  * @see {@link https://modelcontextprotocol.io/specification/2026-07-28/basic/authorization#authorization-response-validation | MCP 2026-07-28 authorization response validation}
  */
 export const buildRequest = Effect.fn("Authorization.buildRequest")(function* (input: {
-  readonly resource: ProtectedResource
-  readonly server: AuthorizationServer
+  readonly resource: DiscoveredResource
+  readonly server: DiscoveredAuthorizationServer
   readonly client: ClientInformation
   readonly redirectUri: string
   readonly scope: ReadonlyArray<string>

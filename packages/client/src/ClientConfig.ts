@@ -133,7 +133,7 @@ export interface ResolvedOptions {
 }
 
 /** Applies the defaults. */
-export const resolve = (options: ClientOptions = {}): ResolvedOptions => ({
+const resolve = (options: ClientOptions = {}): ResolvedOptions => ({
   fetch: options.fetch ?? ((input, init) => globalThis.fetch(input, init)),
   clientName: options.clientName ?? "Keyway MCP client",
   clientMetadataUrl: options.clientMetadataUrl,

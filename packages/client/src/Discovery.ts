@@ -14,11 +14,12 @@ import { readJson, send, ttlOf } from "./internal/http.js"
 import { authorizationBaseUrl } from "./internal/legacy.js"
 
 /**
- * What discovery learnt about the protected resource.
+ * What discovery learnt about the protected resource (named apart from `@keyway/resource-server`'s
+ * `ProtectedResource`, which is the server side).
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc9728.html#section-2 | RFC 9728 §2}
  */
-export interface ProtectedResource {
+export interface DiscoveredResource {
   /** The URL the client is accessing. */
   readonly serverUrl: string
   /** The `resource` to send in authorization and token requests, exactly as published. */
@@ -34,11 +35,12 @@ export interface ProtectedResource {
 }
 
 /**
- * An authorization server with its validated metadata.
+ * An authorization server as discovery found it: its issuer and validated metadata (named apart from
+ * `@keyway/authorization-server`'s `AuthorizationServer`, which is the server itself).
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-3.3 | RFC 8414 §3.3}
  */
-export interface AuthorizationServer {
+export interface DiscoveredAuthorizationServer {
   readonly issuer: string
   readonly metadata: Wire.AuthorizationServerMetadata
   /** Where the metadata came from; undefined when the 2025-03-26 default endpoints are used. */
@@ -84,15 +86,6 @@ const remember = Effect.fnUntraced(function* (url: string, ttl: number | undefin
   const cache = yield* DiscoveryCache
   if (ttl !== undefined) yield* cache.set(url, value, ttl)
 })
-
-/**
- * Whether published protected resource metadata may be used for a server URL: the same canonical URI, or the same
- * origin with a `resource` path that is a path-segment prefix of the server's path. The rule is core's
- * {@link Metadata.resourceMatches}.
- *
- * @see {@link https://www.rfc-editor.org/rfc/rfc9728.html#section-3.3 | RFC 9728 §3.3}
- */
-export const resourceMatches = Metadata.resourceMatches
 
 /** Core's checks of protected resource metadata, failing with the client's error vocabulary. */
 const validatePrm = (serverUrl: string, url: string, json: unknown) =>
@@ -169,7 +162,7 @@ export const discoverProtectedResource = Effect.fn("Discovery.discoverProtectedR
       metadataUrl: url,
       issuer,
       legacy: false,
-    } as ProtectedResource
+    } as DiscoveredResource
   }
   const configured =
     config.protectedResourceMetadata[serverUrl] ??
@@ -184,7 +177,7 @@ export const discoverProtectedResource = Effect.fn("Discovery.discoverProtectedR
       metadataUrl: "configured",
       issuer,
       legacy: false,
-    } as ProtectedResource
+    } as DiscoveredResource
   }
   if (config.legacyFallback) {
     return {
@@ -194,7 +187,7 @@ export const discoverProtectedResource = Effect.fn("Discovery.discoverProtectedR
       metadataUrl: undefined,
       issuer: authorizationBaseUrl(serverUrl),
       legacy: true,
-    } as ProtectedResource
+    } as DiscoveredResource
   }
   return yield* new AuthError({
     step: PRM,
@@ -203,15 +196,6 @@ export const discoverProtectedResource = Effect.fn("Discovery.discoverProtectedR
     message: `no protected resource metadata for ${serverUrl} (tried ${tried.join(", ")}); the MCP server must publish it, or configure protectedResourceMetadata for this server`,
   })
 })
-
-/**
- * Whether the 2025-03-26 fallback may use metadata whose `issuer` is not the MCP server's origin: core's
- * {@link Metadata.legacyIssuerAccepted}.
- *
- * @see {@link https://modelcontextprotocol.io/specification/2025-03-26/basic/authorization#2-3-2-authorization-base-url | MCP 2025-03-26 authorization base URL}
- * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-2 | RFC 8414 §2}
- */
-export const legacyIssuerAccepted = Metadata.legacyIssuerAccepted
 
 /** Core's checks of authorization server metadata (issuer, PKCE S256, the code flow's endpoints). */
 const validateAsm = (issuer: string, url: string, json: unknown, legacy: boolean) =>
@@ -225,7 +209,7 @@ const validateAsm = (issuer: string, url: string, json: unknown, legacy: boolean
  * `code_challenge_methods_supported` must contain S256.
  *
  * In the 2025-03-26 fallback (`legacy`), `issuer` is the MCP server's origin: the metadata found there may name
- * another issuer at that same origin ({@link legacyIssuerAccepted}), and the result carries that issuer. When no
+ * another issuer at that same origin (core's {@link Metadata.legacyIssuerAccepted}), and the result carries that issuer. When no
  * location answers, the default endpoints `/authorize`, `/token` and `/register` at the origin are used.
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-3 | RFC 8414 §3}
@@ -244,7 +228,7 @@ export const discoverAuthorizationServer = Effect.fn("Discovery.discoverAuthoriz
     if (fetched.kind === "absent") continue
     const metadata = yield* validateAsm(issuer, location.url, fetched.json, options.legacy === true)
     yield* remember(location.url, fetched.ttl, fetched.json)
-    return { issuer: metadata.issuer, metadata, metadataUrl: location.url } as AuthorizationServer
+    return { issuer: metadata.issuer, metadata, metadataUrl: location.url } as DiscoveredAuthorizationServer
   }
   if (options.legacy === true) {
     const defaults = Revision.legacyEndpoints(issuer)
@@ -257,7 +241,7 @@ export const discoverAuthorizationServer = Effect.fn("Discovery.discoverAuthoriz
       code_challenge_methods_supported: ["S256"],
       response_types_supported: ["code"],
     } as Wire.AuthorizationServerMetadata
-    return { issuer, metadata, metadataUrl: undefined } as AuthorizationServer
+    return { issuer, metadata, metadataUrl: undefined } as DiscoveredAuthorizationServer
   }
   return yield* new AuthError({
     step: ASM,

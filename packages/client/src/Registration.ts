@@ -10,37 +10,32 @@ import { SecureUrl, Wire } from "@keyway/core"
 import { Clock, Effect, Result } from "effect"
 import { AuthError } from "./AuthError.js"
 import { ClientConfig, type ClientInformation, type TokenEndpointAuthMethod } from "./ClientConfig.js"
-import type { AuthorizationServer } from "./Discovery.js"
+import type { DiscoveredAuthorizationServer } from "./Discovery.js"
 import { isRecord, readJson, requireSecure, send } from "./internal/http.js"
+import { clientKey } from "./internal/storage.js"
 import { TokenStore } from "./TokenStore.js"
 
-/** The storage key of the registration held for an issuer. */
-export const storageKey = (issuer: string): string => `client:${issuer}`
-
-/**
- * Whether a redirect URI is covered by registered ones: exact match, or the same loopback IP URI with another port.
- *
- * @see {@link https://www.rfc-editor.org/rfc/rfc8252.html#section-7.3 | RFC 8252 §7.3}
- */
-export const redirectUriCovered = (registered: ReadonlyArray<string>, redirectUri: string): boolean =>
-  SecureUrl.matchRedirectUri(redirectUri, registered) !== undefined
-
+/** A stored registration is reused only with its issuer, for a redirect URI it covers, and while its secret lives. */
 const isUsable = (client: ClientInformation, issuer: string, redirectUri: string, now: number): boolean =>
   client.issuer === issuer &&
-  (client.redirect_uris === undefined || redirectUriCovered(client.redirect_uris, redirectUri)) &&
+  (client.redirect_uris === undefined || SecureUrl.matchRedirectUri(redirectUri, client.redirect_uris) !== undefined) &&
   (client.client_secret_expires_at === undefined ||
     client.client_secret_expires_at === 0 ||
     client.client_secret_expires_at * 1000 > now)
 
 /** Whether a URL can be a client ID metadata document URL: https with a path beyond "/". */
-export const isClientIdUrl = (raw: string): boolean => {
+const isClientIdUrl = (raw: string): boolean => {
   const url = URL.parse(raw)
   return url !== null && url.protocol === "https:" && url.pathname !== "/" && url.pathname !== "" && url.hash === ""
 }
 
 const AUTH_METHODS: ReadonlyArray<string> = ["none", "client_secret_basic", "client_secret_post", "private_key_jwt"]
 
-const register = Effect.fnUntraced(function* (server: AuthorizationServer, endpoint: string, redirectUri: string) {
+const register = Effect.fnUntraced(function* (
+  server: DiscoveredAuthorizationServer,
+  endpoint: string,
+  redirectUri: string,
+) {
   const config = yield* ClientConfig
   yield* requireSecure("registration", endpoint, "the registration endpoint")
   const body = {
@@ -108,7 +103,7 @@ const register = Effect.fnUntraced(function* (server: AuthorizationServer, endpo
  * @see {@link https://www.rfc-editor.org/rfc/rfc7591.html#section-3 | RFC 7591 §3}
  */
 export const obtainClient = Effect.fn("Registration.obtainClient")(function* (
-  server: AuthorizationServer,
+  server: DiscoveredAuthorizationServer,
   redirectUri: string,
 ) {
   const config = yield* ClientConfig
@@ -116,7 +111,7 @@ export const obtainClient = Effect.fn("Registration.obtainClient")(function* (
   const now = yield* Clock.currentTimeMillis
   const configured = config.clients.find((client) => client.issuer === server.issuer)
   if (configured !== undefined) return configured
-  const stored = (yield* store.get(storageKey(server.issuer))) as ClientInformation | undefined
+  const stored = (yield* store.get(clientKey(server.issuer))) as ClientInformation | undefined
   if (stored !== undefined && isUsable(stored, server.issuer, redirectUri, now)) return stored
   if (
     server.metadata.client_id_metadata_document_supported === true &&
@@ -133,7 +128,7 @@ export const obtainClient = Effect.fn("Registration.obtainClient")(function* (
   const endpoint = server.metadata.registration_endpoint
   if (typeof endpoint === "string") {
     const client = yield* register(server, endpoint, redirectUri)
-    yield* store.set(storageKey(server.issuer), client)
+    yield* store.set(clientKey(server.issuer), client)
     return client
   }
   const ask = config.askClientInformation
@@ -141,7 +136,7 @@ export const obtainClient = Effect.fn("Registration.obtainClient")(function* (
     const entered = yield* Effect.promise(() => ask({ issuer: server.issuer, metadata: server.metadata, redirectUri }))
     if (entered !== undefined) {
       const client: ClientInformation = { ...entered, issuer: server.issuer }
-      yield* store.set(storageKey(server.issuer), client)
+      yield* store.set(clientKey(server.issuer), client)
       return client
     }
   }
@@ -251,7 +246,7 @@ export const findClient = Effect.fn("Registration.findClient")(function* (issuer
   const store = yield* TokenStore
   const configured = config.clients.find((client) => client.issuer === issuer && client.client_id === clientId)
   if (configured !== undefined) return configured
-  const stored = (yield* store.get(storageKey(issuer))) as ClientInformation | undefined
+  const stored = (yield* store.get(clientKey(issuer))) as ClientInformation | undefined
   if (stored !== undefined && stored.issuer === issuer && stored.client_id === clientId) return stored
   if (config.clientMetadataUrl === clientId) {
     const client: ClientInformation = {

@@ -11,7 +11,7 @@ import { Clock, Effect, Result } from "effect"
 import { SignJWT } from "jose"
 import { AuthError, type Step } from "./AuthError.js"
 import { ClientConfig, type ClientInformation } from "./ClientConfig.js"
-import type { AuthorizationServer } from "./Discovery.js"
+import type { DiscoveredAuthorizationServer } from "./Discovery.js"
 import { isRecord, readJson, requireSecure, send } from "./internal/http.js"
 import type { Pending, Tokens } from "./TokenStore.js"
 
@@ -26,7 +26,7 @@ const ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 export const authenticate = Effect.fnUntraced(function* (
   step: Step,
   client: ClientInformation,
-  server: AuthorizationServer,
+  server: DiscoveredAuthorizationServer,
   body: URLSearchParams,
   headers: Headers,
 ) {
@@ -90,7 +90,7 @@ export const authenticate = Effect.fnUntraced(function* (
 
 const tokenRequest = Effect.fnUntraced(function* (
   step: Step,
-  server: AuthorizationServer,
+  server: DiscoveredAuthorizationServer,
   client: ClientInformation,
   body: URLSearchParams,
 ) {
@@ -179,7 +179,7 @@ const toTokens = (
  * @see {@link https://www.rfc-editor.org/rfc/rfc8707.html#section-2.2 | RFC 8707 §2.2}
  */
 export const exchangeCode = Effect.fn("TokenEndpoint.exchangeCode")(function* (
-  server: AuthorizationServer,
+  server: DiscoveredAuthorizationServer,
   client: ClientInformation,
   pending: Pending,
   code: string,
@@ -208,7 +208,7 @@ export const exchangeCode = Effect.fn("TokenEndpoint.exchangeCode")(function* (
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.3 | OAuth 2.1 §4.3}
  */
 export const refresh = Effect.fn("TokenEndpoint.refresh")(function* (
-  server: AuthorizationServer,
+  server: DiscoveredAuthorizationServer,
   client: ClientInformation,
   tokens: Tokens,
 ) {

@@ -90,7 +90,7 @@ export class TokenStore extends Context.Service<
 }
 
 /** Wraps a {@link Backend} as the {@link TokenStore} service. */
-export const fromBackend = (backend: Backend): TokenStore["Service"] =>
+const fromBackend = (backend: Backend): TokenStore["Service"] =>
   TokenStore.of({
     get: (key) => Effect.promise(() => backend.get(key)),
     set: (key, value) => Effect.promise(() => backend.set(key, value)),

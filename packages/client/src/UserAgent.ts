@@ -11,6 +11,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net"
 import { Context, Effect, Layer } from "effect"
 import { AuthError } from "./AuthError.js"
+import { DEFAULT_SUCCESS_PAGE, openerCommand } from "./internal/browser.js"
 import { type FetchLike, send } from "./internal/http.js"
 
 /**
@@ -143,36 +144,10 @@ export interface BrowserOptions {
   readonly successPage?: string
 }
 
-/** The default "you can close this tab" page. */
-export const DEFAULT_SUCCESS_PAGE = `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Authorization complete</title>
-<style>body{font-family:system-ui,sans-serif;max-width:32rem;margin:4rem auto;text-align:center;color:#222}</style>
-</head><body><h1>Authorization complete</h1><p>You can close this tab and return to the application.</p></body></html>`
-
 /**
- * The command and arguments that open `url` in the system browser: the command in `$BROWSER` when set (the URL
- * becomes its last argument), else the platform's opener (`open` on macOS, `start` on Windows, `xdg-open` elsewhere).
- *
- * @see {@link https://www.rfc-editor.org/rfc/rfc8252.html#section-4.1 | RFC 8252 §4.1 (use the system browser)}
- */
-export const openerCommand = (
-  url: string,
-  env: NodeJS.ProcessEnv = process.env,
-  platform: NodeJS.Platform = process.platform,
-): readonly [string, ReadonlyArray<string>] => {
-  const configured = env.BROWSER?.trim()
-  if (configured !== undefined && configured !== "") {
-    const [program = "", ...args] = configured.split(/\s+/u)
-    return [program, [...args, url]]
-  }
-  if (platform === "darwin") return ["open", [url]]
-  if (platform === "win32") return ["cmd", ["/c", "start", "", url]]
-  return ["xdg-open", [url]]
-}
-
-/**
- * Opens `url` in the system browser ({@link openerCommand}); resolves once the opener process has started, rejects
- * with the reason when it cannot be started. The default of {@link BrowserOptions.openBrowser}.
+ * Opens `url` in the system browser (the command in `$BROWSER` when set, else `open` on macOS, `start` on Windows,
+ * `xdg-open` elsewhere); resolves once the opener process has started, rejects with the reason when it cannot be
+ * started. The default of {@link BrowserOptions.openBrowser}.
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc8252.html#section-4.1 | RFC 8252 §4.1}
  */

@@ -1,8 +1,8 @@
+import { Metadata } from "@keyway/core"
 import { json, rpc, startAuthorizationServer, startCombined } from "@keyway/testing/peers"
 import { describe, expect, it } from "vitest"
 import { type CreateOptions, createAuthClient } from "../src/AuthClient.js"
 import { AuthError } from "../src/AuthError.js"
-import { legacyIssuerAccepted, resourceMatches } from "../src/Discovery.js"
 import { memory } from "../src/TokenStore.js"
 import { headless, twoPhase } from "../src/UserAgent.js"
 import { rejection, track, world } from "./support/world.js"
@@ -123,11 +123,11 @@ describe("protected resource metadata", () => {
   })
 
   it("matches resources by canonical form or by path prefix on the same origin", () => {
-    expect(resourceMatches("https://mcp.example.com/mcp", "https://MCP.example.com/mcp")).toBe(true)
-    expect(resourceMatches("https://mcp.example.com", "https://mcp.example.com/mcp")).toBe(true)
-    expect(resourceMatches("https://mcp.example.com/mc", "https://mcp.example.com/mcp")).toBe(false)
-    expect(resourceMatches("https://evil.example/mcp", "https://mcp.example.com/mcp")).toBe(false)
-    expect(resourceMatches("https://mcp.example.com:8443/mcp", "https://mcp.example.com/mcp")).toBe(false)
+    expect(Metadata.resourceMatches("https://mcp.example.com/mcp", "https://MCP.example.com/mcp")).toBe(true)
+    expect(Metadata.resourceMatches("https://mcp.example.com", "https://mcp.example.com/mcp")).toBe(true)
+    expect(Metadata.resourceMatches("https://mcp.example.com/mc", "https://mcp.example.com/mcp")).toBe(false)
+    expect(Metadata.resourceMatches("https://evil.example/mcp", "https://mcp.example.com/mcp")).toBe(false)
+    expect(Metadata.resourceMatches("https://mcp.example.com:8443/mcp", "https://mcp.example.com/mcp")).toBe(false)
   })
 })
 
@@ -389,7 +389,7 @@ describe("2025-03-26 fallbacks", () => {
   })
 })
 
-describe("legacyIssuerAccepted (2025-03-26 fallback)", () => {
+describe("Metadata.legacyIssuerAccepted, as the client's 2025-03-26 fallback uses it", () => {
   it.each([
     ["https://mcp.example.com/oauth", "https://mcp.example.com", true],
     ["https://mcp.example.com", "https://mcp.example.com", true],
@@ -405,7 +405,7 @@ describe("legacyIssuerAccepted (2025-03-26 fallback)", () => {
     ["https://user@mcp.example.com/oauth", "https://mcp.example.com", false],
     ["/oauth", "https://mcp.example.com", false],
   ])("%s at origin %s: %s", (issuer, origin, accepted) => {
-    expect(legacyIssuerAccepted(issuer, origin)).toBe(accepted)
+    expect(Metadata.legacyIssuerAccepted(issuer, origin)).toBe(accepted)
   })
 })
 

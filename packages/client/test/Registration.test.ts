@@ -1,3 +1,4 @@
+import { SecureUrl } from "@keyway/core"
 import {
   type AuthorizationServerPeer,
   json,
@@ -10,7 +11,7 @@ import { exportJWK, generateKeyPair } from "jose"
 import { describe, expect, it } from "vitest"
 import { createAuthClient } from "../src/AuthClient.js"
 import type { AuthError } from "../src/AuthError.js"
-import { buildClientMetadataDocument, clientMetadataDocumentHandler, redirectUriCovered } from "../src/Registration.js"
+import { buildClientMetadataDocument, clientMetadataDocumentHandler } from "../src/Registration.js"
 import { memory } from "../src/TokenStore.js"
 import { headless } from "../src/UserAgent.js"
 import { rejection, track, world } from "./support/world.js"
@@ -290,7 +291,9 @@ describe("client ID metadata documents", () => {
   })
 })
 
-describe("redirect URI matching", () => {
+describe("redirect URI matching (core's SecureUrl.matchRedirectUri, which decides reuse of a stored registration)", () => {
+  const redirectUriCovered = (registered: ReadonlyArray<string>, redirectUri: string) =>
+    SecureUrl.matchRedirectUri(redirectUri, registered) !== undefined
   it("accepts another port for a loopback IP redirect URI only", () => {
     expect(redirectUriCovered(["http://127.0.0.1/callback"], "http://127.0.0.1:5555/callback")).toBe(true)
     expect(redirectUriCovered(["http://127.0.0.1/callback"], "http://127.0.0.1:5555/other")).toBe(false)

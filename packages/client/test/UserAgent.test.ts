@@ -6,19 +6,14 @@ import { rpc } from "@keyway/testing/peers"
 import { Effect, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import { describe, expect } from "vitest"
-import { AuthClient, createAuthClient, PENDING_LIFETIME_MS } from "../src/AuthClient.js"
+import { AuthClient, createAuthClient } from "../src/AuthClient.js"
 import type { AuthError } from "../src/AuthError.js"
 import { ClientConfig } from "../src/ClientConfig.js"
 import { DiscoveryCache } from "../src/DiscoveryCache.js"
+import { DEFAULT_SUCCESS_PAGE, openerCommand } from "../src/internal/browser.js"
+import { PENDING_LIFETIME_MS } from "../src/internal/storage.js"
 import { TokenStore } from "../src/TokenStore.js"
-import {
-  browser,
-  DEFAULT_SUCCESS_PAGE,
-  openerCommand,
-  openSystemBrowser,
-  twoPhase,
-  UserAgent,
-} from "../src/UserAgent.js"
+import { browser, openSystemBrowser, twoPhase, UserAgent } from "../src/UserAgent.js"
 import { rejection, track, world } from "./support/world.js"
 
 const post = (body: string) => ({ method: "POST", headers: { "content-type": "application/json" }, body })
