@@ -9,7 +9,7 @@
 import { spawn } from "node:child_process"
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
-import { Context, Effect, Layer } from "effect"
+import { Context, Duration, Effect, Layer } from "effect"
 import { AuthError } from "./AuthError.js"
 import { DEFAULT_SUCCESS_PAGE, openerCommand } from "./internal/browser.js"
 import { type FetchLike, send } from "./internal/http.js"
@@ -218,28 +218,12 @@ export const browser = (options: BrowserOptions = {}): UserAgent["Service"] => {
       )
       const run = (authorizationUrl: string) =>
         Effect.callback<string, AuthError>((resumeRun) => {
-          const timer = setTimeout(() => {
-            resumeRun(
-              Effect.fail(
-                new AuthError({
-                  step: "authorization",
-                  reason: "user-agent-failed",
-                  url: redirectUri,
-                  message: `no authorization response reached ${redirectUri} within ${Math.round(timeoutMs / 1000)} seconds; complete the login in the browser`,
-                }),
-              ),
-            )
-          }, timeoutMs)
-          deliver = (url) => {
-            clearTimeout(timer)
-            resumeRun(Effect.succeed(url))
-          }
+          deliver = (url) => resumeRun(Effect.succeed(url))
           const early = received.shift()
           if (early !== undefined) deliver(early)
           Promise.resolve()
             .then(() => opener(authorizationUrl))
             .catch((cause: unknown) => {
-              clearTimeout(timer)
               resumeRun(
                 Effect.fail(
                   new AuthError({
@@ -251,8 +235,21 @@ export const browser = (options: BrowserOptions = {}): UserAgent["Service"] => {
                 ),
               )
             })
-          return Effect.sync(() => clearTimeout(timer))
-        })
+        }).pipe(
+          // An Effect timer, so the wait follows the Effect clock (TestClock in tests).
+          Effect.timeoutOrElse({
+            duration: Duration.millis(timeoutMs),
+            orElse: () =>
+              Effect.fail(
+                new AuthError({
+                  step: "authorization",
+                  reason: "user-agent-failed",
+                  url: redirectUri,
+                  message: `no authorization response reached ${redirectUri} within ${Math.round(timeoutMs / 1000)} seconds; complete the login in the browser`,
+                }),
+              ),
+          }),
+        )
       resume(Effect.succeed({ redirectUri, run, close }))
     })
   })

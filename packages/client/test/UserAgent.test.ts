@@ -3,7 +3,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { it } from "@effect/vitest"
 import { rpc } from "@keyway/testing/peers"
-import { Effect, Layer } from "effect"
+import { Effect, Fiber, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import { describe, expect } from "vitest"
 import { AuthClient, createAuthClient } from "../src/AuthClient.js"
@@ -91,16 +91,31 @@ describe("system browser with a loopback listener", () => {
     expect((error as AuthError).message).toBe("could not open the browser: no display")
   })
 
-  it("gives up when no response arrives in time", async () => {
-    const agent = browser({ openBrowser: () => undefined, timeoutMs: 20 })
-    const session = await Effect.runPromise(agent.open)
-    track(() => Effect.runPromise(session.close))
-    const error = await rejection(Effect.runPromise(session.run("https://as.example/authorize")))
-    expect(error).toMatchObject({ step: "authorization", reason: "user-agent-failed", url: session.redirectUri })
-    expect((error as AuthError).message).toBe(
-      `no authorization response reached ${session.redirectUri} within 0 seconds; complete the login in the browser`,
-    )
-  })
+  it.effect("gives up when no response arrives in time", () =>
+    Effect.gen(function* () {
+      const agent = browser({ openBrowser: () => undefined, timeoutMs: 20 })
+      const session = yield* agent.open
+      yield* Effect.addFinalizer(() => session.close)
+      let settled = false
+      const running = yield* Effect.forkChild(
+        session.run("https://as.example/authorize").pipe(
+          Effect.onExit(() =>
+            Effect.sync(() => {
+              settled = true
+            }),
+          ),
+        ),
+      )
+      yield* TestClock.adjust(19)
+      expect(settled).toBe(false)
+      yield* TestClock.adjust(1)
+      const error = yield* Effect.flip(Fiber.join(running))
+      expect(error).toMatchObject({ step: "authorization", reason: "user-agent-failed", url: session.redirectUri })
+      expect(error.message).toBe(
+        `no authorization response reached ${session.redirectUri} within 0 seconds; complete the login in the browser`,
+      )
+    }).pipe(Effect.scoped),
+  )
 })
 
 describe("two-phase for web apps", () => {
