@@ -209,8 +209,9 @@ const validateAsm = (issuer: string, url: string, json: unknown, legacy: boolean
  * `code_challenge_methods_supported` must contain S256.
  *
  * In the 2025-03-26 fallback (`legacy`), `issuer` is the MCP server's origin: the metadata found there may name
- * another issuer at that same origin (core's {@link Metadata.legacyIssuerAccepted}), and the result carries that issuer. When no
- * location answers, the default endpoints `/authorize`, `/token` and `/register` at the origin are used.
+ * another issuer at that same origin (core's {@link Metadata.legacyIssuerAccepted}), and the result carries that
+ * issuer. When no location answers, the default endpoints `/authorize`, `/token` and `/register` at the origin (core's
+ * {@link Revision.legacyEndpoints}) are used.
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-3 | RFC 8414 §3}
  * @see {@link https://openid.net/specs/openid-connect-discovery-1_0.html#ProviderConfigurationValidation | OIDC Discovery §4.3}

@@ -291,7 +291,7 @@ describe("client ID metadata documents", () => {
   })
 })
 
-describe("redirect URI matching (core's SecureUrl.matchRedirectUri, which decides reuse of a stored registration)", () => {
+describe("redirect URI matching (core's rule for reusing a stored registration)", () => {
   const redirectUriCovered = (registered: ReadonlyArray<string>, redirectUri: string) =>
     SecureUrl.matchRedirectUri(redirectUri, registered) !== undefined
   it("accepts another port for a loopback IP redirect URI only", () => {
