@@ -8,10 +8,10 @@
 import { CanonicalUri, ClientAuth, SecureUrl, WellKnown } from "@keyway/core"
 import { Context, Effect, Layer, Result, Schema } from "effect"
 import { createRemoteJWKSet, decodeJwt, errors, type JWTVerifyGetKey, jwtVerify } from "jose"
+import { invalid } from "./internal/reasons.js"
 import {
   fromClaims,
   InvalidToken,
-  type InvalidTokenReason,
   type VerificationError,
   type VerifiedToken,
   VerifierUnavailable,
@@ -55,29 +55,6 @@ export class TokenVerifier extends Context.Service<
   static readonly layerCustom = (verify: CustomVerify): Layer.Layer<TokenVerifier> =>
     Layer.succeed(TokenVerifier, TokenVerifier.of({ verify: makeCustomVerify(verify) }))
 }
-
-/**
- * Descriptions sent as `error_description` for each refusal reason.
- *
- * @see {@link https://www.rfc-editor.org/rfc/rfc6750.html#section-3 | RFC 6750 §3}
- */
-export const descriptions: Readonly<Record<InvalidTokenReason, string>> = {
-  malformed: "The access token is malformed",
-  expired: "The access token expired",
-  "not-yet-valid": "The access token is not valid yet",
-  "bad-signature": "The access token signature is invalid",
-  "unknown-key": "The access token was signed with an unknown key",
-  "algorithm-not-allowed": "The access token signing algorithm is not allowed",
-  "wrong-type": "The access token is not of type at+jwt",
-  "wrong-issuer": "The access token was issued by an untrusted issuer",
-  "wrong-audience": "The access token was not issued for this resource",
-  "missing-claim": "The access token lacks a required claim",
-  inactive: "The access token is not active",
-  rejected: "The access token was rejected",
-}
-
-const invalid = (reason: InvalidTokenReason): InvalidToken =>
-  new InvalidToken({ reason, description: descriptions[reason] })
 
 /**
  * Asymmetric JWS algorithms accepted by default: never `none`, never HMAC.

@@ -104,13 +104,6 @@ export class VerifierUnavailable extends Schema.TaggedError<VerifierUnavailable>
 export type VerificationError = InvalidToken | VerifierUnavailable
 
 /**
- * The description sent to clients when verification is unavailable.
- *
- * @see {@link https://www.rfc-editor.org/rfc/rfc6750.html#section-3.1 | RFC 6750 §3.1}
- */
-export const unavailableDescription = "The access token could not be verified"
-
-/**
  * Reads scopes from a `scope` string or an `scp` array/string, de-duplicated in order.
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc9068.html#section-2.2.3 | RFC 9068 §2.2.3}

@@ -1,16 +1,15 @@
 import { request as httpRequest } from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Descriptions } from "../src/internal/bearer.js"
+import { bodyTokenDescription, insufficientDescription, queryTokenDescription } from "../src/internal/challenge.js"
+import { descriptions } from "../src/internal/reasons.js"
 import {
-  bodyTokenDescription,
   createProtectedResource,
-  type Handle,
   InvalidConfiguration,
-  insufficientDescription,
   type ProtectedResourceOptions,
-  queryTokenDescription,
+  type ProtectedResourceService,
 } from "../src/ProtectedResource.js"
-import { custom, descriptions, jwt } from "../src/TokenVerifier.js"
+import { custom, jwt } from "../src/TokenVerifier.js"
 import type { VerifiedToken } from "../src/VerifiedToken.js"
 import { makeKey, mint, now, type SigningKey, startJwks, startWebServer, unsecured } from "./helpers.js"
 
@@ -24,7 +23,7 @@ let jwks: Jwks
 let key: SigningKey
 let resource: string
 let metadataUrl: string
-let handle: Handle
+let protectedResource: ProtectedResourceService
 
 const echo = (request: Request, auth: { token: VerifiedToken }) =>
   request.text().then((body) =>
@@ -36,7 +35,7 @@ const echo = (request: Request, auth: { token: VerifiedToken }) =>
     }),
   )
 
-const protectWith = (options: Partial<ProtectedResourceOptions> = {}): Handle => {
+const protectWith = (options: Partial<ProtectedResourceOptions> = {}): ProtectedResourceService => {
   const h = createProtectedResource({
     resource,
     authorizationServers: [ISSUER],
@@ -78,7 +77,7 @@ beforeAll(async () => {
   server = await startWebServer()
   resource = `${server.origin}/mcp`
   metadataUrl = `${server.origin}/.well-known/oauth-protected-resource/mcp`
-  handle = protectWith()
+  protectedResource = protectWith()
 })
 
 afterAll(async () => {
@@ -139,7 +138,7 @@ describe("protected resource metadata", () => {
         "/meta/prm.json",
       ])
     } finally {
-      server.setHandler(handle.protect(echo))
+      server.setHandler(protectedResource.protect(echo))
     }
   })
 
@@ -423,7 +422,7 @@ describe("per-operation scopes from the JSON-RPC body", () => {
     })
 
   afterAll(() => {
-    server.setHandler(handle.protect(echo))
+    server.setHandler(protectedResource.protect(echo))
   })
 
   it("passes when the token has the tool's scope, and the handler still reads the body", async () => {
@@ -577,7 +576,7 @@ describe("body limit (maxBodyBytes)", () => {
     return h
   }
   afterAll(() => {
-    server.setHandler(handle.protect(echo))
+    server.setHandler(protectedResource.protect(echo))
   })
 
   it.each([false, true])("a declared length over the limit: 413 before the handler (operations: %s)", async (ops) => {
@@ -673,7 +672,7 @@ describe("CORS", () => {
       expect(bad.status).toBe(401)
       expect(bad.headers.get("access-control-allow-origin")).toBeNull()
     } finally {
-      server.setHandler(handle.protect(echo))
+      server.setHandler(protectedResource.protect(echo))
     }
   })
 })

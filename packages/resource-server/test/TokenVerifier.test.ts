@@ -1,8 +1,8 @@
 import { Cause, Effect, Exit, Layer, ManagedRuntime, Result } from "effect"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import { descriptions } from "../src/internal/reasons.js"
 import { createProtectedResource, ProtectedResource, Unauthorized } from "../src/ProtectedResource.js"
 import {
-  descriptions,
   InvalidVerifierOptions,
   introspection,
   type JwtVerifierOptions,

@@ -9,15 +9,16 @@ interface Entry<A> {
 }
 
 /**
- * A bounded map with per-entry expiry. Eviction is oldest-inserted first: cheap, and a busy client's token is
- * re-inserted soon after eviction anyway.
+ * A bounded map with per-entry expiry, read on the hot path without running an Effect; `now` is the owner's clock
+ * (milliseconds). Eviction is oldest-inserted first: cheap, and a busy client's token is re-inserted soon after
+ * eviction anyway.
  */
 export class ExpiringCache<A> {
   readonly #entries = new Map<string, Entry<A>>()
   readonly #maxEntries: number
   readonly #now: () => number
 
-  constructor(maxEntries: number, now: () => number = Date.now) {
+  constructor(maxEntries: number, now: () => number) {
     this.#maxEntries = maxEntries
     this.#now = now
   }
