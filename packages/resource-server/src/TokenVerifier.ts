@@ -5,9 +5,10 @@
  * @see {@link https://www.rfc-editor.org/rfc/rfc9068.html#section-4 | RFC 9068 §4}
  * @see {@link https://www.rfc-editor.org/rfc/rfc7662.html#section-2 | RFC 7662 §2}
  */
-import { CanonicalUri, ClientAuth, SecureUrl, WellKnown } from "@keyway/core"
-import { Context, Effect, Layer, Result, Schema } from "effect"
+import { CanonicalUri, ClientAuth, SecureUrl, WellKnown, Wire } from "@keyway/core"
+import { Cache, Clock, Context, Duration, Effect, Exit, Layer, Result, Schema } from "effect"
 import { createRemoteJWKSet, decodeJwt, errors, type JWTVerifyGetKey, jwtVerify } from "jose"
+import { audiencesOf, namesResource } from "./internal/audience.js"
 import { invalid } from "./internal/reasons.js"
 import {
   fromClaims,
@@ -36,7 +37,10 @@ export class TokenVerifier extends Context.Service<
   static readonly layerJwt = (options: JwtVerifierOptions): Layer.Layer<TokenVerifier, InvalidVerifierOptions> =>
     Layer.effect(
       TokenVerifier,
-      checked(() => TokenVerifier.of({ verify: makeJwtVerify(options) })),
+      Effect.flatMap(
+        checked(() => prepareJwt(options)),
+        makeJwtVerifier,
+      ),
     )
 
   /**
@@ -188,9 +192,26 @@ const KEY_SELECTION_CODES = new Set([
 const codeOf = (error: unknown): string | undefined =>
   error instanceof errors.JOSEError ? (error as { readonly code: string }).code : undefined
 
-const makeJwtVerify = (
-  options: JwtVerifierOptions,
-): ((token: string) => Effect.Effect<VerifiedToken, VerificationError>) => {
+interface RemoteOptions {
+  readonly cooldownDuration: number
+  readonly cacheMaxAge: number
+  readonly timeoutDuration: number
+}
+
+/** The JWT verifier's options, checked, with the key sets that need no discovery. */
+interface JwtSetup {
+  readonly algorithms: Array<string>
+  readonly clockTolerance: number
+  readonly audience: CanonicalUri.CanonicalUri
+  readonly issuers: ReadonlyArray<string>
+  readonly remoteOptions: RemoteOptions
+  readonly shared: JWTVerifyGetKey | undefined
+  readonly perIssuer: ReadonlyMap<string, JWTVerifyGetKey>
+  readonly typ: string | undefined
+  readonly allowInsecureHttp: boolean | undefined
+}
+
+const prepareJwt = (options: JwtVerifierOptions): JwtSetup => {
   const algorithms = [...checkAlgorithms(options.algorithms ?? defaultAlgorithms)]
   const clockTolerance = checkSkew(options.clockSkewSeconds)
   if (options.issuers.length === 0) throw refuse("issuers", "issuers must not be empty")
@@ -201,7 +222,7 @@ const makeJwtVerify = (
     cacheMaxAge: options.jwksCacheMaxAgeMs ?? 600_000,
     timeoutDuration: options.jwksTimeoutMs ?? 5_000,
   }
-  const keySets = new Map<string, JWTVerifyGetKey>()
+  const perIssuer = new Map<string, JWTVerifyGetKey>()
   const jwksUri = options.jwksUri
   const shared =
     typeof jwksUri === "string"
@@ -211,86 +232,109 @@ const makeJwtVerify = (
     for (const issuer of issuers) {
       const uri = jwksUri[issuer]
       if (uri === undefined) throw refuse("jwksUri", `no jwksUri for issuer ${issuer}`)
-      keySets.set(
+      perIssuer.set(
         issuer,
         guard(createRemoteJWKSet(checkEndpoint("jwksUri", uri, options.allowInsecureHttp), remoteOptions)),
       )
     }
   }
-  // Without a jwksUri, each issuer's `jwks_uri` is discovered from its metadata on first use; a failed discovery is
-  // not retried before the JWKS cooldown has passed, so an unreachable authorization server is not hammered.
-  const discovering = new Map<string, Promise<JWTVerifyGetKey>>()
-  const failedAt = new Map<string, number>()
-  const discover = (issuer: string): Promise<JWTVerifyGetKey> => {
-    const pending = discovering.get(issuer)
-    if (pending !== undefined) return pending
-    const last = failedAt.get(issuer)
-    if (last !== undefined && Date.now() - last < remoteOptions.cooldownDuration) {
-      return Promise.reject(new JwksFailure(`metadata discovery for ${issuer} failed recently`))
-    }
-    const promise = discoverJwks(issuer, remoteOptions, options.allowInsecureHttp).then(
-      (keys) => {
-        keySets.set(issuer, keys)
-        discovering.delete(issuer)
-        return keys
-      },
-      (error: unknown) => {
-        discovering.delete(issuer)
-        failedAt.set(issuer, Date.now())
-        throw error
+  return {
+    algorithms,
+    clockTolerance,
+    audience,
+    issuers,
+    remoteOptions,
+    shared,
+    perIssuer,
+    typ: options.requireAccessTokenType === false ? undefined : "at+jwt",
+    allowInsecureHttp: options.allowInsecureHttp,
+  }
+}
+
+/**
+ * RFC 9068 §2.2 as the verifier applies it: every claim it reads has its RFC type; `sub`, `client_id`, `iat` and
+ * `jti` stay optional, as tokens of authorization servers that omit them were always accepted, and scope-like claims
+ * are read leniently by {@link fromClaims} (`scope` or `scp`, string or array).
+ */
+const VerifiedClaims = Wire.JwtAccessTokenClaims.pick({
+  iss: true,
+  exp: true,
+  aud: true,
+  sub: true,
+  client_id: true,
+  iat: true,
+  nbf: true,
+  jti: true,
+}).partial({ sub: true, client_id: true, iat: true, jti: true })
+
+const makeJwtVerifier = (setup: JwtSetup): Effect.Effect<TokenVerifier["Service"]> =>
+  Effect.gen(function* () {
+    const { algorithms, audience, clockTolerance, issuers, perIssuer, remoteOptions, shared, typ } = setup
+    // Without a jwksUri, each issuer's `jwks_uri` is discovered from its metadata on first use, once for concurrent
+    // requests; a failed discovery is kept for the JWKS cooldown, so an unreachable authorization server is not
+    // hammered.
+    const discovered = yield* Cache.makeWith(
+      (issuer: string) => discoverJwks(issuer, remoteOptions, setup.allowInsecureHttp),
+      {
+        capacity: Math.max(1, issuers.length),
+        timeToLive: (exit) =>
+          Exit.isSuccess(exit) ? Duration.infinity : Duration.millis(remoteOptions.cooldownDuration),
       },
     )
-    discovering.set(issuer, promise)
-    return promise
-  }
-  const typ = options.requireAccessTokenType === false ? undefined : "at+jwt"
-
-  const run = async (token: string): Promise<VerifiedToken> => {
-    let unverified: Record<string, unknown>
-    try {
-      unverified = decodeJwt(token)
-    } catch {
-      throw invalid("malformed")
-    }
-    // Choose the key set by issuer first: a token from an unknown issuer never triggers a JWKS fetch.
-    const iss = unverified.iss
-    if (typeof iss !== "string" || !issuers.includes(iss)) throw invalid("wrong-issuer")
-    let payload: Record<string, unknown>
-    try {
-      const keys = shared ?? keySets.get(iss) ?? (await discover(iss))
-      const result = await jwtVerify(token, keys, {
-        algorithms,
-        issuer: issuers,
-        clockTolerance,
-        requiredClaims: ["exp", "aud"],
-        ...(typ === undefined ? {} : { typ }),
+    const verify = Effect.fnUntraced(function* (token: string) {
+      let unverified: Record<string, unknown>
+      try {
+        unverified = decodeJwt(token)
+      } catch {
+        return yield* invalid("malformed")
+      }
+      // Choose the key set by issuer first: a token from an unknown issuer never triggers a JWKS fetch.
+      const iss = unverified.iss
+      if (typeof iss !== "string" || !issuers.includes(iss)) return yield* invalid("wrong-issuer")
+      const keys = shared ?? perIssuer.get(iss) ?? (yield* Cache.get(discovered, iss))
+      const now = yield* Clock.currentTimeMillis
+      const payload = yield* Effect.tryPromise({
+        try: () =>
+          jwtVerify(token, keys, {
+            algorithms,
+            issuer: [...issuers],
+            clockTolerance,
+            currentDate: new Date(now),
+            requiredClaims: ["exp", "aud"],
+            ...(typ === undefined ? {} : { typ }),
+          }),
+        catch: (error) => toVerificationError(mapJoseError(error), "jwks"),
       })
-      payload = result.payload as Record<string, unknown>
-    } catch (error) {
-      throw mapJoseError(error)
-    }
-    const aud = payload.aud
-    const audiences = typeof aud === "string" ? [aud] : Array.isArray(aud) ? aud : []
-    // Exact match first: canonical comparison parses both URIs and is only needed for non-canonical spellings.
-    if (!audiences.some((a) => a === audience || (typeof a === "string" && CanonicalUri.equals(a, audience)))) {
-      throw invalid("wrong-audience")
-    }
-    return fromClaims(payload)
-  }
-  return (token) =>
-    Effect.tryPromise({
-      try: () => run(token),
-      catch: (error) => toVerificationError(error, "jwks"),
+      const claims = payload.payload as Record<string, unknown>
+      const checked = Wire.validate(VerifiedClaims, claims, Wire.Documents.jwtAccessTokenClaims)
+      if (Result.isFailure(checked)) {
+        const claim = checked.failure.path.split(".")[0]!
+        return yield* invalid(claims[claim] === undefined ? "missing-claim" : "malformed")
+      }
+      if (!namesResource(audiencesOf(claims.aud), audience)) return yield* invalid("wrong-audience")
+      return fromClaims(claims)
     })
-}
+    return TokenVerifier.of({ verify })
+  })
 
 /**
  * Finds an issuer's `jwks_uri` in its authorization server metadata, trying the well-known locations in the MCP
  * order; the document's `issuer` must equal the issuer (RFC 8414 §3.3).
  */
-const discoverJwks = async (
+const discoverJwks = (
   issuer: string,
-  remoteOptions: { readonly cooldownDuration: number; readonly cacheMaxAge: number; readonly timeoutDuration: number },
+  remoteOptions: RemoteOptions,
+  allowInsecure: boolean | undefined,
+): Effect.Effect<JWTVerifyGetKey, VerifierUnavailable> =>
+  Effect.tryPromise({
+    try: () => discoverJwksAt(issuer, remoteOptions, allowInsecure),
+    catch: (error) =>
+      new VerifierUnavailable({ source: "jwks", detail: error instanceof Error ? error.message : String(error) }),
+  })
+
+const discoverJwksAt = async (
+  issuer: string,
+  remoteOptions: RemoteOptions,
   allowInsecure: boolean | undefined,
 ): Promise<JWTVerifyGetKey> => {
   for (const location of WellKnown.authorizationServerMetadataUrls(issuer)) {
@@ -434,59 +478,48 @@ const makeIntrospectionVerify = (
     extraForm = `&client_id=${formEncode(auth.clientId)}&client_secret=${formEncode(auth.clientSecret)}`
   }
 
-  const run = async (token: string): Promise<VerifiedToken> => {
-    let response: Response
-    try {
-      response = await doFetch(endpoint, {
-        method: "POST",
-        headers,
-        body: `token=${formEncode(token)}&token_type_hint=access_token${extraForm}`,
-        redirect: "manual",
-        signal: AbortSignal.timeout(timeoutMs),
-      })
-    } catch (error) {
-      throw new VerifierUnavailable({
-        source: "introspection",
-        detail: error instanceof Error ? error.message : "request failed",
-      })
-    }
+  const unavailable = (detail: string) => new VerifierUnavailable({ source: "introspection", detail })
+  return Effect.fnUntraced(function* (token: string) {
+    const response = yield* Effect.tryPromise({
+      try: () =>
+        doFetch(endpoint, {
+          method: "POST",
+          headers,
+          body: `token=${formEncode(token)}&token_type_hint=access_token${extraForm}`,
+          redirect: "manual",
+          signal: AbortSignal.timeout(timeoutMs),
+        }),
+      catch: (error) => unavailable(error instanceof Error ? error.message : "request failed"),
+    })
     if (response.status !== 200) {
-      await response.body?.cancel()
-      throw new VerifierUnavailable({ source: "introspection", detail: `status ${response.status}` })
+      yield* Effect.ignore(Effect.tryPromise(async () => response.body?.cancel()))
+      return yield* unavailable(`status ${response.status}`)
     }
-    let body: unknown
-    try {
-      body = await response.json()
-    } catch {
-      throw new VerifierUnavailable({ source: "introspection", detail: "response is not JSON" })
-    }
+    const body: unknown = yield* Effect.tryPromise({
+      try: () => response.json(),
+      catch: () => unavailable("response is not JSON"),
+    })
     if (typeof body !== "object" || body === null || Array.isArray(body)) {
-      throw new VerifierUnavailable({ source: "introspection", detail: "response is not a JSON object" })
+      return yield* unavailable("response is not a JSON object")
     }
     const claims = body as Record<string, unknown>
-    if (claims.active !== true) throw invalid("inactive")
-    const now = Date.now() / 1000
-    if (typeof claims.exp === "number" && claims.exp + skew <= now) throw invalid("expired")
-    if (typeof claims.nbf === "number" && claims.nbf - skew > now) throw invalid("not-yet-valid")
+    if (claims.active !== true) return yield* invalid("inactive")
+    const nowMs = yield* Clock.currentTimeMillis
+    const now = nowMs / 1000
+    if (typeof claims.exp === "number" && claims.exp + skew <= now) return yield* invalid("expired")
+    if (typeof claims.nbf === "number" && claims.nbf - skew > now) return yield* invalid("not-yet-valid")
     if (options.issuers !== undefined && claims.iss !== undefined) {
-      if (typeof claims.iss !== "string" || !options.issuers.includes(claims.iss)) throw invalid("wrong-issuer")
+      if (typeof claims.iss !== "string" || !options.issuers.includes(claims.iss)) return yield* invalid("wrong-issuer")
     }
-    const aud = claims.aud
-    const audiences = typeof aud === "string" ? [aud] : Array.isArray(aud) ? aud : []
-    if (
-      audiences.length === 0
-        ? requireAudience
-        : !audiences.some((a) => typeof a === "string" && CanonicalUri.equals(a, audience))
-    ) {
-      throw invalid("wrong-audience")
+    const audiences = audiencesOf(claims.aud)
+    if (audiences.length === 0 ? requireAudience : !namesResource(audiences, audience)) {
+      return yield* invalid("wrong-audience")
     }
-    return fromClaims(claims, Date.now() + ttlMs)
-  }
-  return (token) =>
-    Effect.tryPromise({
-      try: () => run(token),
-      catch: (error) => toVerificationError(error, "introspection"),
-    })
+    // The remaining members must have their RFC 7662 §2.2 types: a misspelt `exp` must not read as "no expiry".
+    const typed = Wire.validate(Wire.IntrospectionResponse, claims, Wire.Documents.introspectionResponse)
+    if (Result.isFailure(typed)) return yield* unavailable(typed.failure.message)
+    return fromClaims(claims, nowMs + ttlMs)
+  })
 }
 
 /**

@@ -1,15 +1,20 @@
 import { request as httpRequest } from "node:http"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { it } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import { TestClock } from "effect/testing"
+import { afterAll, beforeAll, describe, expect } from "vitest"
 import { Descriptions } from "../src/internal/bearer.js"
 import { bodyTokenDescription, insufficientDescription, queryTokenDescription } from "../src/internal/challenge.js"
 import { descriptions } from "../src/internal/reasons.js"
 import {
   createProtectedResource,
   InvalidConfiguration,
+  ProtectedResource,
   type ProtectedResourceOptions,
   type ProtectedResourceService,
+  Unauthorized,
 } from "../src/ProtectedResource.js"
-import { custom, jwt } from "../src/TokenVerifier.js"
+import { custom, jwt, TokenVerifier } from "../src/TokenVerifier.js"
 import type { VerifiedToken } from "../src/VerifiedToken.js"
 import { makeKey, mint, now, type SigningKey, startJwks, startWebServer, unsecured } from "./helpers.js"
 
@@ -747,4 +752,78 @@ describe("verified-token cache", () => {
       )
     }
   })
+})
+
+const EFFECT_RESOURCE = "https://mcp.example.com/mcp"
+
+describe("Effect face", () => {
+  it("ProtectedResource.layer over a TokenVerifier layer; authenticateEffect fails with Unauthorized", async () => {
+    const layer = ProtectedResource.layer({ resource: EFFECT_RESOURCE, authorizationServers: [ISSUER] }).pipe(
+      Layer.provide(
+        TokenVerifier.layerCustom((token) =>
+          token === "good" ? { scopes: ["a"], audience: [EFFECT_RESOURCE], claims: {}, subject: "s" } : null,
+        ),
+      ),
+    )
+    const program = Effect.gen(function* () {
+      const pr = yield* ProtectedResource
+      const ok = yield* pr.authenticateEffect({
+        method: "GET",
+        url: EFFECT_RESOURCE,
+        authorization: "Bearer good",
+        contentType: null,
+      })
+      const bad = yield* Effect.flip(
+        pr.authenticateEffect({ method: "GET", url: EFFECT_RESOURCE, authorization: "Bearer bad", contentType: null }),
+      )
+      return { ok, bad }
+    })
+    const { ok, bad } = await Effect.runPromise(program.pipe(Effect.provide(layer)))
+    expect(ok.token.subject).toBe("s")
+    expect(ok.accessToken).toBe("good")
+    expect(bad).toBeInstanceOf(Unauthorized)
+    expect(bad.message).toBe("401 invalid_token: The access token was rejected")
+  })
+
+  it("the layer fails with InvalidConfiguration when there is no authorization server", async () => {
+    const layer = ProtectedResource.layer({ resource: EFFECT_RESOURCE, authorizationServers: [] }).pipe(
+      Layer.provide(TokenVerifier.layerCustom(() => null)),
+    )
+    const error = await Effect.runPromise(Effect.flip(Effect.scoped(Layer.build(layer))))
+    expect(error._tag).toBe("InvalidConfiguration")
+    expect(error.message).toBe(
+      "Invalid protected resource configuration: authorizationServers must name at least one authorization server",
+    )
+  })
+
+  it.effect(
+    "the verified-token cache and the expiry re-check read the Clock of the context the layer is built in",
+    () =>
+      Effect.gen(function* () {
+        let verifications = 0
+        const layer = ProtectedResource.layer({
+          resource: EFFECT_RESOURCE,
+          authorizationServers: [ISSUER],
+          clockSkewSeconds: 0,
+        }).pipe(
+          Layer.provide(
+            TokenVerifier.layerCustom(() => {
+              verifications++
+              return { scopes: [], audience: [EFFECT_RESOURCE], claims: {}, expiresAt: 100 }
+            }),
+          ),
+        )
+        const pr = yield* ProtectedResource.pipe(Effect.provide(layer))
+        const request = { method: "GET", url: EFFECT_RESOURCE, authorization: "Bearer t", contentType: null }
+        yield* TestClock.setTime(99_000)
+        expect((yield* pr.authenticateEffect(request)).token.expiresAt).toBe(100)
+        expect((yield* pr.authenticateEffect(request)).token.expiresAt).toBe(100)
+        expect(verifications).toBe(1)
+        // At exp the cache entry is gone and the verifier's answer is refused as expired by the protected resource.
+        yield* TestClock.setTime(100_000)
+        const refused = yield* Effect.flip(pr.authenticateEffect(request))
+        expect(refused.rejection.description).toBe(descriptions.expired)
+        expect(verifications).toBe(2)
+      }),
+  )
 })

@@ -1,7 +1,9 @@
+import { it } from "@effect/vitest"
 import { Cause, Effect, Exit, Layer, ManagedRuntime, Result } from "effect"
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import { TestClock } from "effect/testing"
+import { afterAll, afterEach, beforeAll, describe, expect } from "vitest"
 import { descriptions } from "../src/internal/reasons.js"
-import { createProtectedResource, ProtectedResource, Unauthorized } from "../src/ProtectedResource.js"
+import { createProtectedResource } from "../src/ProtectedResource.js"
 import {
   InvalidVerifierOptions,
   introspection,
@@ -279,6 +281,34 @@ describe("JWT verifier", () => {
     expect((failure(await verifyWith(layer({ clockSkewSeconds: 0 }), token)) as InvalidToken).reason).toBe("expired")
   })
 
+  it.effect("reads time from the Effect Clock: a token is live until exp plus the skew, then expired", () =>
+    Effect.gen(function* () {
+      jwks = yield* Effect.promise(() => startJwks([k1]))
+      // TestClock starts at the epoch: a token expiring 1000 s after it is live now.
+      const token = yield* Effect.promise(() => mint(k1, claims({ exp: 1_000 })))
+      const verifier = yield* TokenVerifier.pipe(Effect.provide(layer({ clockSkewSeconds: 10 })))
+      expect((yield* verifier.verify(token)).expiresAt).toBe(1_000)
+      yield* TestClock.setTime(1_009_000)
+      expect((yield* verifier.verify(token)).expiresAt).toBe(1_000)
+      yield* TestClock.adjust("1 second")
+      expect(yield* Effect.flip(verifier.verify(token))).toEqual(
+        new InvalidToken({ reason: "expired", description: descriptions.expired }),
+      )
+    }),
+  )
+
+  it("claims of the wrong RFC 9068 type are malformed; sub, client_id, iat and jti may be absent", async () => {
+    jwks = await startJwks([k1])
+    const l = layer()
+    expect(Result.isSuccess(await verifyWith(l, await mint(k1, claims({ sub: undefined }))))).toBe(true)
+    const wrong = [{ sub: 42 }, { client_id: "" }, { aud: [RESOURCE, 7] }, { jti: false }]
+    for (const extra of wrong) {
+      expect(failure(await verifyWith(l, await mint(k1, claims(extra))))).toEqual(
+        new InvalidToken({ reason: "malformed", description: descriptions.malformed }),
+      )
+    }
+  })
+
   it("per-issuer JWKS URLs", async () => {
     jwks = await startJwks([k1])
     const other = await startJwks([k2])
@@ -339,6 +369,40 @@ describe("JWKS discovery from authorization server metadata", () => {
       await jwks.close()
     }
   })
+})
+
+describe("JWKS discovery cooldown", () => {
+  it.effect("a failed discovery is retried only once the cooldown has passed on the Clock", () =>
+    Effect.gen(function* () {
+      let metadataHits = 0
+      const as = yield* Effect.acquireRelease(
+        Effect.promise(() =>
+          startNodeServer((_req, res) => {
+            metadataHits++
+            res.writeHead(503).end()
+          }),
+        ),
+        (running) => Effect.promise(() => running.close()),
+      )
+      const key = yield* Effect.promise(() => makeKey("k1"))
+      const token = yield* Effect.promise(() => mint(key, claims({ iss: as.origin })))
+      const verifier = yield* TokenVerifier.pipe(
+        Effect.provide(TokenVerifier.layerJwt({ audience: RESOURCE, issuers: [as.origin], jwksCooldownMs: 30_000 })),
+      )
+      const first = yield* Effect.flip(verifier.verify(token))
+      expect(first).toEqual(
+        new VerifierUnavailable({ source: "jwks", detail: `no authorization server metadata found for ${as.origin}` }),
+      )
+      const tried = metadataHits
+      expect(tried).toBeGreaterThan(0)
+      yield* TestClock.adjust("29 seconds")
+      expect(yield* Effect.flip(verifier.verify(token))).toEqual(first)
+      expect(metadataHits).toBe(tried)
+      yield* TestClock.adjust("1 second")
+      yield* Effect.flip(verifier.verify(token))
+      expect(metadataHits).toBe(2 * tried)
+    }),
+  )
 })
 
 interface IntrospectionState {
@@ -455,12 +519,30 @@ describe("introspection verifier", () => {
     )
   })
 
-  it("reuse of an answer is bounded by the cache TTL", async () => {
-    is.state.answers.tok3 = active()
-    const result = await verifyWith(layer({ cacheTtlSeconds: 10 }), "tok3")
-    const reuseUntil = Result.isSuccess(result) ? result.success.reuseUntil : undefined
-    expect(reuseUntil).toBeGreaterThan(Date.now())
-    expect(reuseUntil).toBeLessThanOrEqual(Date.now() + 10_000)
+  it.effect("reuse of an answer is bounded by the cache TTL, from the Clock's now", () =>
+    Effect.gen(function* () {
+      is.state.answers.tok3 = active({ exp: 3_600 })
+      yield* TestClock.setTime(1_000_000)
+      const verifier = yield* TokenVerifier.pipe(Effect.provide(layer({ cacheTtlSeconds: 10 })))
+      expect((yield* verifier.verify("tok3")).reuseUntil).toBe(1_010_000)
+      // exp (with the default 30 s skew) is judged by the same Clock.
+      yield* TestClock.setTime(3_629_000)
+      expect((yield* verifier.verify("tok3")).expiresAt).toBe(3_600)
+      yield* TestClock.setTime(3_630_000)
+      expect(yield* Effect.flip(verifier.verify("tok3"))).toEqual(
+        new InvalidToken({ reason: "expired", description: descriptions.expired }),
+      )
+    }),
+  )
+
+  it("members of the wrong RFC 7662 type fail closed as unavailable instead of being ignored", async () => {
+    is.state.answers.typed = active({ exp: "never" })
+    expect(failure(await verifyWith(layer(), "typed"))).toEqual(
+      new VerifierUnavailable({
+        source: "introspection",
+        detail: 'introspection response: "exp" must be a number',
+      }),
+    )
   })
 
   it("a wrong client secret is a failure of the endpoint, not a valid token", async () => {
@@ -564,46 +646,5 @@ describe("unknown kid over HTTP", () => {
       await server.close()
       await jwks.close()
     }
-  })
-})
-
-describe("Effect face", () => {
-  it("ProtectedResource.layer over a TokenVerifier layer; authenticateEffect fails with Unauthorized", async () => {
-    const layer = ProtectedResource.layer({ resource: RESOURCE, authorizationServers: [ISSUER] }).pipe(
-      Layer.provide(
-        TokenVerifier.layerCustom((token) =>
-          token === "good" ? { scopes: ["a"], audience: [RESOURCE], claims: {}, subject: "s" } : null,
-        ),
-      ),
-    )
-    const program = Effect.gen(function* () {
-      const pr = yield* ProtectedResource
-      const ok = yield* pr.authenticateEffect({
-        method: "GET",
-        url: RESOURCE,
-        authorization: "Bearer good",
-        contentType: null,
-      })
-      const bad = yield* Effect.flip(
-        pr.authenticateEffect({ method: "GET", url: RESOURCE, authorization: "Bearer bad", contentType: null }),
-      )
-      return { ok, bad }
-    })
-    const { ok, bad } = await Effect.runPromise(program.pipe(Effect.provide(layer)))
-    expect(ok.token.subject).toBe("s")
-    expect(ok.accessToken).toBe("good")
-    expect(bad).toBeInstanceOf(Unauthorized)
-    expect(bad.message).toBe("401 invalid_token: The access token was rejected")
-  })
-
-  it("the layer fails with InvalidConfiguration when there is no authorization server", async () => {
-    const layer = ProtectedResource.layer({ resource: RESOURCE, authorizationServers: [] }).pipe(
-      Layer.provide(TokenVerifier.layerCustom(() => null)),
-    )
-    const error = await Effect.runPromise(Effect.flip(Effect.scoped(Layer.build(layer))))
-    expect(error._tag).toBe("InvalidConfiguration")
-    expect(error.message).toBe(
-      "Invalid protected resource configuration: authorizationServers must name at least one authorization server",
-    )
   })
 })
