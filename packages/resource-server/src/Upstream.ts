@@ -1,176 +1,28 @@
 /**
- * Calls to upstream APIs made by a protected MCP server. The server acts as an OAuth client of the upstream with
- * its own token (client credentials grant) and refuses to send the token it received: MCP forbids token
- * passthrough.
+ * The former name of {@link UpstreamApi}, kept for existing imports.
  *
- * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/security_best_practices#token-passthrough | MCP: Token Passthrough}
- * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.2 | OAuth 2.1 §4.2 (client credentials)}
- */
-import { ClientAuth } from "@keyway/core"
-import { Schema } from "effect"
-import type { Authenticated } from "./ProtectedResource.js"
-
-/**
- * The request would carry the inbound access token (or a caller-chosen Authorization header) upstream; it is not
- * sent.
- *
+ * @deprecated Use the `UpstreamApi` module: the authorization server's `Upstream` is its proxy's upstream identity
+ * provider, a different thing.
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/security_best_practices#token-passthrough | MCP: Token Passthrough}
  */
-export class TokenPassthroughRefused extends Schema.TaggedError<TokenPassthroughRefused>()("TokenPassthroughRefused", {
-  /** Where the token was found: "authorization", "url", "header" or "body". */
-  where: Schema.Literals(["authorization", "url", "header", "body"]),
-}) {
-  override get message(): string {
-    return this.where === "authorization"
-      ? "Refusing to send a caller-supplied Authorization header upstream: the upstream client uses its own token"
-      : `Refusing to send the inbound access token upstream (found in the ${this.where})`
-  }
-}
+import { createUpstreamApiClient, type UpstreamApiClient, type UpstreamApiClientOptions } from "./UpstreamApi.js"
+
+export { TokenPassthroughRefused, UpstreamTokenError } from "./UpstreamApi.js"
 
 /**
- * The upstream authorization server did not issue a token.
- *
- * @see {@link https://www.rfc-editor.org/rfc/rfc6749.html#section-5.2 | RFC 6749 §5.2}
- */
-export class UpstreamTokenError extends Schema.TaggedError<UpstreamTokenError>()("UpstreamTokenError", {
-  status: Schema.Number,
-  error: Schema.String,
-  description: Schema.optional(Schema.String),
-}) {
-  override get message(): string {
-    return `The upstream token endpoint answered ${this.status} ${this.error}${this.description === undefined ? "" : `: ${this.description}`}`
-  }
-}
-
-/**
- * Options of {@link createUpstreamClient}.
- *
+ * @deprecated Use {@link UpstreamApiClientOptions}.
  * @see {@link https://www.rfc-editor.org/rfc/rfc6749.html#section-4.4 | RFC 6749 §4.4}
  */
-export interface UpstreamClientOptions {
-  /** The upstream authorization server's token endpoint. */
-  readonly tokenEndpoint: string
-  readonly clientId: string
-  readonly clientSecret: string
-  /** How to authenticate at the token endpoint. Default `client_secret_basic`. */
-  readonly authMethod?: "client_secret_basic" | "client_secret_post"
-  /** Scopes to request. */
-  readonly scopes?: ReadonlyArray<string>
-  /** RFC 8707 `resource` of the upstream API. */
-  readonly resource?: string
-  /** Renew this many seconds before `expires_in` runs out. Default 30. */
-  readonly renewBeforeSeconds?: number
-  /** The fetch to use; the global one by default. */
-  readonly fetch?: typeof globalThis.fetch
-}
+export type UpstreamClientOptions = UpstreamApiClientOptions
 
 /**
- * A fetch for upstream APIs that authenticates with the server's own token.
- *
+ * @deprecated Use {@link UpstreamApiClient}.
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#access-token-privilege-restriction | MCP: Access Token Privilege Restriction}
  */
-export interface UpstreamClient {
-  /**
-   * Sends the request with the server's own Bearer token. Pass the inbound authentication as `inbound`: the call
-   * is refused with {@link TokenPassthroughRefused} if that token appears anywhere in the request. A caller-supplied
-   * Authorization header is always refused.
-   */
-  readonly fetch: (input: string | URL, init?: RequestInit, inbound?: Authenticated | string) => Promise<Response>
-  /** The current upstream access token (fetched or renewed as needed). */
-  readonly token: () => Promise<string>
-}
-
-const formEncode = ClientAuth.formUrlEncode
+export type UpstreamClient = UpstreamApiClient
 
 /**
- * Creates an {@link UpstreamClient}.
- *
+ * @deprecated Use {@link createUpstreamApiClient}.
  * @see {@link https://www.rfc-editor.org/rfc/rfc6749.html#section-4.4 | RFC 6749 §4.4}
  */
-export const createUpstreamClient = (options: UpstreamClientOptions): UpstreamClient => {
-  const doFetch = options.fetch ?? globalThis.fetch
-  const renewMs = (options.renewBeforeSeconds ?? 30) * 1000
-  let current: { readonly token: string; readonly expiresAt: number } | undefined
-  let pending: Promise<string> | undefined
-
-  const requestToken = async (): Promise<string> => {
-    const form = [`grant_type=client_credentials`]
-    if (options.scopes !== undefined && options.scopes.length > 0)
-      form.push(`scope=${formEncode(options.scopes.join(" "))}`)
-    if (options.resource !== undefined) form.push(`resource=${formEncode(options.resource)}`)
-    const headers: Record<string, string> = {
-      "content-type": "application/x-www-form-urlencoded",
-      accept: "application/json",
-    }
-    if ((options.authMethod ?? "client_secret_basic") === "client_secret_basic") {
-      headers.authorization = ClientAuth.encodeClientSecretBasic(options.clientId, options.clientSecret)
-    } else {
-      form.push(`client_id=${formEncode(options.clientId)}`, `client_secret=${formEncode(options.clientSecret)}`)
-    }
-    const response = await doFetch(options.tokenEndpoint, {
-      method: "POST",
-      headers,
-      body: form.join("&"),
-      redirect: "manual",
-    })
-    const body = (await response.json().catch(() => undefined)) as Record<string, unknown> | undefined
-    if (response.status !== 200 || body === undefined || typeof body.access_token !== "string") {
-      throw new UpstreamTokenError({
-        status: response.status,
-        error: typeof body?.error === "string" ? body.error : "invalid_response",
-        ...(typeof body?.error_description === "string" ? { description: body.error_description } : {}),
-      })
-    }
-    if (typeof body.token_type !== "string" || body.token_type.toLowerCase() !== "bearer") {
-      throw new UpstreamTokenError({ status: 200, error: "invalid_response", description: "token_type is not Bearer" })
-    }
-    const lifetime = typeof body.expires_in === "number" ? body.expires_in * 1000 : 300_000
-    current = { token: body.access_token, expiresAt: Date.now() + lifetime - renewMs }
-    return body.access_token
-  }
-
-  const token = (): Promise<string> => {
-    if (current !== undefined && current.expiresAt > Date.now()) return Promise.resolve(current.token)
-    pending ??= requestToken().finally(() => {
-      pending = undefined
-    })
-    return pending
-  }
-
-  const upstreamFetch = async (
-    input: string | URL,
-    init: RequestInit = {},
-    inbound?: Authenticated | string,
-  ): Promise<Response> => {
-    const headers = new Headers(init.headers)
-    if (headers.has("authorization")) throw new TokenPassthroughRefused({ where: "authorization" })
-    const inboundToken = typeof inbound === "string" ? inbound : inbound?.accessToken
-    if (inboundToken !== undefined && inboundToken.length > 0) {
-      if (String(input).includes(inboundToken)) throw new TokenPassthroughRefused({ where: "url" })
-      for (const [, value] of headers) {
-        if (value.includes(inboundToken)) throw new TokenPassthroughRefused({ where: "header" })
-      }
-      const body = init.body
-      const text = typeof body === "string" ? body : body instanceof URLSearchParams ? body.toString() : undefined
-      if (text?.includes(inboundToken)) throw new TokenPassthroughRefused({ where: "body" })
-    }
-    const send = async (): Promise<Response> => {
-      const own = await token()
-      if (own === inboundToken) throw new TokenPassthroughRefused({ where: "authorization" })
-      const outgoing = new Headers(headers)
-      outgoing.set("authorization", `Bearer ${own}`)
-      return doFetch(input, { ...init, headers: outgoing })
-    }
-    const response = await send()
-    const replayable = init.body === undefined || init.body === null || typeof init.body === "string"
-    if (response.status === 401 && replayable) {
-      // The upstream may have revoked or rotated our token early: get a new one once.
-      await response.body?.cancel()
-      current = undefined
-      return send()
-    }
-    return response
-  }
-
-  return { fetch: upstreamFetch, token }
-}
+export const createUpstreamClient: (options: UpstreamApiClientOptions) => UpstreamApiClient = createUpstreamApiClient

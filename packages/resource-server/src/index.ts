@@ -11,11 +11,17 @@ export * as Node from "./Node.js"
 export { createNodeServer, toNodeListener } from "./Node.js"
 /** The protected resource: the Effect service and the plain face. */
 export * as ProtectedResource from "./ProtectedResource.js"
-export { createProtectedResource } from "./ProtectedResource.js"
+export { createProtectedResource, type ProtectedResourceService } from "./ProtectedResource.js"
 /** Token verification: the service and its JWT, introspection and custom implementations. */
 export * as TokenVerifier from "./TokenVerifier.js"
 export { custom, introspection, jwt } from "./TokenVerifier.js"
-/** Upstream calls with the server's own token (no token passthrough). */
+/**
+ * Upstream calls with the server's own token (no token passthrough).
+ *
+ * @deprecated Use {@link UpstreamApi}.
+ */
 export * as Upstream from "./Upstream.js"
+/** Calls to upstream APIs with the server's own token (client credentials), never the inbound one. */
+export * as UpstreamApi from "./UpstreamApi.js"
 /** The verified token and the verification errors. */
 export * as VerifiedToken from "./VerifiedToken.js"

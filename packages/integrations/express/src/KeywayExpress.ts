@@ -5,7 +5,7 @@
  * @see {@link https://www.rfc-editor.org/rfc/rfc6750.html#section-2.1 | RFC 6750 §2.1}
  */
 import { Body } from "@keyway/http"
-import type { ProtectedResource } from "@keyway/resource-server"
+import type { ProtectedResource, ProtectedResourceService } from "@keyway/resource-server"
 import type { NextFunction, Request, RequestHandler, Response } from "express"
 
 const authenticated = new WeakMap<Request, ProtectedResource.Authenticated>()
@@ -28,10 +28,12 @@ const send = (res: Response, status: number, headers: Readonly<Record<string, st
  * @see {@link https://www.rfc-editor.org/rfc/rfc9728.html#section-3 | RFC 9728 §3}
  */
 export const metadata =
-  (guard: ProtectedResource.Handle): RequestHandler =>
+  (protectedResource: ProtectedResourceService): RequestHandler =>
   (req, res, next) => {
-    if (!guard.metadataPaths.includes(req.path)) return next()
-    const response = guard.handleMetadata(new Request(`http://localhost${req.originalUrl}`, { method: req.method }))
+    if (!protectedResource.metadataPaths.includes(req.path)) return next()
+    const response = protectedResource.handleMetadata(
+      new Request(`http://localhost${req.originalUrl}`, { method: req.method }),
+    )
     if (response === undefined) return next()
     res.status(response.status)
     for (const [name, value] of response.headers) res.setHeader(name, value)
@@ -63,11 +65,14 @@ const readBody = async (req: Request, limit: number): Promise<string> => {
  * @see {@link https://www.rfc-editor.org/rfc/rfc6750.html#section-3 | RFC 6750 §3}
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#access-token-usage | MCP: Access Token Usage}
  */
-export const requireAuth = (guard: ProtectedResource.Handle, options: RequireAuthOptions = {}): RequestHandler => {
+export const requireAuth = (
+  protectedResource: ProtectedResourceService,
+  options: RequireAuthOptions = {},
+): RequestHandler => {
   const scopes = options.scopes
   return (req: Request, res: Response, next: NextFunction) => {
     if (req.method === "OPTIONS" && req.headers["access-control-request-method"] !== undefined) {
-      const pre = guard.preflight(
+      const pre = protectedResource.preflight(
         new Request(`http://localhost${req.originalUrl}`, {
           method: "OPTIONS",
           headers: req.headers as Record<string, string>,
@@ -85,7 +90,7 @@ export const requireAuth = (guard: ProtectedResource.Handle, options: RequireAut
       if (raw[i]!.toLowerCase() === "authorization") authorization.push(raw[i + 1]!)
     let text: Promise<string> | undefined
     const parsed = (req as { body?: unknown }).body
-    guard
+    protectedResource
       .check(
         {
           method: req.method,
@@ -97,7 +102,7 @@ export const requireAuth = (guard: ProtectedResource.Handle, options: RequireAut
           ...(parsed === undefined || typeof parsed === "string" ? {} : { parsedBody: parsed }),
           readBody: () => {
             if (typeof parsed === "string") return Promise.resolve(parsed)
-            text ??= readBody(req, guard.maxBodyBytes).then((body) => {
+            text ??= readBody(req, protectedResource.maxBodyBytes).then((body) => {
               try {
                 ;(req as { body?: unknown }).body = JSON.parse(body)
               } catch {
@@ -116,7 +121,8 @@ export const requireAuth = (guard: ProtectedResource.Handle, options: RequireAut
           return
         }
         authenticated.set(req, { token: outcome.token, accessToken: outcome.accessToken })
-        for (const [name, value] of Object.entries(guard.corsHeaders(req.headers.origin))) res.setHeader(name, value)
+        for (const [name, value] of Object.entries(protectedResource.corsHeaders(req.headers.origin)))
+          res.setHeader(name, value)
         next()
       }, next)
   }

@@ -5,7 +5,7 @@
  * @see {@link https://www.rfc-editor.org/rfc/rfc9728.html#section-3 | RFC 9728 §3}
  * @see {@link https://www.rfc-editor.org/rfc/rfc6750.html#section-2.1 | RFC 6750 §2.1}
  */
-import type { ProtectedResource } from "@keyway/resource-server"
+import type { ProtectedResource, ProtectedResourceService } from "@keyway/resource-server"
 import type { MiddlewareHandler } from "hono"
 
 /**
@@ -23,9 +23,9 @@ export interface KeywayVariables {
  * @see {@link https://www.rfc-editor.org/rfc/rfc9728.html#section-3 | RFC 9728 §3}
  */
 export const metadata =
-  (guard: ProtectedResource.Handle): MiddlewareHandler =>
+  (protectedResource: ProtectedResourceService): MiddlewareHandler =>
   async (c, next) => {
-    const response = guard.handleMetadata(c.req.raw)
+    const response = protectedResource.handleMetadata(c.req.raw)
     if (response !== undefined) return response
     await next()
   }
@@ -49,17 +49,17 @@ export interface RequireAuthOptions {
  */
 export const requireAuth =
   (
-    guard: ProtectedResource.Handle,
+    protectedResource: ProtectedResourceService,
     options: RequireAuthOptions = {},
   ): MiddlewareHandler<{ Variables: KeywayVariables }> =>
   async (c, next) => {
-    const pre = guard.preflight(c.req.raw)
+    const pre = protectedResource.preflight(c.req.raw)
     if (pre !== undefined) return pre
-    const result = await guard.authenticate(c.req.raw, options.scopes)
+    const result = await protectedResource.authenticate(c.req.raw, options.scopes)
     if (!result.ok) return result.response
     c.set("keyway", { token: result.token, accessToken: result.accessToken })
     await next()
-    const cors = Object.entries(guard.corsHeaders(c.req.header("origin")))
+    const cors = Object.entries(protectedResource.corsHeaders(c.req.header("origin")))
     if (cors.length === 0 || c.res.headers.has("access-control-allow-origin")) return
     // Responses passed through from fetch() have immutable headers: copy them into a new response.
     const headers = new Headers(c.res.headers)

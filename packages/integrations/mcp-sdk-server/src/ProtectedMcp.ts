@@ -4,7 +4,7 @@
  *
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization | MCP: Authorization}
  */
-import type { ProtectedResource } from "@keyway/resource-server"
+import type { ProtectedResource, ProtectedResourceService } from "@keyway/resource-server"
 import type { AuthInfo } from "@modelcontextprotocol/server"
 
 /**
@@ -52,14 +52,14 @@ export const toAuthInfo = (auth: ProtectedResource.Authenticated, resource: stri
 
 /**
  * A Web handler for the MCP endpoint and the protected resource metadata: metadata and CORS preflights are served,
- * every other request is authenticated (with the per-method and per-tool scopes of the guard) and passed to the SDK
+ * every other request is authenticated (with the per-method and per-tool scopes of the protected resource) and passed to the SDK
  * with its `AuthInfo`.
  *
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#access-token-usage | MCP: Access Token Usage}
  * @see {@link https://www.rfc-editor.org/rfc/rfc9728.html#section-3 | RFC 9728 §3}
  */
 export const protectMcp = (
-  guard: ProtectedResource.Handle,
+  protectedResource: ProtectedResourceService,
   handler: McpRequestHandler,
   options: ProtectMcpOptions = {},
 ): ((request: Request) => Promise<Response>) => {
@@ -67,8 +67,8 @@ export const protectMcp = (
     typeof handler === "function"
       ? handler
       : (request: Request, init: { readonly authInfo: AuthInfo }) => handler.fetch(request, { authInfo: init.authInfo })
-  return guard.protect(
-    (request, auth) => serve(request, { authInfo: toAuthInfo(auth, guard.resource) }),
+  return protectedResource.protect(
+    (request, auth) => serve(request, { authInfo: toAuthInfo(auth, protectedResource.resource) }),
     options.scopes,
   )
 }

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createProtectedResource } from "../src/ProtectedResource.js"
 import { custom } from "../src/TokenVerifier.js"
-import { createUpstreamClient, TokenPassthroughRefused, UpstreamTokenError } from "../src/Upstream.js"
+import * as Upstream from "../src/Upstream.js"
+import { createUpstreamApiClient, TokenPassthroughRefused, UpstreamTokenError } from "../src/UpstreamApi.js"
 import { type Running, startNodeServer, startWebServer } from "./helpers.js"
 
 const ISSUER = "https://as.example.com"
@@ -75,7 +76,7 @@ afterAll(async () => {
 })
 
 const client = () =>
-  createUpstreamClient({
+  createUpstreamApiClient({
     tokenEndpoint: `${tokenEndpoint.origin}/token`,
     clientId: "mcp-server",
     clientSecret: "secret",
@@ -89,13 +90,13 @@ describe("no token passthrough", () => {
     const server = await startWebServer()
     try {
       const resource = `${server.origin}/mcp`
-      const handle = createProtectedResource({
+      const protectedResource = createProtectedResource({
         resource,
         authorizationServers: [ISSUER],
         verifier: custom((t) => (t === INBOUND ? { scopes: [], audience: [resource], claims: {} } : null)),
       })
       server.setHandler(
-        handle.protect(async (_request, auth) => {
+        protectedResource.protect(async (_request, auth) => {
           const response = await upstreamClient.fetch(
             `${upstream.origin}/data?q=1`,
             { method: "POST", headers: { "x-trace": "abc" }, body: "payload" },
@@ -155,6 +156,15 @@ describe("no token passthrough", () => {
     expect(issued).toBe(before + 1)
   })
 
+  it("concurrent callers share one token request, and the token is reused until its renewal time", async () => {
+    const c = client()
+    const before = issued
+    const tokens = await Promise.all([c.token(), c.token(), c.token()])
+    expect(new Set(tokens).size).toBe(1)
+    expect(await c.token()).toBe(tokens[0])
+    expect(issued).toBe(before + 1)
+  })
+
   it("reports token endpoint errors", async () => {
     tokenError = true
     try {
@@ -165,5 +175,11 @@ describe("no token passthrough", () => {
     } finally {
       tokenError = false
     }
+  })
+
+  it("the deprecated Upstream names are the same client and errors", () => {
+    expect(Upstream.createUpstreamClient).toBe(createUpstreamApiClient)
+    expect(Upstream.TokenPassthroughRefused).toBe(TokenPassthroughRefused)
+    expect(Upstream.UpstreamTokenError).toBe(UpstreamTokenError)
   })
 })
