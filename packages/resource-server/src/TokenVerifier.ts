@@ -5,7 +5,7 @@
  * @see {@link https://www.rfc-editor.org/rfc/rfc9068.html#section-4 | RFC 9068 §4}
  * @see {@link https://www.rfc-editor.org/rfc/rfc7662.html#section-2 | RFC 7662 §2}
  */
-import { CanonicalUri, ClientAuth, SecureUrl, WellKnown, Wire } from "@keyway/core"
+import { CanonicalUri, ClientAuth, Metadata, SecureUrl, WellKnown, Wire } from "@keyway/core"
 import { Cache, Clock, Context, Duration, Effect, Exit, Layer, Result, Schema } from "effect"
 import { createRemoteJWKSet, decodeJwt, errors, type JWTVerifyGetKey, jwtVerify } from "jose"
 import { audiencesOf, namesResource } from "./internal/audience.js"
@@ -319,52 +319,47 @@ const makeJwtVerifier = (setup: JwtSetup): Effect.Effect<TokenVerifier["Service"
 
 /**
  * Finds an issuer's `jwks_uri` in its authorization server metadata, trying the well-known locations in the MCP
- * order; the document's `issuer` must equal the issuer (RFC 8414 §3.3).
+ * order and using the first that answers 200. The document is processed by core's
+ * {@link Metadata.processAuthorizationServerMetadata}, as every role does: its schema, its `issuer` identical to the
+ * issuer (RFC 8414 §3.3) and a published `jwks_uri`; PKCE is not this reader's concern. The `jwks_uri` itself must
+ * use https except on loopback.
  */
-const discoverJwks = (
+const discoverJwks = Effect.fnUntraced(function* (
   issuer: string,
   remoteOptions: RemoteOptions,
   allowInsecure: boolean | undefined,
-): Effect.Effect<JWTVerifyGetKey, VerifierUnavailable> =>
-  Effect.tryPromise({
-    try: () => discoverJwksAt(issuer, remoteOptions, allowInsecure),
-    catch: (error) =>
-      new VerifierUnavailable({ source: "jwks", detail: error instanceof Error ? error.message : String(error) }),
-  })
-
-const discoverJwksAt = async (
-  issuer: string,
-  remoteOptions: RemoteOptions,
-  allowInsecure: boolean | undefined,
-): Promise<JWTVerifyGetKey> => {
+) {
+  const unavailable = (detail: string) => new VerifierUnavailable({ source: "jwks", detail })
   for (const location of WellKnown.authorizationServerMetadataUrls(issuer)) {
-    let response: Response
-    try {
-      response = await fetch(location.url, {
-        headers: { accept: "application/json" },
-        redirect: "manual",
-        signal: AbortSignal.timeout(remoteOptions.timeoutDuration),
-      })
-    } catch (error) {
-      throw new JwksFailure(`metadata of ${issuer}: ${error instanceof Error ? error.message : "request failed"}`)
-    }
+    const response = yield* Effect.tryPromise({
+      try: () =>
+        fetch(location.url, {
+          headers: { accept: "application/json" },
+          redirect: "manual",
+          signal: AbortSignal.timeout(remoteOptions.timeoutDuration),
+        }),
+      catch: (error) =>
+        unavailable(`metadata of ${issuer}: ${error instanceof Error ? error.message : "request failed"}`),
+    })
     if (response.status !== 200) {
-      await response.body?.cancel()
+      yield* Effect.ignore(Effect.tryPromise(async () => response.body?.cancel()))
       continue
     }
-    const document = (await response.json().catch(() => undefined)) as Record<string, unknown> | undefined
-    if (document?.issuer !== issuer) throw new JwksFailure(`metadata at ${location.url} names another issuer`)
-    if (typeof document.jwks_uri !== "string") throw new JwksFailure(`metadata at ${location.url} has no jwks_uri`)
-    let url: URL
-    try {
-      url = checkEndpoint("jwks_uri", document.jwks_uri, allowInsecure)
-    } catch (error) {
-      throw new JwksFailure(error instanceof Error ? error.message : "invalid jwks_uri")
-    }
+    const document: unknown = yield* Effect.promise(() => response.json().catch(() => undefined))
+    const metadata = Metadata.processAuthorizationServerMetadata(issuer, location.url, document, {
+      pkce: false,
+      endpoints: ["jwks_uri"],
+    })
+    if (Result.isFailure(metadata)) return yield* unavailable(metadata.failure.message)
+    const jwksUri = metadata.success.jwks_uri!
+    const url = yield* Effect.try({
+      try: () => checkEndpoint("jwks_uri", jwksUri, allowInsecure),
+      catch: (error) => unavailable(error instanceof Error ? error.message : "invalid jwks_uri"),
+    })
     return guard(createRemoteJWKSet(url, remoteOptions))
   }
-  throw new JwksFailure(`no authorization server metadata found for ${issuer}`)
-}
+  return yield* unavailable(`no authorization server metadata found for ${issuer}`)
+})
 
 const guard =
   (keys: JWTVerifyGetKey): JWTVerifyGetKey =>

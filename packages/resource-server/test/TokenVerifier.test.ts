@@ -331,6 +331,7 @@ describe("JWKS discovery from authorization server metadata", () => {
     const jwks = await startJwks([key])
     let metadataHits = 0
     let issuerInDocument: string | undefined
+    let jwksInDocument: string | undefined = jwks.url
     const as = await startNodeServer((req, res) => {
       metadataHits++
       if (req.url !== "/.well-known/oauth-authorization-server") {
@@ -339,7 +340,7 @@ describe("JWKS discovery from authorization server metadata", () => {
       }
       res
         .writeHead(200, { "content-type": "application/json" })
-        .end(JSON.stringify({ issuer: issuerInDocument, jwks_uri: jwks.url }))
+        .end(JSON.stringify({ issuer: issuerInDocument, jwks_uri: jwksInDocument }))
     })
     try {
       issuerInDocument = as.origin
@@ -354,16 +355,27 @@ describe("JWKS discovery from authorization server metadata", () => {
       issuerInDocument = "https://impostor.example.com"
       const other = TokenVerifier.layerJwt({ audience: RESOURCE, issuers: [as.origin], jwksCooldownMs: 60_000 })
       const error = failure(await verifyWith(other, await mint(key, claims({ iss: as.origin }))))
+      // The refusal is core's (Metadata.processAuthorizationServerMetadata), the same every role gives.
       expect(error).toEqual(
         new VerifierUnavailable({
           source: "jwks",
-          detail: `metadata at ${as.origin}/.well-known/oauth-authorization-server names another issuer`,
+          detail: `the authorization server metadata at ${as.origin}/.well-known/oauth-authorization-server has issuer "https://impostor.example.com" but "${as.origin}" was expected (compared exactly, without normalisation); refusing to use it`,
         }),
       )
       // A failed discovery is not retried within the cooldown.
       const hits = metadataHits
       await verifyWith(other, await mint(key, claims({ iss: as.origin })))
       expect(metadataHits).toBe(hits)
+
+      issuerInDocument = as.origin
+      jwksInDocument = undefined
+      const third = TokenVerifier.layerJwt({ audience: RESOURCE, issuers: [as.origin] })
+      expect(failure(await verifyWith(third, await mint(key, claims({ iss: as.origin }))))).toEqual(
+        new VerifierUnavailable({
+          source: "jwks",
+          detail: `the authorization server metadata at ${as.origin}/.well-known/oauth-authorization-server has no jwks_uri; its signing keys cannot be found`,
+        }),
+      )
     } finally {
       await as.close()
       await jwks.close()
