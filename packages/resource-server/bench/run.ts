@@ -7,6 +7,11 @@
  * Scenarios run interleaved for several rounds; each row reports the round with the median throughput.
  *
  *   node bench/run.ts [--duration 10] [--connections 32] [--rounds 3] [--tokens 60000] [--no-write]
+ *                     [--previous <dir>/index.js]
+ *
+ * `--previous` adds the two Keyway rows for an older build of this package (e.g. `dist` of another commit copied
+ * next to this package's node_modules, so its imports resolve), interleaved with the others: a before/after
+ * comparison on the same machine in the same run.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { readFileSync, rmSync, writeFileSync } from "node:fs"
@@ -26,6 +31,7 @@ const duration = option("duration", "10")
 const connections = option("connections", "32")
 const distinctTokens = Number(option("tokens", "60000"))
 const rounds = Number(option("rounds", "3"))
+const previous = option("previous", "")
 
 interface Figures {
   readonly rps: number
@@ -62,7 +68,7 @@ const lineReader = (child: ChildProcess): (() => Promise<string>) => {
 }
 
 const runScenario = async (setupFile: string, mode: string, tokens: "same" | "distinct"): Promise<Figures> => {
-  const server = spawn(process.execPath, [join(here, "server.ts"), mode, setupFile], {
+  const server = spawn(process.execPath, [join(here, "server.ts"), mode, setupFile, previous], {
     stdio: ["pipe", "pipe", "inherit"],
   })
   const serverLine = lineReader(server)
@@ -89,7 +95,7 @@ const runScenario = async (setupFile: string, mode: string, tokens: "same" | "di
   }
 }
 
-const scenarios: ReadonlyArray<{
+const scenarios: Array<{
   readonly label: string
   readonly mode: string
   readonly tokens: "same" | "distinct"
@@ -100,6 +106,12 @@ const scenarios: ReadonlyArray<{
   { label: "(c) MCP SDK requireBearerAuth + jose, same token", mode: "sdk", tokens: "same" },
   { label: "(c) MCP SDK requireBearerAuth + jose, distinct tokens", mode: "sdk", tokens: "distinct" },
 ]
+if (previous !== "") {
+  scenarios.push(
+    { label: "(b) previous build, ES256 JWT, same token (cache)", mode: "keyway-previous", tokens: "same" },
+    { label: "(b) previous build, ES256 JWT, distinct tokens", mode: "keyway-previous", tokens: "distinct" },
+  )
+}
 
 const setupFile = await writeSetup(distinctTokens)
 const samples = scenarios.map(() => [] as Array<Figures>)

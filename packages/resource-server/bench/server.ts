@@ -1,5 +1,6 @@
 /**
- * Benchmark server process: one protected endpoint on node:http, in one of the modes "none", "keyway", "sdk".
+ * Benchmark server process: one protected endpoint on node:http, in one of the modes "none", "keyway", "sdk", or
+ * "keyway-previous" (Keyway loaded from the build whose index.js is the third argument, for before/after rows).
  * Reads the public key from the setup file written by run.ts, prints one JSON line {port} once listening, and
  * answers every line on stdin with its CPU usage so far (process.cpuUsage, microseconds).
  */
@@ -7,13 +8,16 @@ import { readFileSync } from "node:fs"
 import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
 import { createInterface } from "node:readline"
-import { createProtectedResource, jwt, toNodeListener } from "@keyway/resource-server"
+import { pathToFileURL } from "node:url"
+import * as current from "@keyway/resource-server"
 import { type AuthInfo, requireBearerAuth } from "@modelcontextprotocol/server"
 import { createRemoteJWKSet, jwtVerify } from "jose"
 import { ISSUER, RESOURCE, type Setup } from "./setup.ts"
 
 const mode = process.argv[2] ?? "none"
 const setup = JSON.parse(readFileSync(process.argv[3]!, "utf8")) as Setup
+const { createProtectedResource, jwt, toNodeListener } =
+  mode === "keyway-previous" ? ((await import(pathToFileURL(process.argv[4]!).href)) as typeof current) : current
 const jwk = setup.publicJwk
 const resource = RESOURCE
 const jwksServer = createServer((_req, res) => {
@@ -31,14 +35,14 @@ const ok = () => new Response(`{"ok":true}`, { headers: { "content-type": "appli
 let handler: (request: Request) => Promise<Response>
 if (mode === "none") {
   handler = async () => ok()
-} else if (mode === "keyway") {
-  const guard = createProtectedResource({
+} else if (mode === "keyway" || mode === "keyway-previous") {
+  const protectedResource = createProtectedResource({
     resource,
     authorizationServers: [ISSUER],
     requiredScopes: ["mcp"],
     verifier: jwt({ jwksUri, algorithms: ["ES256"] }),
   })
-  handler = guard.protect(() => ok())
+  handler = protectedResource.protect(() => ok())
 } else {
   // The MCP SDK's gate with a jose verifier doing the same checks as Keyway's (no cache: the SDK has none).
   const keys = createRemoteJWKSet(new URL(jwksUri))

@@ -270,6 +270,7 @@ const VerifiedClaims = Wire.JwtAccessTokenClaims.pick({
 const makeJwtVerifier = (setup: JwtSetup): Effect.Effect<TokenVerifier["Service"]> =>
   Effect.gen(function* () {
     const { algorithms, audience, clockTolerance, issuers, perIssuer, remoteOptions, shared, typ } = setup
+    const issuerList = [...issuers]
     // Without a jwksUri, each issuer's `jwks_uri` is discovered from its metadata on first use, once for concurrent
     // requests; a failed discovery is kept for the JWKS cooldown, so an unreachable authorization server is not
     // hammered.
@@ -297,7 +298,7 @@ const makeJwtVerifier = (setup: JwtSetup): Effect.Effect<TokenVerifier["Service"
         try: () =>
           jwtVerify(token, keys, {
             algorithms,
-            issuer: [...issuers],
+            issuer: issuerList,
             clockTolerance,
             currentDate: new Date(now),
             requiredClaims: ["exp", "aud"],
