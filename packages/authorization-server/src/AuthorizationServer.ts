@@ -5,7 +5,7 @@
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13 | OAuth 2.1}
  * @module
  */
-import { Clock, Context, Duration, Effect, Layer, ManagedRuntime } from "effect"
+import { Context, Duration, Effect, Layer, ManagedRuntime } from "effect"
 import {
   type ClientOptions,
   type ConfigError,
@@ -19,6 +19,7 @@ import { ClientMetadataResolver } from "./cimd/ClientMetadataResolver.js"
 import { ClientTrustPolicy } from "./cimd/TrustPolicy.js"
 import { authorizeGet, consentPost, loginPost } from "./internal/authorize.js"
 import { MetadataDocuments } from "./internal/clients.js"
+import { nowSeconds } from "./internal/clock.js"
 import { CORS_HEADERS, json, preflight } from "./internal/http.js"
 import { introspectEndpoint } from "./internal/introspect.js"
 import { ProxyState, proxyAuthorizeGet, proxyConsentPost, UpstreamClient, upstreamCallback } from "./internal/proxy.js"
@@ -251,7 +252,7 @@ export class AuthorizationServer extends Context.Service<
       Effect.gen(function* () {
         const config = yield* resolveEffect(options)
         const clients = yield* ClientStore
-        const now = Math.floor(Date.now() / 1000)
+        const now = yield* nowSeconds
         for (const c of config.clients) yield* clients.upsert(staticClient(c, now))
         // A client removed from the configuration must stop working, also in a database that outlives the process.
         const configured = new Set(config.clients.map((c) => c.clientId))
@@ -275,12 +276,11 @@ export class AuthorizationServer extends Context.Service<
         if (config.purgeEvery !== false) {
           yield* Effect.forkScoped(purgeJob({ every: Duration.millis(config.purgeEvery * 1000) }))
         }
-        const seconds = Effect.map(Clock.currentTimeMillis, (millis) => Math.floor(millis / 1000))
         return AuthorizationServer.of({
           config,
           metadata: Metadata.document(config),
           allow,
-          rotateSigningKey: seconds.pipe(
+          rotateSigningKey: nowSeconds.pipe(
             Effect.flatMap((now) => rotate(policy, now)),
             Effect.provideContext(context),
           ),

@@ -11,7 +11,8 @@
  * @see {@link https://openid.net/specs/openid-connect-core-1_0.html#RotateSigKeys | OpenID Connect Core §10.1.1}
  * @module
  */
-import { Clock, type Duration, Effect, Schedule } from "effect"
+import { type Duration, Effect, Schedule } from "effect"
+import { nowSeconds } from "./internal/clock.js"
 import { generateSigningKey, type SigningAlgorithm } from "./Signing.js"
 import type { StorageError } from "./storage/Errors.js"
 import { KeyStore, type SigningKey } from "./storage/Storage.js"
@@ -164,8 +165,8 @@ const warn = (reason: unknown) =>
  * @see {@link https://www.rfc-editor.org/rfc/rfc7517.html#section-5 | RFC 7517 §5}
  */
 export const rotationJob = (policy: RotationPolicy, every: Duration.Input): Effect.Effect<never, never, KeyStore> => {
-  const round = Clock.currentTimeMillis.pipe(
-    Effect.flatMap((millis) => maintain(policy, Math.floor(millis / 1000))),
+  const round = nowSeconds.pipe(
+    Effect.flatMap((now) => maintain(policy, now)),
     // Failures and defects are logged and retried; an interruption (the server closing) ends the job.
     Effect.catch(warn),
     Effect.catchDefect(warn),

@@ -6,7 +6,7 @@
  * @see {@link https://www.rfc-editor.org/rfc/rfc7517.html#section-5 | RFC 7517 §5}
  * @module
  */
-import { Clock, Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
 import {
   type CryptoKey,
   calculateJwkThumbprint,
@@ -16,23 +16,20 @@ import {
   type JWTPayload,
   SignJWT,
 } from "jose"
+import { nowSeconds } from "./internal/clock.js"
 import type { NoSigningKey, StorageError } from "./storage/Errors.js"
 import { type Jwk, type JwkSet, KeyStore, type SigningKey } from "./storage/Storage.js"
 
 /** Signature algorithms the server can sign access tokens with. */
 export type SigningAlgorithm = "ES256" | "ES384" | "EdDSA" | "RS256" | "PS256"
 
-const now = () => Math.floor(Date.now() / 1000)
-
-/** The time of Effect's `Clock` in NumericDate seconds, so tests and rotation share one injectable clock. */
-const clockSeconds = Effect.map(Clock.currentTimeMillis, (millis) => Math.floor(millis / 1000))
-
 /**
- * Creates a key pair for `alg` with a thumbprint `kid`, ready for {@link KeyStore} `add`.
+ * Creates a key pair for `alg` with a thumbprint `kid`, ready for {@link KeyStore} `add`, created and active from `at`
+ * (NumericDate seconds, read from the caller's clock: Effect's `Clock` inside the server).
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc7638.html | RFC 7638 (JWK thumbprint)}
  */
-export const generateSigningKey = async (alg: SigningAlgorithm = "ES256", at = now()): Promise<SigningKey> => {
+export const generateSigningKey = async (alg: SigningAlgorithm, at: number): Promise<SigningKey> => {
   const { privateKey, publicKey } = await generateKeyPair(alg, { extractable: true })
   const publicJwk = await exportJWK(publicKey)
   const kid = await calculateJwkThumbprint(publicJwk)
@@ -73,7 +70,7 @@ export class TokenSigner extends Context.Service<
       TokenSigner,
       Effect.gen(function* () {
         const keys = yield* KeyStore
-        const startedAt = yield* clockSeconds
+        const startedAt = yield* nowSeconds
         const existing = yield* keys.current(startedAt).pipe(
           Effect.map(() => true),
           Effect.catchTag("NoSigningKey", () => Effect.succeed(false)),
@@ -95,13 +92,13 @@ export class TokenSigner extends Context.Service<
         return TokenSigner.of({
           sign: (payload, typ) =>
             Effect.gen(function* () {
-              const key = yield* keys.current(yield* clockSeconds)
+              const key = yield* keys.current(yield* nowSeconds)
               const cryptoKey = yield* importKey(key)
               return yield* Effect.promise(() =>
                 new SignJWT(payload).setProtectedHeader({ alg: key.alg, kid: key.kid, typ }).sign(cryptoKey),
               )
             }),
-          jwks: Effect.flatMap(clockSeconds, keys.published).pipe(
+          jwks: Effect.flatMap(nowSeconds, keys.published).pipe(
             Effect.map((list) => ({ keys: list.map((k) => k.public_jwk) })),
           ),
         })

@@ -1,16 +1,18 @@
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { Effect, Exit, Fiber, Layer, Logger, Schedule, Scope } from "effect"
+import { it } from "@effect/vitest"
+import { Effect, Exit, Fiber, Layer, Logger, Scope } from "effect"
+import { TestClock } from "effect/testing"
 import { createLocalJWKSet, decodeProtectedHeader, type JSONWebKeySet, jwtVerify } from "jose"
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, afterEach, beforeAll, describe, expect } from "vitest"
 import { ConfigError, resolve } from "../src/Config.js"
 import { maintain, type RotationPolicy, rotate, rotationJob } from "../src/KeyRotation.js"
 import { StorageError } from "../src/storage/Errors.js"
 import { KeyStore, layerMemory, layerSqlite } from "../src/storage/Storage.js"
 import { NOW, signingKey } from "./storage/contract.js"
-import { eventually, offsetClock } from "./support/clock.js"
-import { startEffectServer } from "./support/effectServer.js"
+import { type EffectTestServer, startEffectServer } from "./support/effectServer.js"
+import { eventually } from "./support/eventually.js"
 import { MCP, startServer, type TestServer } from "./support/server.js"
 import { introspect, issueTokens } from "./support/tokens.js"
 
@@ -29,7 +31,11 @@ const kidOf = (token: string) => decodeProtectedHeader(token).kid
 /** Key order only follows creation time, and keys created in the same second tie: compare kids as sets. */
 const sorted = (kids: ReadonlyArray<string | undefined>) => [...kids].sort()
 
-/** Verifies like a resource server: signature against the JWK Set the server serves now, issuer and audience. */
+/**
+ * Verifies like a resource server: signature against the JWK Set the server serves now, issuer and audience. The
+ * resource server keeps its own (real) clock; the server's test clock starts at real time and only moves forward, so
+ * every token the server issues here is still unexpired for it.
+ */
 const verifyAtJwks = async (server: TestServer, token: string) => {
   const jwks = (await (await fetch(`${server.issuer}/jwks`)).json()) as JSONWebKeySet
   return jwtVerify(token, createLocalJWKSet(jwks), { issuer: server.issuer, audience: MCP, typ: "at+jwt" })
@@ -119,53 +125,58 @@ describe("KeyRotation.rotate and maintain (store level, explicit time)", () => {
 })
 
 describe("KeyRotation.rotationJob", () => {
-  it("logs a failed round and carries on with the next; closing its scope interrupts it", async () => {
-    let rounds = 0
-    // A store whose reads fail on the first two rounds, as a database that is briefly unreachable would.
-    const flaky = Layer.effect(
-      KeyStore,
-      Effect.map(KeyStore, (inner) =>
-        KeyStore.of({
-          ...inner,
-          list: () =>
-            Effect.suspend(() => {
-              rounds++
-              return rounds <= 2
-                ? Effect.fail(new StorageError({ operation: "KeyStore.list", message: "connection refused" }))
-                : inner.list()
-            }),
+  it.effect("logs a failed round and carries on with the next; closing its scope interrupts it", () =>
+    Effect.gen(function* () {
+      let rounds = 0
+      // A store whose reads fail on the first two rounds, as a database that is briefly unreachable would.
+      const flaky = Layer.effect(
+        KeyStore,
+        Effect.map(KeyStore, (inner) =>
+          KeyStore.of({
+            ...inner,
+            list: () =>
+              Effect.suspend(() => {
+                rounds++
+                return rounds <= 2
+                  ? Effect.fail(new StorageError({ operation: "KeyStore.list", message: "connection refused" }))
+                  : inner.list()
+              }),
+          }),
+        ),
+      ).pipe(Layer.provide(KeyStore.layerMemory))
+      const warnings: Array<unknown> = []
+      const capture = Logger.layer([
+        Logger.make(({ logLevel, message }) => {
+          if (logLevel === "Warn") warnings.push(message)
         }),
-      ),
-    ).pipe(Layer.provide(KeyStore.layerMemory))
-    const warnings: Array<unknown> = []
-    const capture = Logger.layer([
-      Logger.make(({ logLevel, message }) => {
-        if (logLevel === "Warn") warnings.push(message)
-      }),
-    ])
-    const { exit, keys } = await Effect.runPromise(
-      Effect.gen(function* () {
+      ])
+      const { exit, keys } = yield* Effect.gen(function* () {
         const scope = yield* Scope.make()
-        const fiber = yield* Effect.forkIn(rotationJob(policy, "20 millis"), scope)
+        const fiber = yield* Effect.forkIn(rotationJob(policy, "1 minute"), scope)
+        // One round a minute of the test clock. The round that creates a key finishes on real crypto, so each step
+        // leaves it a moment of real time before reading the count.
         yield* Effect.repeat(
-          Effect.sync(() => rounds >= 4),
-          { until: (done) => done, schedule: Schedule.spaced("20 millis") },
+          TestClock.adjust("1 minute").pipe(
+            Effect.andThen(TestClock.withLive(Effect.sleep("5 millis"))),
+            Effect.map(() => rounds >= 4),
+          ),
+          { until: (done) => done },
         )
         yield* Scope.close(scope, Exit.void)
         return { exit: yield* Fiber.await(fiber), keys: yield* Effect.flatMap(KeyStore, (k) => k.list()) }
-      }).pipe(Effect.provide(Layer.merge(flaky, capture))),
-    )
-    expect(warnings.slice(0, 2)).toEqual(
-      Array.from({ length: 2 }, () => [
-        "signing-key maintenance failed; retrying at the next interval",
-        new StorageError({ operation: "KeyStore.list", message: "connection refused" }),
-      ]),
-    )
-    expect(warnings).toHaveLength(2)
-    // The third round found no key able to sign and created one; the fourth had nothing to do.
-    expect(keys).toHaveLength(1)
-    expect(Exit.hasInterrupts(exit)).toBe(true)
-  })
+      }).pipe(Effect.provide(Layer.merge(flaky, capture)))
+      expect(warnings.slice(0, 2)).toEqual(
+        Array.from({ length: 2 }, () => [
+          "signing-key maintenance failed; retrying at the next interval",
+          new StorageError({ operation: "KeyStore.list", message: "connection refused" }),
+        ]),
+      )
+      expect(warnings).toHaveLength(2)
+      // The third round found no key able to sign and created one; the fourth had nothing to do.
+      expect(keys).toHaveLength(1)
+      expect(Exit.hasInterrupts(exit)).toBe(true)
+    }),
+  )
 })
 
 describe("signing-key rotation through the server", () => {
@@ -184,29 +195,34 @@ describe("signing-key rotation through the server", () => {
     dirs.push(dir)
     return join(dir, "as.db")
   }
-  // The purge is off: it runs at the shifted clock while codes are stamped with the real one (see Maintenance.test.ts).
-  const fast = {
-    signingKeys: { checkEvery: 0.02, rotateEvery: 3600, publishAhead: 600, clockSkew: 60 },
+  // Every server runs on its own TestClock: these move them forward in steps of 5 s, one after the other, so they
+  // never differ by more than a step (well within clockSkew), as the clocks of instances sharing a database would.
+  const advance = async (seconds: number, ...all: ReadonlyArray<EffectTestServer>) => {
+    for (let done = 0; done < seconds; done += 5) {
+      for (const server of all) await server.adjust(Math.min(5, seconds - done))
+    }
+  }
+  // The purge is off so that retired keys stay listed for the assertions.
+  const options = {
+    signingKeys: { checkEvery: 30, rotateEvery: 3600, publishAhead: 600, clockSkew: 60 },
     maintenance: { purgeEvery: false },
   } as const
 
   it("publishes the new key before any token carries its kid; old tokens verify until they expire", async () => {
-    const clock = offsetClock()
-    const server = track(
-      await startEffectServer(layerMemory, clock.layer, { ...fast, lifetimes: { accessToken: 300 } }),
-    )
+    const server = track(await startEffectServer(layerMemory, { ...options, lifetimes: { accessToken: 300 } }))
     const [oldKid] = await server.jwksKids()
     const before = await issueTokens(server)
     expect(kidOf(before.access_token)).toBe(oldKid)
 
     const rotation = await server.rotate()
-    expect(rotation).toMatchObject({ created: true, activatesAt: clock.now() + 600 })
+    expect(rotation).toMatchObject({ created: true, activatesAt: server.now() + 600 })
     expect(sorted(await server.jwksKids())).toEqual(sorted([oldKid, rotation.kid]))
-    // Published, but not signing yet.
+    // Published, but not signing yet, up to the last second before activation.
+    await server.adjust(599)
     const during = await issueTokens(server)
     expect(kidOf(during.access_token)).toBe(oldKid)
 
-    clock.advance(600)
+    await server.adjust(1)
     const after = await issueTokens(server)
     expect(kidOf(after.access_token)).toBe(rotation.kid)
     for (const token of [before, during, after]) {
@@ -214,7 +230,7 @@ describe("signing-key rotation through the server", () => {
     }
 
     // The background check retires the old key with the time its last token expires (activation + TTL + skew).
-    clock.advance(60)
+    await server.adjust(60)
     const retiresAt = rotation.activatesAt + 300 + 60
     await eventually(
       async () => (await server.keys()).find((k) => k.kid === oldKid)?.status === "retired",
@@ -226,7 +242,7 @@ describe("signing-key rotation through the server", () => {
     expect((await introspect(server, during.access_token)).active).toBe(true)
 
     // At retires_at every token it signed has expired: the key leaves the JWK Set.
-    clock.advance(retiresAt - clock.now())
+    await server.adjust(retiresAt - server.now())
     expect(await server.jwksKids()).toEqual([rotation.kid])
     await expect(verifyAtJwks(server, during.access_token)).rejects.toMatchObject({
       code: "ERR_JWKS_NO_MATCHING_KEY",
@@ -236,10 +252,9 @@ describe("signing-key rotation through the server", () => {
   })
 
   it("rotates on schedule when the newest key is rotateEvery old", async () => {
-    const clock = offsetClock()
-    const server = track(await startEffectServer(layerMemory, clock.layer, fast))
+    const server = track(await startEffectServer(layerMemory, options))
     const [first] = await server.keys()
-    clock.advance(3600)
+    await server.adjust(3600)
     await eventually(async () => (await server.jwksKids()).length === 2, "scheduled rotation")
     const second = (await server.keys())[1]
     expect(second?.created_at).toBeGreaterThanOrEqual((first?.created_at ?? 0) + 3600)
@@ -249,26 +264,33 @@ describe("signing-key rotation through the server", () => {
   })
 
   it("two servers on one database rotating on schedule converge on one new key", async () => {
-    const clock = offsetClock()
     const path = sqlitePath()
-    const a = track(await startEffectServer(layerSqlite({ path }), clock.layer, fast))
-    const b = track(await startEffectServer(layerSqlite({ path }), clock.layer, fast))
+    const start = Math.floor(Date.now() / 1000)
+    const often = { ...options, signingKeys: { ...options.signingKeys, checkEvery: 5 } }
+    const a = track(await startEffectServer(layerSqlite({ path }), often, start))
+    const b = track(await startEffectServer(layerSqlite({ path }), often, start))
     expect(await b.jwksKids()).toEqual(await a.jwksKids())
     const [oldKid] = await a.jwksKids()
     expect((await a.keys()).length).toBe(1)
 
-    clock.advance(3600)
-    // Both check every 20 ms; a duplicate created in a race is withdrawn by the next check of either.
+    await advance(3600, a, b)
+    // Both may create a key at the same moment; a duplicate is withdrawn by the next check of either. Creating a key
+    // takes real time while the test clock stands still, so one agreeing look is not enough: the sets must still agree
+    // after a further check of each, when no creation started before can still land.
+    let agreed = 0
     await eventually(async () => {
       const kids = await a.jwksKids()
-      return kids.length === 2 && JSON.stringify(kids) === JSON.stringify(await b.jwksKids())
+      agreed = kids.length === 2 && JSON.stringify(kids) === JSON.stringify(await b.jwksKids()) ? agreed + 1 : 0
+      if (agreed >= 2) return true
+      await advance(5, a, b)
+      return false
     }, "one new key in both JWK Sets")
     const [, newKid] = await a.jwksKids()
-    expect(
-      (await a.keys()).filter((k) => k.status === "active" && k.activates_at > clock.now()).map((k) => k.kid),
-    ).toEqual([newKid])
+    expect((await a.keys()).filter((k) => k.status === "active" && k.activates_at > a.now()).map((k) => k.kid)).toEqual(
+      [newKid],
+    )
 
-    clock.advance(600 + 60)
+    await advance(600 + 60, a, b)
     await eventually(
       async () => (await a.keys()).find((k) => k.kid === oldKid)?.status === "retired",
       "old key retired",
@@ -280,15 +302,15 @@ describe("signing-key rotation through the server", () => {
   })
 
   it("keeps keys and schedule across a restart on SQLite", async () => {
-    const clock = offsetClock()
     const path = sqlitePath()
-    const first = await startEffectServer(layerSqlite({ path }), clock.layer, fast)
+    const start = Math.floor(Date.now() / 1000)
+    const first = await startEffectServer(layerSqlite({ path }), options, start)
     const [oldKid] = await first.jwksKids()
     const token = await issueTokens(first)
     const rotation = await first.rotate()
     await first.close()
 
-    const second = track(await startEffectServer(layerSqlite({ path }), clock.layer, fast))
+    const second = track(await startEffectServer(layerSqlite({ path }), options, start))
     expect(sorted(await second.jwksKids())).toEqual(sorted([oldKid, rotation.kid]))
     expect(await second.rotate()).toEqual({ ...rotation, created: false })
     const jwks = (await (await fetch(`${second.issuer}/jwks`)).json()) as JSONWebKeySet
@@ -297,8 +319,7 @@ describe("signing-key rotation through the server", () => {
     servers.splice(0)
 
     // Down for an hour: on start the schedule sees the newest key is rotateEvery old and rotates at once.
-    clock.advance(3600)
-    const third = track(await startEffectServer(layerSqlite({ path }), clock.layer, fast))
+    const third = track(await startEffectServer(layerSqlite({ path }), options, start + 3600))
     await eventually(async () => (await third.keys()).length === 3, "rotation after restart")
     const keys = await third.keys()
     const fresh = keys.find((k) => k.kid !== oldKid && k.kid !== rotation.kid)

@@ -6,7 +6,7 @@ import { Effect, Layer } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
 import { ClientStore, GrantStore, KeyStore, layerSqlite, type Stores } from "../src/storage/Storage.js"
 import { newClient, newCode, signingKey } from "./storage/contract.js"
-import { eventually } from "./support/clock.js"
+import { eventually } from "./support/eventually.js"
 import { startServer, type TestServer } from "./support/server.js"
 
 const seconds = () => Math.floor(Date.now() / 1000)

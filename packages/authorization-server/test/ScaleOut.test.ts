@@ -10,7 +10,7 @@ import { createAuthorizationServer } from "../src/AuthorizationServer.js"
 import type { Rotation } from "../src/KeyRotation.js"
 import { GrantStore, layerPostgres } from "../src/storage/Storage.js"
 import { newCode } from "./storage/contract.js"
-import { eventually } from "./support/clock.js"
+import { eventually } from "./support/eventually.js"
 import { alicePasswordHash, basic, csrfOf, MCP, PASSWORD } from "./support/server.js"
 import { RS_SECRET } from "./support/tokens.js"
 

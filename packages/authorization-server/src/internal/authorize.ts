@@ -13,13 +13,12 @@ import {
   validate,
 } from "./authorizeRequest.js"
 import { type FoundClient, findClient, type MetadataDocuments } from "./clients.js"
+import { nowSeconds } from "./clock.js"
 import { randomToken } from "./crypto.js"
 import { mediaType, parseForm, readBody } from "./http.js"
 import { consentPage, csrfRefused, errorPage, loginPage } from "./pages.js"
 import { describeRedirect, isLocalhostOnly } from "./redirect.js"
 import type { Session, Sessions } from "./session.js"
-
-const now = () => Math.floor(Date.now() / 1000)
 
 const toView = ({ client, trust }: FoundClient): ClientView => ({
   clientId: client.client_id,
@@ -88,7 +87,7 @@ export const issueCode = (
   Effect.gen(function* () {
     const grants = yield* GrantStore
     const code = randomToken(32)
-    const issuedAt = now()
+    const issuedAt = yield* nowSeconds
     yield* grants.createCode({
       code,
       client_id: request.client.clientId,
@@ -110,7 +109,9 @@ export const issueCode = (
   })
 
 const approve = (config: ResolvedConfig, request: ValidAuthorizationRequest, session: Session, status: 302 | 303) =>
-  issueCode(config, request, session.subject ?? "", session.authTime ?? now(), status)
+  Effect.flatMap(session.authTime === undefined ? nowSeconds : Effect.succeed(session.authTime), (authTime) =>
+    issueCode(config, request, session.subject ?? "", authTime, status),
+  )
 
 const renderConsent = (
   config: ResolvedConfig,
@@ -150,9 +151,9 @@ export const authorizeGet = (
     const checked = yield* check(config, query)
     if (Result.isFailure(checked)) return errorFor(config, checked.failure, 302)
     const valid = checked.success
-    let session = sessions.read(request)
+    let session = yield* sessions.read(request)
     if (session?.subject === undefined) {
-      session ??= sessions.create()
+      session ??= yield* sessions.create()
       return loginPage({
         action: config.endpoints.login,
         csrf: sessions.csrfToken(session),
@@ -197,7 +198,7 @@ export const sameOrigin = (config: ResolvedConfig, request: Request): boolean =>
 export const postedForm = (config: ResolvedConfig, sessions: Sessions, request: Request, signedIn = false) =>
   Effect.gen(function* () {
     const form = yield* readForm(config, request)
-    const session = sessions.read(request)
+    const session = yield* sessions.read(request)
     if (
       form === undefined ||
       (signedIn && session?.subject === undefined) ||
@@ -237,7 +238,7 @@ export const loginPost = (
       })
     }
     // A new session id at login, so an id planted before it is worthless afterwards.
-    const fresh = sessions.create(user)
+    const fresh = yield* sessions.create(user)
     return redirect(`${config.endpoints.authorization}?${query}`, 303, { "Set-Cookie": sessions.cookie(fresh) })
   })
 
@@ -270,7 +271,7 @@ export const consentPost = (
       client_id: valid.client.clientId,
       resource: valid.resource.uri,
       scopes: [...valid.scopes].sort(),
-      granted_at: now(),
+      granted_at: yield* nowSeconds,
     })
     return yield* approve(config, valid, session, 303)
   })

@@ -5,6 +5,7 @@ import { CLIENT_ASSERTION_ALGORITHMS } from "../Metadata.js"
 import type { StorageError } from "../storage/Errors.js"
 import { type Client, ClientStore, GrantStore, type JwkSet } from "../storage/Storage.js"
 import { findClient, MetadataDocuments } from "./clients.js"
+import { nowSeconds } from "./clock.js"
 
 /** RFC 7523 §2.2 client assertion type. */
 export const JWT_BEARER_ASSERTION = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
@@ -61,7 +62,7 @@ export const authenticateClient = (
   Effect.gen(function* () {
     const clients = yield* ClientStore
     const grants = yield* GrantStore
-    const now = Math.floor(Date.now() / 1000)
+    const now = yield* nowSeconds
     const authorization = request.headers.get("authorization")
     const basic = authorization !== null && /^basic\s/i.test(authorization)
     const fail = (code: "invalid_client" | "invalid_request", description: string) =>
@@ -138,6 +139,7 @@ export const authenticateClient = (
             audience: [...audiences],
             algorithms: [...CLIENT_ASSERTION_ALGORITHMS],
             requiredClaims: ["exp", "jti"],
+            currentDate: new Date(now * 1000),
             clockTolerance: 5,
           }),
         catch: (e) =>

@@ -8,6 +8,7 @@ import {
 import type { TrustDecision } from "../cimd/TrustPolicy.js"
 import type { StorageError } from "../storage/Errors.js"
 import { type Client, ClientStore } from "../storage/Storage.js"
+import { nowSeconds } from "./clock.js"
 
 /**
  * Resolution of URL client IDs (client ID metadata documents) as the endpoints see it; `resolve` is absent when the
@@ -45,7 +46,7 @@ export const findClient = (
 ): Effect.Effect<FoundClient | undefined, StorageError | ClientMetadataError, ClientStore | MetadataDocuments> =>
   Effect.gen(function* () {
     const clients = yield* ClientStore
-    const now = Math.floor(Date.now() / 1000)
+    const now = yield* nowSeconds
     const stored = yield* clients
       .get(clientId, now)
       .pipe(Effect.catchTag("ClientNotFound", () => Effect.succeed(undefined)))

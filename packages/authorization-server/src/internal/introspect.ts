@@ -7,10 +7,9 @@ import { type ClientStore, GrantStore } from "../storage/Storage.js"
 import { verifyAccessToken } from "./accessToken.js"
 import { authenticateClient, ClientAuthFailure } from "./clientAuth.js"
 import type { MetadataDocuments } from "./clients.js"
+import { nowSeconds } from "./clock.js"
 import { answerFailures, readForm } from "./formEndpoint.js"
 import { json } from "./http.js"
-
-const nowSeconds = () => Math.floor(Date.now() / 1000)
 
 const inactive = () => json({ active: false })
 
@@ -47,7 +46,7 @@ export const introspectEndpoint = (
     }
     const mayRead = (owner: string) => owner === client.client_id || config.introspectionClients.has(client.client_id)
     const grants = yield* GrantStore
-    const now = nowSeconds()
+    const now = yield* nowSeconds
 
     const claims = yield* verifyAccessToken(config, token, now)
     if (claims !== undefined) {

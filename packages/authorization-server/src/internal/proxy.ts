@@ -425,10 +425,10 @@ export const proxyAuthorizeGet = (
     if (key !== undefined && (yield* browserApproved(state, sha256(key), valid))) {
       return yield* startUpstream(config, state, valid, query, "remembered", sha256(key), 302)
     }
-    let session = sessions.read(request)
+    let session = yield* sessions.read(request)
     const headers: Record<string, string> = {}
     if (session === undefined) {
-      session = sessions.create()
+      session = yield* sessions.create()
       headers["Set-Cookie"] = sessions.cookie(session)
     }
     return renderConsent(config, state, valid, query, headers, sessions.csrfToken(session))

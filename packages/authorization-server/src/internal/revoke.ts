@@ -7,10 +7,9 @@ import { type Client, type ClientStore, GrantStore } from "../storage/Storage.js
 import { verifyAccessToken } from "./accessToken.js"
 import { authenticateClient } from "./clientAuth.js"
 import type { MetadataDocuments } from "./clients.js"
+import { nowSeconds } from "./clock.js"
 import { answerFailures, readForm } from "./formEndpoint.js"
 import { CORS_HEADERS } from "./http.js"
-
-const nowSeconds = () => Math.floor(Date.now() / 1000)
 
 /** Revokes the token if it is one of this client's refresh tokens; whether it was a refresh token at all. */
 const revokeRefresh = (client: Client, token: string, now: number) =>
@@ -54,7 +53,7 @@ export const revokeEndpoint = (
     if (token === undefined || token === "") {
       return yield* Effect.fail(OAuthError.make("invalid_request", "token is missing"))
     }
-    const now = nowSeconds()
+    const now = yield* nowSeconds
     if (form.get("token_type_hint") === "access_token") {
       if (!(yield* revokeAccess(config, client, token, now))) yield* revokeRefresh(client, token, now)
     } else if (!(yield* revokeRefresh(client, token, now))) {

@@ -1,4 +1,6 @@
 import { createHash, randomBytes } from "node:crypto"
+import { Effect } from "effect"
+import { nowSeconds } from "./clock.js"
 import { hmac, randomToken, safeEqual } from "./crypto.js"
 import { readCookie } from "./http.js"
 
@@ -31,7 +33,12 @@ export class Sessions {
     this.cookieName = secure ? "__Host-keyway_session" : "keyway_session"
   }
 
-  read(request: Request): Session | undefined {
+  /** The request's session, if its cookie is genuine and has not expired at the time of Effect's `Clock`. */
+  read(request: Request): Effect.Effect<Session | undefined> {
+    return Effect.map(nowSeconds, (now) => this.decode(request, now))
+  }
+
+  private decode(request: Request, now: number): Session | undefined {
     const raw = readCookie(request, this.cookieName)
     if (raw === undefined) return undefined
     const dot = raw.lastIndexOf(".")
@@ -41,20 +48,19 @@ export class Sessions {
     try {
       const session = JSON.parse(Buffer.from(payload, "base64url").toString("utf8")) as Session
       if (typeof session.sid !== "string" || typeof session.exp !== "number") return undefined
-      return session.exp > Date.now() / 1000 ? session : undefined
+      return session.exp > now ? session : undefined
     } catch {
       return undefined
     }
   }
 
-  /** A fresh session (new id, so a login never keeps an id that existed before it). */
-  create(user?: { readonly subject: string; readonly displayName: string }): Session {
-    const now = Math.floor(Date.now() / 1000)
-    return {
+  /** A fresh session (new id, so a login never keeps an id that existed before it), from the time of the `Clock`. */
+  create(user?: { readonly subject: string; readonly displayName: string }): Effect.Effect<Session> {
+    return Effect.map(nowSeconds, (now) => ({
       sid: randomToken(18),
       exp: now + this.ttl,
       ...(user === undefined ? {} : { subject: user.subject, displayName: user.displayName, authTime: now }),
-    }
+    }))
   }
 
   cookie(session: Session): string {

@@ -7,12 +7,11 @@ import type { StorageError } from "../storage/Errors.js"
 import { type Client, type ClientStore, GrantStore } from "../storage/Storage.js"
 import { authenticateClient } from "./clientAuth.js"
 import type { MetadataDocuments } from "./clients.js"
+import { nowSeconds } from "./clock.js"
 import { randomToken } from "./crypto.js"
 import { CORS_HEADERS, json, mediaType, oauthError, parseForm, readBody } from "./http.js"
 
 const err = (code: OAuthError.ErrorCode, description: string) => Effect.fail(OAuthError.make(code, description))
-
-const nowSeconds = () => Math.floor(Date.now() / 1000)
 
 /** Issues an access token (RFC 9068) and records its `jti` under the grant before handing it out. */
 const issueAccessToken = (
@@ -22,7 +21,7 @@ const issueAccessToken = (
   Effect.gen(function* () {
     const signer = yield* TokenSigner
     const grants = yield* GrantStore
-    const iat = nowSeconds()
+    const iat = yield* nowSeconds
     const exp = iat + config.accessTokenTtl
     const jti = randomToken(16)
     yield* grants.recordAccessToken({ grant_id: args.grantId, jti, expires_at: exp }).pipe(
@@ -68,7 +67,7 @@ const authorizationCodeGrant = (config: ResolvedConfig, client: Client, form: Ma
       resource = canonical.success
     }
 
-    const now = nowSeconds()
+    const now = yield* nowSeconds
     const record = yield* grants.consumeCode(code, now).pipe(
       Effect.catchTags({
         CodeNotFound: () => err("invalid_grant", "the authorization code is invalid"),
@@ -135,7 +134,7 @@ const refreshGrant = (config: ResolvedConfig, client: Client, form: Map<string, 
       requested = parsed.success
     }
     const resourceParam = form.get("resource")
-    const now = nowSeconds()
+    const now = yield* nowSeconds
     const refreshErrors = {
       RefreshTokenNotFound: () => err("invalid_grant", "the refresh token is invalid"),
       RefreshTokenExpired: () => err("invalid_grant", "the refresh token has expired"),

@@ -4,7 +4,8 @@
  *
  * @module
  */
-import { Clock, type Duration, Effect, Layer, Schedule } from "effect"
+import { type Duration, Effect, Layer, Schedule } from "effect"
+import { nowSeconds } from "../internal/clock.js"
 import type { StorageError } from "./Errors.js"
 import { ClientStore, GrantStore, KeyStore, type Stores } from "./Storage.js"
 
@@ -49,8 +50,8 @@ export interface PurgeOptions {
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.2 | OAuth 2.1 §4.1.2}
  */
 export const purgeJob = (options: PurgeOptions): Effect.Effect<never, never, Stores> => {
-  const round = Clock.currentTimeMillis.pipe(
-    Effect.flatMap((millis) => purgeExpired(Math.floor(millis / 1000))),
+  const round = nowSeconds.pipe(
+    Effect.flatMap(purgeExpired),
     Effect.catch((error) => Effect.logWarning("storage purge failed; retrying at the next interval", error)),
   )
   return Effect.repeat(round, Schedule.spaced(options.every)).pipe(

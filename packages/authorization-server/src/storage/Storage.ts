@@ -16,6 +16,7 @@
  * @module
  */
 import { Context, Effect, Layer, type Option } from "effect"
+import { nowSeconds } from "../internal/clock.js"
 import {
   type ClientAlreadyExists,
   type ClientNotFound,
@@ -42,8 +43,9 @@ import * as Store from "./internal/store.js"
 const memoryDriver = Effect.gen(function* () {
   // Loaded on demand so users of the other backends never load node:sqlite.
   const Sqlite = yield* Effect.promise(() => import("./internal/sqlite.js"))
+  const now = yield* nowSeconds
   const db = yield* Effect.acquireRelease(
-    Effect.sync(() => Sqlite.open({ path: ":memory:" })),
+    Effect.sync(() => Sqlite.open({ path: ":memory:" }, now)),
     (db) => Effect.sync(() => db.isOpen && db.close()),
   )
   return Sqlite.driver(db)
@@ -559,9 +561,10 @@ export const layerSqlite = (options: SqliteOptions): Layer.Layer<Stores, Storage
     Effect.gen(function* () {
       // Loaded on demand so in-memory users never load node:sqlite.
       const Sqlite = yield* Effect.promise(() => import("./internal/sqlite.js"))
+      const now = yield* nowSeconds
       const db = yield* Effect.acquireRelease(
         Effect.try({
-          try: () => Sqlite.open(options),
+          try: () => Sqlite.open(options, now),
           catch: (error) =>
             new StorageError({
               operation: "open",
@@ -660,9 +663,10 @@ export const layerPostgres = (options: PostgresOptions): Layer.Layer<Stores, Sto
     Effect.gen(function* () {
       // Loaded on demand so users of the other backends never load the driver.
       const Postgres = yield* Effect.promise(() => import("./internal/postgres.js"))
+      const now = yield* nowSeconds
       const db = yield* Effect.acquireRelease(
         Effect.tryPromise({
-          try: () => Postgres.open(options),
+          try: () => Postgres.open(options, now),
           catch: (error) =>
             new StorageError({
               operation: "open",

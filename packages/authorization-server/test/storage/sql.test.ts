@@ -10,7 +10,7 @@ import { driver, open } from "../../src/storage/internal/sqlite.js"
 import { NOW, newCode } from "./contract.js"
 
 const withDriver = <A>(f: (d: ReturnType<typeof driver>) => Promise<A>): Promise<A> => {
-  const db = open({ path: ":memory:" })
+  const db = open({ path: ":memory:" }, NOW)
   return f(driver(db)).finally(() => db.close())
 }
 

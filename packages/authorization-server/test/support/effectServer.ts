@@ -1,4 +1,5 @@
-import { Effect, Layer, ManagedRuntime } from "effect"
+import { Clock, Effect, Layer, ManagedRuntime } from "effect"
+import { TestClock } from "effect/testing"
 import {
   AuthorizationServer,
   type AuthorizationServerInstance,
@@ -14,6 +15,10 @@ import { alicePasswordHash, MCP, type TestServer } from "./server.js"
 import { RS_SECRET } from "./tokens.js"
 
 export interface EffectTestServer extends TestServer {
+  /** The time of the server's clock, in NumericDate seconds. */
+  readonly now: () => number
+  /** Moves the server's clock forward, running the background rounds that fall due on the way. */
+  readonly adjust: (seconds: number) => Promise<void>
   readonly rotate: () => Promise<Rotation>
   /** Every stored key, oldest first. */
   readonly keys: () => Promise<ReadonlyArray<SigningKey>>
@@ -22,13 +27,15 @@ export interface EffectTestServer extends TestServer {
 }
 
 /**
- * The Effect face on a loopback port, over the given storage and clock: what `createAuthorizationServer` builds,
- * with an injectable clock for the time-driven parts (key activation, rotation schedule, retirement).
+ * The Effect face on a loopback port, over the given storage: what `createAuthorizationServer` builds, on Effect's
+ * `TestClock` set to `startAt` (NumericDate seconds; the real time by default) before anything is built, so every
+ * time-driven part (token and code lifetimes, key activation, the rotation schedule, retirement, the purge) moves
+ * only with {@link EffectTestServer.adjust}.
  */
 export const startEffectServer = async (
   storage: Layer.Layer<StorageServices, StorageError>,
-  clock: Layer.Layer<never>,
   overrides: Partial<Omit<ServerOptions, "issuer">> = {},
+  startAt: number = Math.floor(Date.now() / 1000),
 ): Promise<EffectTestServer> => {
   let handler: (request: Request) => Promise<Response> = async () => new Response(null, { status: 503 })
   const running = await listen((request) => handler(request))
@@ -48,7 +55,7 @@ export const startEffectServer = async (
   const runtime = ManagedRuntime.make(
     AuthorizationServer.layer(options).pipe(
       Layer.provideMerge(Layer.merge(storage, UserAuthenticator.layerUsers(options.users ?? []))),
-      Layer.provide(clock),
+      Layer.provideMerge(Layer.provideMerge(Layer.effectDiscard(TestClock.setTime(startAt * 1000)), TestClock.layer())),
     ),
   )
   handler = (request) => runtime.runPromise(AuthorizationServer.use((s) => s.handle(request)))
@@ -62,6 +69,8 @@ export const startEffectServer = async (
       await running.close()
       await runtime.dispose()
     },
+    now: () => Math.floor(runtime.runSync(Clock.currentTimeMillis) / 1000),
+    adjust: (seconds: number) => runtime.runPromise(TestClock.adjust(seconds * 1000)),
     rotate: () => runtime.runPromise(AuthorizationServer.use((s) => s.rotateSigningKey)),
     keys: () => runtime.runPromise(Effect.flatMap(KeyStore, (k) => k.list())),
     jwksKids: async () => {

@@ -194,7 +194,7 @@ const migrationLock = (schema: string): readonly [number, number] => [
   createHash("sha256").update(schema, "utf8").digest().readInt32BE(0),
 ]
 
-const migrate = (pool: PostgresPool, schema: string, t: Tables): Promise<void> =>
+const migrate = (pool: PostgresPool, schema: string, t: Tables, now: number): Promise<void> =>
   transaction(pool, async (c) => {
     // Held until this transaction ends: a second process starting at the same moment waits here, then finds every
     // migration applied.
@@ -219,13 +219,16 @@ const migrate = (pool: PostgresPool, schema: string, t: Tables): Promise<void> =
       await c.query(`INSERT INTO ${t.migrations} (version, name, applied_at) VALUES ($1, $2, $3)`, [
         m.version,
         m.name,
-        Math.floor(Date.now() / 1000),
+        now,
       ])
     }
   })
 
-/** Connects (creating a pool from a connection string, or using the caller's) and migrates. Throws on failure. */
-export const open = async (options: PostgresOptions): Promise<Database> => {
+/**
+ * Connects (creating a pool from a connection string, or using the caller's) and migrates; `now` (NumericDate seconds,
+ * from the caller's clock) stamps the migrations applied. Throws on failure.
+ */
+export const open = async (options: PostgresOptions, now: number): Promise<Database> => {
   const schema = options.schema ?? "public"
   if (schema.length === 0 || Buffer.byteLength(schema, "utf8") > 63) {
     throw new Error("schema name must be 1 to 63 bytes long")
@@ -248,7 +251,7 @@ export const open = async (options: PostgresOptions): Promise<Database> => {
   }
   const t = tables(schema)
   try {
-    await migrate(pool, schema, t)
+    await migrate(pool, schema, t, now)
   } catch (error) {
     await close().catch(() => undefined)
     throw error

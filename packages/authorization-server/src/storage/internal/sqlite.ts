@@ -132,8 +132,11 @@ const transaction = <A>(db: DatabaseSync, f: () => A): A => {
   }
 }
 
-/** Opens (creating if needed) and migrates a database. Throws on failure. */
-export const open = (options: SqliteOptions): DatabaseSync => {
+/**
+ * Opens (creating if needed) and migrates a database; `now` (NumericDate seconds, from the caller's clock) stamps the
+ * migrations applied. Throws on failure.
+ */
+export const open = (options: SqliteOptions, now: number): DatabaseSync => {
   const timeout = options.busyTimeoutMs ?? 5000
   const db = new DatabaseSync(options.path, { timeout, enableForeignKeyConstraints: true })
   try {
@@ -142,7 +145,7 @@ export const open = (options: SqliteOptions): DatabaseSync => {
     // FULL, not NORMAL: a consumed code or rotated token must stay consumed after a power loss.
     db.exec("PRAGMA synchronous = FULL")
     db.exec("PRAGMA foreign_keys = ON")
-    migrate(db)
+    migrate(db, now)
     return db
   } catch (error) {
     db.close()
@@ -150,7 +153,7 @@ export const open = (options: SqliteOptions): DatabaseSync => {
   }
 }
 
-const migrate = (db: DatabaseSync) => {
+const migrate = (db: DatabaseSync, now: number) => {
   db.exec(
     "CREATE TABLE IF NOT EXISTS keyway_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)",
   )
@@ -168,7 +171,7 @@ const migrate = (db: DatabaseSync) => {
       db.prepare("INSERT INTO keyway_migrations (version, name, applied_at) VALUES (?, ?, ?)").run(
         m.version,
         m.name,
-        Math.floor(Date.now() / 1000),
+        now,
       )
     })
   }
