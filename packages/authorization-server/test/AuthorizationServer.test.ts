@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { rawRequest } from "@keyway/testing/raw"
-import { Layer, ManagedRuntime } from "effect"
+import { Clock, Effect, Layer, ManagedRuntime } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
 import { AuthorizationServer, createAuthorizationServer } from "../src/AuthorizationServer.js"
 import { listen } from "../src/NodeServer.js"
@@ -61,7 +61,9 @@ describe("Effect face", () => {
     expect(((await metadata.json()) as { issuer: string }).issuer).toBe(running.url)
 
     const stored = await runtime.runPromise(
-      ClientStore.use((clients) => clients.get("svc", Math.floor(Date.now() / 1000))),
+      ClientStore.use((clients) =>
+        Effect.flatMap(Clock.currentTimeMillis, (millis) => clients.get("svc", Math.floor(millis / 1000))),
+      ),
     )
     expect(stored.origin).toBe("static")
     expect(stored.token_endpoint_auth_method).toBe("client_secret_basic")

@@ -1,5 +1,7 @@
 import { decodeJwt, SignJWT } from "jose"
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { layerMemory } from "../src/storage/Storage.js"
+import { startEffectServer } from "./support/effectServer.js"
 import { basic, MCP, SECRET, type TestServer, tokenRequest } from "./support/server.js"
 import { introspect, issueTokens, post, RS_SECRET, startTokenServer } from "./support/tokens.js"
 
@@ -9,9 +11,6 @@ beforeAll(async () => {
 })
 afterAll(async () => {
   await server.close()
-})
-afterEach(() => {
-  vi.useRealTimers()
 })
 
 const expectError = async (response: Response, status: number, error: string, description: string) => {
@@ -78,10 +77,17 @@ describe("introspection endpoint (RFC 7662)", () => {
   })
 
   it("an expired access token is inactive", async () => {
-    const tokens = await issueTokens(server)
-    vi.useFakeTimers({ toFake: ["Date"] })
-    vi.setSystemTime(Date.now() + 301_000)
-    expect(await introspect(server, tokens.access_token)).toEqual({ active: false })
+    // The Effect face on TestClock, so the token's 300 s pass without waiting.
+    const clocked = await startEffectServer(layerMemory)
+    try {
+      const tokens = await issueTokens(clocked)
+      await clocked.adjust(299)
+      expect((await introspect(clocked, tokens.access_token)).active).toBe(true)
+      await clocked.adjust(2)
+      expect(await introspect(clocked, tokens.access_token)).toEqual({ active: false })
+    } finally {
+      await clocked.close()
+    }
   })
 
   it("malformed, unknown and foreign tokens are inactive", async () => {

@@ -1,5 +1,7 @@
 import { createLocalJWKSet, exportJWK, generateKeyPair, jwtVerify, SignJWT } from "jose"
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { layerMemory } from "../src/storage/Storage.js"
+import { startEffectServer } from "./support/effectServer.js"
 import { basic, MCP, OTHER, obtainCode, SECRET, startServer, type TestServer, tokenRequest } from "./support/server.js"
 
 let server: TestServer
@@ -40,9 +42,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await server.close()
 })
-afterEach(() => {
-  vi.useRealTimers()
-})
 
 interface TokenBody {
   readonly access_token: string
@@ -61,8 +60,8 @@ const expectError = async (response: Response, status: number, error: string, de
   if (description !== undefined) expect(body.error_description).toMatch(description)
 }
 
-const redeem = (code: string, verifier: string, extra: Record<string, string> = {}) =>
-  tokenRequest(server, {
+const redeem = (code: string, verifier: string, extra: Record<string, string> = {}, on: TestServer = server) =>
+  tokenRequest(on, {
     grant_type: "authorization_code",
     code,
     code_verifier: verifier,
@@ -202,10 +201,15 @@ describe("authorization_code grant", () => {
   })
 
   it("expired code: invalid_grant", async () => {
-    const { code, verifier } = await obtainCode(server)
-    vi.useFakeTimers({ toFake: ["Date"] })
-    vi.setSystemTime(Date.now() + 61_000)
-    await expectError(await redeem(code, verifier), 400, "invalid_grant", /expired/)
+    // The Effect face on TestClock, so the code's 60 s pass without waiting.
+    const clocked = await startEffectServer(layerMemory)
+    try {
+      const { code, verifier } = await obtainCode(clocked)
+      await clocked.adjust(61)
+      await expectError(await redeem(code, verifier, {}, clocked), 400, "invalid_grant", /expired/)
+    } finally {
+      await clocked.close()
+    }
   })
 
   it("unknown code: invalid_grant", async () => {

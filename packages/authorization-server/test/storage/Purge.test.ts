@@ -1,5 +1,7 @@
-import { Context, Effect, Layer, Logger, Schedule } from "effect"
-import { describe, expect, it } from "vitest"
+import { it } from "@effect/vitest"
+import { Clock, Context, Effect, Layer, Logger } from "effect"
+import { TestClock } from "effect/testing"
+import { describe, expect } from "vitest"
 import {
   ClientStore,
   CodeExpired,
@@ -13,16 +15,8 @@ import {
 } from "../../src/storage/index.js"
 import { NOW, newClient, newCode, signingKey } from "./contract.js"
 
-const seconds = () => Math.floor(Date.now() / 1000)
-
-/** Re-runs `check` every 20 ms until it holds; fails after a generous bound so a broken job cannot hang the run. */
-const eventually = <E, R>(check: Effect.Effect<boolean, E, R>) =>
-  Effect.repeat(check, { until: (ok) => ok, schedule: Schedule.spaced("20 millis") }).pipe(
-    Effect.timeoutOrElse({
-      duration: "10 seconds",
-      orElse: () => Effect.die(new Error("condition not met within 10 s")),
-    }),
-  )
+/** The test clock's time in NumericDate seconds. */
+const seconds = Effect.map(Clock.currentTimeMillis, (millis) => Math.floor(millis / 1000))
 
 describe("purgeExpired", () => {
   it("purges all three stores and reports what each removed", () =>
@@ -41,76 +35,79 @@ describe("purgeExpired", () => {
 })
 
 describe("layerPurge", () => {
-  it("removes an expired code in the background, without a manual call", () =>
-    Effect.runPromise(
-      Effect.scoped(
-        Effect.gen(function* () {
-          const context = yield* Layer.build(Layer.provideMerge(layerPurge({ every: "50 millis" }), layerMemory))
-          const grants = Context.get(context, GrantStore)
-          const expired = newCode({ issued_at: seconds() - 120, expires_at: seconds() - 60 })
-          const { grant_id } = yield* grants.createCode(expired)
-          const live = newCode({ issued_at: seconds(), expires_at: seconds() + 3600 })
-          yield* grants.createCode(live)
-          // Right after creation the code is still there, only expired.
-          expect(yield* Effect.flip(grants.consumeCode(expired.code, seconds()))).toEqual(new CodeExpired({ grant_id }))
+  it.effect("removes an expired code in the background, without a manual call", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        yield* TestClock.setTime(NOW * 1000)
+        const context = yield* Layer.build(Layer.provideMerge(layerPurge({ every: "1 minute" }), layerMemory))
+        const grants = Context.get(context, GrantStore)
+        const now = yield* seconds
+        const expired = newCode({ issued_at: now - 120, expires_at: now - 60 })
+        const { grant_id } = yield* grants.createCode(expired)
+        const live = newCode({ issued_at: now, expires_at: now + 3600 })
+        yield* grants.createCode(live)
+        // Right after creation the code is still there, only expired.
+        expect(yield* Effect.flip(grants.consumeCode(expired.code, yield* seconds))).toEqual(
+          new CodeExpired({ grant_id }),
+        )
 
-          yield* eventually(
-            Effect.map(
-              Effect.flip(grants.consumeCode(expired.code, seconds())),
-              (error) => error._tag === "CodeNotFound",
-            ),
-          )
-          expect(yield* Effect.flip(grants.consumeCode(expired.code, seconds()))).toEqual(new CodeNotFound())
-          expect(yield* Effect.flip(grants.getGrant(grant_id))).toMatchObject({ _tag: "GrantNotFound" })
-          expect((yield* grants.consumeCode(live.code, seconds())).expires_at).toBe(live.expires_at)
-        }),
-      ),
-    ))
-
-  it("keeps running after a failed round, and stops when its scope closes", async () => {
-    let rounds = 0
-    // A grant store whose purge fails on the first two rounds, as a database that is briefly unreachable would.
-    const flaky = Layer.effect(
-      GrantStore,
-      Effect.map(GrantStore, (inner) =>
-        GrantStore.of({
-          ...inner,
-          purgeExpired: (now) =>
-            Effect.suspend(() => {
-              rounds++
-              return rounds <= 2
-                ? Effect.fail(new StorageError({ operation: "GrantStore.purgeExpired", message: "connection refused" }))
-                : inner.purgeExpired(now)
-            }),
-        }),
-      ),
-    ).pipe(Layer.provide(GrantStore.layerMemory))
-    const stores = Layer.mergeAll(ClientStore.layerMemory, flaky, KeyStore.layerMemory)
-
-    const warnings: Array<unknown> = []
-    const capture = Logger.layer([
-      Logger.make(({ logLevel, message }) => {
-        if (logLevel === "Warn") warnings.push(message)
+        // The next round, one minute later, deletes it.
+        yield* TestClock.adjust("1 minute")
+        expect(yield* Effect.flip(grants.consumeCode(expired.code, yield* seconds))).toEqual(new CodeNotFound())
+        expect(yield* Effect.flip(grants.getGrant(grant_id))).toMatchObject({ _tag: "GrantNotFound" })
+        expect((yield* grants.consumeCode(live.code, yield* seconds)).expires_at).toBe(live.expires_at)
       }),
-    ])
+    ),
+  )
 
-    await Effect.runPromise(
-      Effect.scoped(
-        Effect.gen(function* () {
-          yield* Layer.build(Layer.provideMerge(layerPurge({ every: "20 millis" }), stores))
-          yield* eventually(Effect.sync(() => rounds >= 5))
+  it.effect("keeps running after a failed round, and stops when its scope closes", () =>
+    Effect.gen(function* () {
+      let rounds = 0
+      // A grant store whose purge fails on the first two rounds, as a database that is briefly unreachable would.
+      const flaky = Layer.effect(
+        GrantStore,
+        Effect.map(GrantStore, (inner) =>
+          GrantStore.of({
+            ...inner,
+            purgeExpired: (now) =>
+              Effect.suspend(() => {
+                rounds++
+                return rounds <= 2
+                  ? Effect.fail(
+                      new StorageError({ operation: "GrantStore.purgeExpired", message: "connection refused" }),
+                    )
+                  : inner.purgeExpired(now)
+              }),
+          }),
+        ),
+      ).pipe(Layer.provide(GrantStore.layerMemory))
+      const stores = Layer.mergeAll(ClientStore.layerMemory, flaky, KeyStore.layerMemory)
+
+      const warnings: Array<unknown> = []
+      const capture = Logger.layer([
+        Logger.make(({ logLevel, message }) => {
+          if (logLevel === "Warn") warnings.push(message)
         }),
-      ).pipe(Effect.provide(capture)),
-    )
-    expect(warnings.slice(0, 2)).toEqual(
-      Array.from({ length: 2 }, () => [
-        "storage purge failed; retrying at the next interval",
-        new StorageError({ operation: "GrantStore.purgeExpired", message: "connection refused" }),
-      ]),
-    )
-    expect(warnings).toHaveLength(2)
-    const atClose = rounds
-    await Effect.runPromise(Effect.sleep("200 millis"))
-    expect(rounds).toBe(atClose)
-  })
+      ])
+
+      yield* Effect.scoped(
+        Effect.gen(function* () {
+          yield* Layer.build(Layer.provideMerge(layerPurge({ every: "1 minute" }), stores))
+          // The first round runs at once, the next four one minute apart.
+          yield* TestClock.adjust("4 minutes")
+          expect(rounds).toBe(5)
+        }),
+      ).pipe(Effect.provide(capture))
+      expect(warnings.slice(0, 2)).toEqual(
+        Array.from({ length: 2 }, () => [
+          "storage purge failed; retrying at the next interval",
+          new StorageError({ operation: "GrantStore.purgeExpired", message: "connection refused" }),
+        ]),
+      )
+      expect(warnings).toHaveLength(2)
+      const atClose = rounds
+      yield* TestClock.adjust("10 minutes")
+      expect(rounds).toBe(atClose)
+    }),
+  )
 })
