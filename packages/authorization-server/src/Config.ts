@@ -295,6 +295,50 @@ export class ConfigError extends Schema.TaggedError<ConfigError>()("ConfigError"
 }) {}
 
 /**
+ * The defaults {@link resolve} applies to options left out, in seconds (bytes for `maxBodyBytes`). Other
+ * configuration front ends (the runnable app) take them from here rather than restating them.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.2 | OAuth 2.1 §4.1.2 (code lifetime)}
+ * @see {@link https://www.rfc-editor.org/rfc/rfc7517.html#section-5 | RFC 7517 §5 (JWK Set)}
+ */
+export const defaults = {
+  lifetimes: { accessToken: 300, refreshToken: 30 * 24 * 3600, authorizationCode: 60, session: 8 * 3600 },
+  signingKeys: { rotateEvery: 30 * 24 * 3600, publishAhead: 600, checkEvery: 60, clockSkew: 60 },
+  maintenance: { purgeEvery: 300 },
+  maxBodyBytes: 64 * 1024,
+  registration: false,
+  rotateConfidentialRefreshTokens: true,
+} as const
+
+/**
+ * The bounds {@link resolve} enforces beyond "a positive number": the longest authorization-code lifetime (OAuth 2.1
+ * recommends at most a minute) and the shortest secret (client secrets and `sessionSecret`: the store hashes secrets
+ * with unsalted SHA-256, safe only for high-entropy values).
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.2 | OAuth 2.1 §4.1.2}
+ * @see {@link https://www.rfc-editor.org/rfc/rfc6749.html#section-10.10 | RFC 6749 §10.10 (credentials entropy)}
+ */
+export const limits = {
+  /** Seconds. */
+  authorizationCodeMax: 60,
+  /** Characters. */
+  secretMinLength: 32,
+} as const
+
+/**
+ * Whether `publishAhead` can work with `rotateEvery` (a missing value takes its default): a new key must start
+ * signing before the next rotation begins, or no new key would ever take over. The rotation period it is checked
+ * against, or `undefined` when they fit.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc7517.html#section-5 | RFC 7517 §5 (JWK Set)}
+ */
+export const publishAheadConflict = (options: SigningKeyOptions | undefined): number | undefined => {
+  const rotateEvery = options?.rotateEvery ?? defaults.signingKeys.rotateEvery
+  const publishAhead = options?.publishAhead ?? defaults.signingKeys.publishAhead
+  return rotateEvery !== false && publishAhead >= rotateEvery ? rotateEvery : undefined
+}
+
+/**
  * The token endpoint authentication method of a configured client: the explicit one, else `client_secret_basic` with a
  * secret, `private_key_jwt` with keys, `none` otherwise.
  *
@@ -324,18 +368,19 @@ const interval = (name: string, value: number | undefined, fallback: number) => 
 
 const signingKeys = (options: SigningKeyOptions | undefined): ResolvedSigningKeys => {
   const rotateEvery =
-    options?.rotateEvery === false ? false : positive("signingKeys.rotateEvery", options?.rotateEvery, 30 * 24 * 3600)
-  const publishAhead = options?.publishAhead ?? 600
+    options?.rotateEvery === false
+      ? false
+      : positive("signingKeys.rotateEvery", options?.rotateEvery, defaults.signingKeys.rotateEvery)
+  const publishAhead = options?.publishAhead ?? defaults.signingKeys.publishAhead
   if (!Number.isInteger(publishAhead) || publishAhead < 0) {
     throw new ConfigError({
       message: `signingKeys.publishAhead must be a whole number of seconds from 0, got ${String(options?.publishAhead)}`,
     })
   }
-  // Otherwise every rotation would start before the previous key signs, and no new key would ever take over.
-  if (rotateEvery !== false && publishAhead >= rotateEvery) {
+  if (publishAheadConflict(options) !== undefined) {
     throw new ConfigError({ message: "signingKeys.publishAhead must be shorter than signingKeys.rotateEvery" })
   }
-  const clockSkew = options?.clockSkew ?? 60
+  const clockSkew = options?.clockSkew ?? defaults.signingKeys.clockSkew
   if (!Number.isInteger(clockSkew) || clockSkew < 0) {
     throw new ConfigError({
       message: `signingKeys.clockSkew must be a whole number of seconds from 0, got ${String(options?.clockSkew)}`,
@@ -344,7 +389,7 @@ const signingKeys = (options: SigningKeyOptions | undefined): ResolvedSigningKey
   return {
     rotateEvery,
     publishAhead,
-    checkEvery: interval("signingKeys.checkEvery", options?.checkEvery, 60),
+    checkEvery: interval("signingKeys.checkEvery", options?.checkEvery, defaults.signingKeys.checkEvery),
     clockSkew,
   }
 }
@@ -433,17 +478,20 @@ export const resolve = (options: ConfigOptions): ResolvedConfig => {
       throw new ConfigError({ message: `client ${c.clientId} needs at least one redirect URI` })
     const method = clientAuthMethod(c)
     // The store hashes secrets with plain SHA-256, which is only safe for high-entropy values.
-    if ((method === "client_secret_basic" || method === "client_secret_post") && (c.clientSecret?.length ?? 0) < 32) {
+    if (
+      (method === "client_secret_basic" || method === "client_secret_post") &&
+      (c.clientSecret?.length ?? 0) < limits.secretMinLength
+    ) {
       throw new ConfigError({
-        message: `client ${c.clientId}: ${method} needs a clientSecret of at least 32 random characters`,
+        message: `client ${c.clientId}: ${method} needs a clientSecret of at least ${limits.secretMinLength} random characters`,
       })
     }
     if (method === "private_key_jwt" && c.jwks === undefined) {
       throw new ConfigError({ message: `client ${c.clientId}: private_key_jwt needs jwks` })
     }
   }
-  if (options.sessionSecret !== undefined && options.sessionSecret.length < 32) {
-    throw new ConfigError({ message: "sessionSecret must be at least 32 random characters" })
+  if (options.sessionSecret !== undefined && options.sessionSecret.length < limits.secretMinLength) {
+    throw new ConfigError({ message: `sessionSecret must be at least ${limits.secretMinLength} random characters` })
   }
   const cimdEnabled = options.clientIdMetadataDocuments?.enabled ?? true
   if (cimdEnabled && options.clientIdMetadataDocuments?.allowHttpLoopbackClientIds === true) {
@@ -480,16 +528,26 @@ export const resolve = (options: ConfigOptions): ResolvedConfig => {
     defaultResource,
     users: options.users ?? [],
     clients: options.clients ?? [],
-    accessTokenTtl: positive("lifetimes.accessToken", options.lifetimes?.accessToken, 300),
-    refreshTokenTtl: positive("lifetimes.refreshToken", options.lifetimes?.refreshToken, 30 * 24 * 3600),
-    codeTtl: positive("lifetimes.authorizationCode", options.lifetimes?.authorizationCode, 60, 60),
-    sessionTtl: positive("lifetimes.session", options.lifetimes?.session, 8 * 3600),
-    rotateConfidentialRefreshTokens: options.rotateConfidentialRefreshTokens ?? true,
-    registration: options.registration ?? false,
+    accessTokenTtl: positive("lifetimes.accessToken", options.lifetimes?.accessToken, defaults.lifetimes.accessToken),
+    refreshTokenTtl: positive(
+      "lifetimes.refreshToken",
+      options.lifetimes?.refreshToken,
+      defaults.lifetimes.refreshToken,
+    ),
+    codeTtl: positive(
+      "lifetimes.authorizationCode",
+      options.lifetimes?.authorizationCode,
+      defaults.lifetimes.authorizationCode,
+      limits.authorizationCodeMax,
+    ),
+    sessionTtl: positive("lifetimes.session", options.lifetimes?.session, defaults.lifetimes.session),
+    rotateConfidentialRefreshTokens:
+      options.rotateConfidentialRefreshTokens ?? defaults.rotateConfidentialRefreshTokens,
+    registration: options.registration ?? defaults.registration,
     clientIdMetadataDocuments: cimdEnabled,
     introspectionClients,
     secureCookies: issuerUrl.protocol === "https:",
-    maxBodyBytes: positive("maxBodyBytes", options.maxBodyBytes, 64 * 1024),
+    maxBodyBytes: positive("maxBodyBytes", options.maxBodyBytes, defaults.maxBodyBytes),
     endpoints: {
       authorization: `${base}/authorize`,
       token: `${base}/token`,
@@ -507,7 +565,7 @@ export const resolve = (options: ConfigOptions): ResolvedConfig => {
     purgeEvery:
       options.maintenance?.purgeEvery === false
         ? false
-        : interval("maintenance.purgeEvery", options.maintenance?.purgeEvery, 300),
+        : interval("maintenance.purgeEvery", options.maintenance?.purgeEvery, defaults.maintenance.purgeEvery),
   }
 }
 

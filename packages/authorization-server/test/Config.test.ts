@@ -1,7 +1,7 @@
 import { Cause, Effect, Exit, Layer } from "effect"
 import { describe, expect, it } from "vitest"
 import { AuthorizationServer, createAuthorizationServer } from "../src/AuthorizationServer.js"
-import { ConfigError, resolve } from "../src/Config.js"
+import { ConfigError, defaults, limits, publishAheadConflict, resolve } from "../src/Config.js"
 import { layerMemory } from "../src/storage/Storage.js"
 import { UserAuthenticator } from "../src/UserAuthenticator.js"
 
@@ -131,5 +131,41 @@ describe("configuration", () => {
     const warnings: Array<string> = []
     resolve({ ...base, warn: (m) => warnings.push(m) })
     expect(warnings).toEqual([])
+  })
+})
+
+describe("Config.defaults, Config.limits and publishAheadConflict", () => {
+  it("are what resolve applies", () => {
+    const config = resolve({ ...base, warn: () => undefined })
+    expect({
+      accessToken: config.accessTokenTtl,
+      refreshToken: config.refreshTokenTtl,
+      authorizationCode: config.codeTtl,
+      session: config.sessionTtl,
+    }).toEqual(defaults.lifetimes)
+    expect(config.signingKeys).toEqual(defaults.signingKeys)
+    expect(config.purgeEvery).toBe(defaults.maintenance.purgeEvery)
+    expect(config.maxBodyBytes).toBe(defaults.maxBodyBytes)
+    expect(config.registration).toBe(defaults.registration)
+    expect(config.rotateConfidentialRefreshTokens).toBe(defaults.rotateConfidentialRefreshTokens)
+  })
+
+  it("enforce the limits", () => {
+    const code = { ...base, lifetimes: { authorizationCode: limits.authorizationCodeMax + 1 } }
+    expect(() => resolve(code)).toThrow(ConfigError)
+    expect(() => resolve({ ...base, sessionSecret: "s".repeat(limits.secretMinLength - 1) })).toThrow(
+      new ConfigError({ message: "sessionSecret must be at least 32 random characters" }),
+    )
+  })
+
+  it.each([
+    [undefined, undefined],
+    [{ publishAhead: 600, rotateEvery: 601 }, undefined],
+    [{ publishAhead: 600, rotateEvery: 600 }, 600],
+    [{ publishAhead: defaults.signingKeys.rotateEvery }, defaults.signingKeys.rotateEvery],
+    [{ rotateEvery: 600 }, 600],
+    [{ publishAhead: 9_999_999, rotateEvery: false as const }, undefined],
+  ])("publishAheadConflict(%j) is %j", (options, expected) => {
+    expect(publishAheadConflict(options)).toBe(expected)
   })
 })
