@@ -7,100 +7,70 @@
 import { readFile } from "node:fs/promises"
 import { dirname, resolve } from "node:path"
 import { parseArgs } from "node:util"
+import type { Upstream } from "@keyway/authorization-server"
+import { Config } from "@keyway/authorization-server"
 import { SecureUrl } from "@keyway/core"
 import { z } from "zod"
 import { databaseProblem, isPostgres } from "./internal/database.js"
 
-/** A user who can sign in on the login page. `passwordHash` (from `UserAuthenticator.hashPassword`) is preferred. */
-export interface UserConfig {
-  readonly username: string
+/**
+ * A user who can sign in on the login page: the library's user (`Config.UserOptions`) with its password given either
+ * hashed (`passwordHash`, from `UserAuthenticator.hashPassword`, preferred) or in clear (`password`, hashed with scrypt
+ * at start); the `sub` claim is the username.
+ */
+export interface UserConfig extends Pick<Config.UserOptions, "username" | "displayName"> {
   /** Clear-text password, hashed with scrypt at start; prefer `passwordHash` in files others can read. */
   readonly password?: string
   readonly passwordHash?: string
-  readonly displayName?: string
 }
 
-/** A pre-registered client. */
-export interface ClientConfig {
-  readonly clientId: string
-  readonly clientName?: string
-  readonly clientSecret?: string
-  readonly redirectUris: ReadonlyArray<string>
-  readonly tokenEndpointAuthMethod?: "none" | "client_secret_basic" | "client_secret_post" | "private_key_jwt"
-  /** The only scopes this client may ask for (space-separated); without it, any scope of the resource. */
-  readonly scope?: string
-}
+/** A pre-registered client: the library's `Config.ClientOptions` that a JSON file can hold. */
+export type ClientConfig = Pick<
+  Config.ClientOptions,
+  "clientId" | "clientName" | "clientSecret" | "redirectUris" | "tokenEndpointAuthMethod" | "scope"
+>
 
-/** An MCP server (protected resource) tokens are issued for, with its scopes and their descriptions. */
-export interface ResourceConfig {
-  readonly uri: string
-  readonly name?: string
-  readonly scopes: Readonly<Record<string, string>>
-}
+/** An MCP server (protected resource) tokens are issued for: the library's `Config.ResourceOptions`. */
+export type ResourceConfig = Config.ResourceOptions
 
-/** Token and session lifetimes in seconds. */
-export interface LifetimesConfig {
-  readonly accessToken?: number
-  readonly refreshToken?: number
-  readonly authorizationCode?: number
-  readonly session?: number
-}
+/** Token and session lifetimes in seconds: the library's `Config.TokenLifetimes`. */
+export type LifetimesConfig = Config.TokenLifetimes
 
 /**
- * Signing-key rotation, in seconds, as the library takes it (`signingKeys` of `createAuthorizationServer`).
+ * Signing-key rotation, in seconds: the library's `Config.SigningKeyOptions`.
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc7517.html#section-5 | RFC 7517 §5 (JWK Set)}
  */
-export interface SigningKeysConfig {
-  /** Rotate when the newest key is this old (whole seconds); 30 days by default; `false` rotates only on demand. */
-  readonly rotateEvery?: number | false
-  /** How long a new key is published before it signs (whole seconds, from 0); 600 by default. */
-  readonly publishAhead?: number
-  /** How often the schedule is checked (seconds, fractions allowed); 60 by default. */
-  readonly checkEvery?: number
-  /** Allowance for clocks differing between instances and verifiers (whole seconds, from 0); 60 by default. */
-  readonly clockSkew?: number
-}
+export type SigningKeysConfig = Config.SigningKeyOptions
 
-/** Background maintenance: seconds between purges of expired records (fractions allowed), or `false` for none. */
-export interface MaintenanceConfig {
-  readonly purgeEvery?: number | false
-}
+/** Background maintenance: the library's `Config.MaintenanceOptions`. */
+export type MaintenanceConfig = Config.MaintenanceOptions
 
 /**
  * Proxy mode: users sign in at this upstream authorization server (after Keyway's own per-client consent) instead of
- * the local login page. The string forms of the library's `upstream` option.
+ * the local login page. The library's `upstream` option in the forms a JSON file can hold (`subjectFrom` a name, not
+ * a function).
  *
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/security_best_practices#confused-deputy-problem | MCP 2025-11-25 Security Best Practices: Confused Deputy Problem}
  */
-export interface UpstreamConfig {
-  /** The upstream issuer (https; http only on a loopback host with `development.allowHttpLoopbackUpstream`). */
-  readonly issuer: string
-  /** Keyway's static client ID at the upstream; register `<issuer>/upstream/callback` there as its redirect URI. */
-  readonly clientId: string
-  /** With a secret Keyway uses `client_secret_basic`; without, it is a public client. */
-  readonly clientSecret?: string
-  readonly scope?: string
-  /** The `resource` of the upstream requests; the audience checked for `subjectFrom: "access_token"`. */
-  readonly resource?: string
+export interface UpstreamConfig extends Omit<Upstream.UpstreamOptions, "subjectFrom"> {
   /** `id_token` when `scope` has `openid`, `access_token` otherwise. */
   readonly subjectFrom?: "id_token" | "access_token"
-  /** Shown on the consent page; the upstream host by default. */
-  readonly name?: string
-  /** Cap on each call to the upstream, in milliseconds; 10000 by default. */
-  readonly timeoutMs?: number
-  /** How long a browser's consent to a client is remembered, in seconds; 180 days by default. */
-  readonly consentSeconds?: number
 }
 
-/** Development relaxations that are not implied by the issuer. */
-export interface DevelopmentConfig {
-  /** Accept an `http` `upstream.issuer` on a loopback host (logged loudly). */
-  readonly allowHttpLoopbackUpstream?: boolean
-}
+/** Development relaxations that are not implied by the issuer (the app derives `allowHttpLoopbackIssuer` from it). */
+export type DevelopmentConfig = Pick<Config.DevelopmentOptions, "allowHttpLoopbackUpstream">
 
-/** The app's configuration; also the shape of the JSON configuration file. */
-export interface AppConfig {
+/**
+ * The app's configuration; also the shape of the JSON configuration file. The library's options that a file can hold
+ * (same names, types, defaults and rules, see `Config.ConfigOptions`), plus what is the app's own: where to listen,
+ * where the data lives, users with clear-text passwords, and `registration` on by default.
+ */
+export interface AppConfig
+  extends Pick<
+    Config.ConfigOptions,
+    "defaultResource" | "lifetimes" | "signingKeys" | "maintenance" | "sessionSecret"
+  > {
   /** Default `http://<host>:<port>` (http is accepted only on a loopback host, and logged loudly). */
   readonly issuer?: string
   /** Default "127.0.0.1". */
@@ -120,17 +90,14 @@ export interface AppConfig {
   readonly users?: ReadonlyArray<UserConfig>
   readonly clients?: ReadonlyArray<ClientConfig>
   readonly resources: ReadonlyArray<ResourceConfig>
-  /** Used when an authorization request has no `resource` (older clients). */
-  readonly defaultResource?: string
-  /** Dynamic client registration (RFC 7591); default true. */
+  /** Dynamic client registration (RFC 7591); on by default in the app (off by default in the library). */
   readonly registration?: boolean
-  readonly clientIdMetadataDocuments?: { readonly enabled?: boolean; readonly allowHttpLoopbackClientIds?: boolean }
-  readonly lifetimes?: LifetimesConfig
-  readonly signingKeys?: SigningKeysConfig
-  readonly maintenance?: MaintenanceConfig
+  readonly clientIdMetadataDocuments?: Pick<
+    Config.ClientIdMetadataDocumentOptions,
+    "enabled" | "allowHttpLoopbackClientIds"
+  >
   /**
-   * The secret login sessions are signed with (at least 32 random characters), the same on every instance behind one
-   * issuer; a random per-process key by default (a restart then signs users out). `loadConfig` also takes it from
+   * The secret login sessions are signed with (see the library's `sessionSecret`). `loadConfig` also takes it from
    * the environment variable `KEYWAY_SESSION_SECRET`.
    */
   readonly sessionSecret?: string
@@ -138,8 +105,14 @@ export interface AppConfig {
   readonly development?: DevelopmentConfig
 }
 
-/** Defaults of the optional settings. */
-export const DEFAULTS = { host: "127.0.0.1", port: 9000, dataDir: "./.keyway-data", databaseFile: "keyway.db" } as const
+/** Defaults of the app's own settings (the library's options take the library's defaults, `Config.defaults`). */
+export const DEFAULTS = {
+  host: "127.0.0.1",
+  port: 9000,
+  dataDir: "./.keyway-data",
+  databaseFile: "keyway.db",
+  registration: true,
+} as const
 
 const nonEmpty = z.string({ error: "must be a string" }).min(1, "must not be empty")
 const aString = z.string({ error: "must be a string" })
@@ -164,9 +137,6 @@ const orFalse = <T extends z.ZodType>(schema: T, what: string) =>
         ? (issue.errors[0]?.[0]?.message ?? what)
         : what,
   })
-
-/** The library's default `signingKeys.rotateEvery` (30 days), against which `publishAhead` is checked. */
-const DEFAULT_ROTATE_EVERY = 30 * 24 * 3600
 
 const database = nonEmpty.superRefine((value, ctx) => {
   const problem = databaseProblem(value)
@@ -218,9 +188,15 @@ const signingKeysSchema = z
     anObject,
   )
   .superRefine((keys, ctx) => {
-    const rotateEvery = keys.rotateEvery ?? DEFAULT_ROTATE_EVERY
-    // Otherwise no new key would ever take over: each rotation would start before the previous key signs.
-    if (rotateEvery !== false && keys.publishAhead !== undefined && keys.publishAhead >= rotateEvery) {
+    // The library's rule; reported here only for an explicit publishAhead, the field named in the message.
+    const rotateEvery =
+      keys.publishAhead === undefined
+        ? undefined
+        : Config.publishAheadConflict({
+            publishAhead: keys.publishAhead,
+            ...(keys.rotateEvery === undefined ? {} : { rotateEvery: keys.rotateEvery }),
+          })
+    if (rotateEvery !== undefined) {
       ctx.addIssue({
         code: "custom",
         path: ["publishAhead"],
@@ -276,7 +252,9 @@ export const appConfigSchema = z
         .strictObject({
           accessToken: seconds.optional(),
           refreshToken: seconds.optional(),
-          authorizationCode: seconds.max(60, "must be at most 60").optional(),
+          authorizationCode: seconds
+            .max(Config.limits.authorizationCodeMax, `must be at most ${Config.limits.authorizationCodeMax}`)
+            .optional(),
           session: seconds.optional(),
         })
         .optional(),
@@ -286,7 +264,7 @@ export const appConfigSchema = z
         .optional(),
       sessionSecret: z
         .string({ error: "must be a string" })
-        .min(32, "must be at least 32 random characters")
+        .min(Config.limits.secretMinLength, `must be at least ${Config.limits.secretMinLength} random characters`)
         .optional(),
       upstream: upstreamSchema.optional(),
       development: z
@@ -527,9 +505,9 @@ export const loadConfig = async (
   if (line.help) throw new UsageError(USAGE)
   const secret = env[SESSION_SECRET_VARIABLE]
   // Checked before the file is read: an empty or short value is a mistake (an unset shell variable), not "none".
-  if (secret !== undefined && secret.length < 32) {
+  if (secret !== undefined && secret.length < Config.limits.secretMinLength) {
     throw new ConfigFileError(
-      `invalid configuration: ${SESSION_SECRET_VARIABLE} must be at least 32 random characters (got ${secret.length})`,
+      `invalid configuration: ${SESSION_SECRET_VARIABLE} must be at least ${Config.limits.secretMinLength} random characters (got ${secret.length})`,
     )
   }
   const file = await readConfigFile(line.config)

@@ -129,7 +129,7 @@ export const startAuthorizationServer = async (
       ...(config.maintenance === undefined ? {} : { maintenance: config.maintenance }),
       ...(config.sessionSecret === undefined ? {} : { sessionSecret: config.sessionSecret }),
       ...(config.upstream === undefined ? {} : { upstream: config.upstream }),
-      registration: config.registration ?? true,
+      registration: config.registration ?? DEFAULTS.registration,
       development: {
         allowHttpLoopbackIssuer: SecureUrl.transportOf(issuerUrl) === "http-loopback",
         ...(config.development?.allowHttpLoopbackUpstream === undefined
@@ -156,7 +156,7 @@ export const startAuthorizationServer = async (
   log(`database ${described}`)
   log(
     `listening on ${http.url}, issuer ${server.issuer}; resources ${config.resources.map((r) => r.uri).join(", ")}; ` +
-      `dynamic registration ${config.registration === false ? "off" : "on"}` +
+      `dynamic registration ${(config.registration ?? DEFAULTS.registration) ? "on" : "off"}` +
       (config.upstream === undefined ? "" : `; users sign in at the upstream ${config.upstream.issuer}`),
   )
   let closing: Promise<void> | undefined
