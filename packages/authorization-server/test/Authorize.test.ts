@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { layerMemory } from "../src/storage/Storage.js"
+import { startEffectServer } from "./support/effectServer.js"
 import {
   type AuthorizeParams,
   authorizeUrl,
@@ -181,6 +183,26 @@ describe("authorization endpoint: success", () => {
       expect(await afterRevoke.text()).toContain("Approve")
     } finally {
       await server.close()
+    }
+  })
+})
+
+describe("login session lifetime", () => {
+  it("a session lasts lifetimes.session on the server's clock; after it the login page is shown again", async () => {
+    const clocked = await startEffectServer(layerMemory, { lifetimes: { session: 3600 } })
+    try {
+      const { cookie } = await loginAndConsent(clocked, (await authorizeUrl(clocked)).url)
+      // Consent is remembered: while the session lives, a new request goes straight back to the client with a code.
+      await clocked.adjust(3599)
+      const alive = await fetch((await authorizeUrl(clocked)).url, { redirect: "manual", headers: { cookie } })
+      expect(alive.status).toBe(302)
+      expect(new URL(alive.headers.get("location") ?? "").searchParams.get("code")).not.toBeNull()
+      await clocked.adjust(1)
+      const expired = await fetch((await authorizeUrl(clocked)).url, { redirect: "manual", headers: { cookie } })
+      expect(expired.status).toBe(200)
+      expect(await expired.text()).toContain('name="password"')
+    } finally {
+      await clocked.close()
     }
   })
 })
