@@ -278,7 +278,7 @@ describe("client authentication", () => {
     await expectError(response, 401, "invalid_client")
   })
 
-  it("wrong client secret in the body: 401 invalid_client without a Basic challenge", async () => {
+  it("wrong client secret in the body: 401 invalid_client, still with the Basic challenge every 401 carries", async () => {
     const response = await tokenRequest(server, {
       grant_type: "authorization_code",
       code: "x",
@@ -286,7 +286,7 @@ describe("client authentication", () => {
       client_id: "post-app",
       client_secret: "wrong",
     })
-    expect(response.headers.get("www-authenticate")).toBeNull()
+    expect(response.headers.get("www-authenticate")).toBe('Basic realm="token"')
     await expectError(response, 401, "invalid_client", /client authentication failed/)
   })
 

@@ -16,11 +16,10 @@ export interface AuthenticatedClient {
   readonly method: Client["token_endpoint_auth_method"]
 }
 
-/** A failure that still knows whether Basic was tried, so the 401 can carry `WWW-Authenticate: Basic`. */
+/** A failed client authentication: `invalid_client` (401 with a Basic challenge) or `invalid_request`. */
 export class ClientAuthFailure extends Schema.TaggedError<ClientAuthFailure>()("ClientAuthFailure", {
   code: Schema.Literals(["invalid_client", "invalid_request"]),
   description: Schema.String,
-  basic: Schema.Boolean,
 }) {}
 
 /**
@@ -66,7 +65,7 @@ export const authenticateClient = (
     const authorization = request.headers.get("authorization")
     const basic = authorization !== null && /^basic\s/i.test(authorization)
     const fail = (code: "invalid_client" | "invalid_request", description: string) =>
-      Effect.fail(new ClientAuthFailure({ code, description, basic }))
+      Effect.fail(new ClientAuthFailure({ code, description }))
 
     const methods = [basic, form.has("client_secret"), form.has("client_assertion")].filter(Boolean).length
     if (methods > 1) return yield* fail("invalid_request", "more than one client authentication method was used")
@@ -129,7 +128,7 @@ export const authenticateClient = (
         return yield* fail("invalid_client", `this client must authenticate with ${client.token_endpoint_auth_method}`)
       }
       const keys = yield* clientKeys(client, assertion, now).pipe(
-        Effect.mapError((description) => new ClientAuthFailure({ code: "invalid_client", description, basic: false })),
+        Effect.mapError((description) => new ClientAuthFailure({ code: "invalid_client", description })),
       )
       const verified = yield* Effect.tryPromise({
         try: () =>
@@ -146,7 +145,6 @@ export const authenticateClient = (
           new ClientAuthFailure({
             code: "invalid_client",
             description: `client_assertion rejected: ${(e as Error).message}`,
-            basic: false,
           }),
       })
       const { exp, jti } = verified.payload

@@ -1,11 +1,10 @@
 import { OAuthError } from "@keyway/core"
 import { PayloadTooLarge } from "@keyway/http"
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
 import type { ResolvedConfig } from "../Config.js"
 import type { StorageError } from "../storage/Errors.js"
 import type { ClientAuthFailure } from "./clientAuth.js"
 import { CORS_HEADERS, json, mediaType, oauthError, parseForm, readBody } from "./http.js"
-import { BodyTooLargeFailure } from "./token.js"
 
 /**
  * Reads the form body of a back-channel endpoint (token, revocation, introspection): form media type only,
@@ -35,7 +34,14 @@ export const readForm = (
     return form
   })
 
-/** Turns the failures of a back-channel endpoint into responses; `realm` names the Basic challenge. */
+/** The body was larger than `maxBodyBytes`: 413 with an `invalid_request` body. */
+export class BodyTooLargeFailure extends Schema.TaggedError<BodyTooLargeFailure>()("BodyTooLargeFailure", {}) {}
+
+/**
+ * Turns the failures of a back-channel endpoint into responses; `realm` names the Basic challenge. Every 401
+ * `invalid_client` carries the challenge, whatever method the client tried: RFC 9110 §11.6.1 requires a
+ * `WWW-Authenticate` on every 401, and RFC 6749 §2.3.1 makes Basic the method every server supports.
+ */
 export const answerFailures =
   (config: ResolvedConfig, realm: string) =>
   <R>(

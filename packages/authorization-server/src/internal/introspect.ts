@@ -36,7 +36,6 @@ export const introspectEndpoint = (
         new ClientAuthFailure({
           code: "invalid_client",
           description: "introspection needs client credentials",
-          basic: false,
         }),
       )
     }

@@ -1,6 +1,5 @@
 import { CanonicalUri, OAuthError, Pkce, Scope } from "@keyway/core"
-import { PayloadTooLarge } from "@keyway/http"
-import { Effect, Result, Schema } from "effect"
+import { Effect, Result } from "effect"
 import type { ResolvedConfig } from "../Config.js"
 import { TokenSigner } from "../Signing.js"
 import type { StorageError } from "../storage/Errors.js"
@@ -9,7 +8,8 @@ import { authenticateClient } from "./clientAuth.js"
 import type { MetadataDocuments } from "./clients.js"
 import { nowSeconds } from "./clock.js"
 import { randomToken } from "./crypto.js"
-import { CORS_HEADERS, json, mediaType, oauthError, parseForm, readBody } from "./http.js"
+import { answerFailures, readForm } from "./formEndpoint.js"
+import { CORS_HEADERS, json } from "./http.js"
 
 const err = (code: OAuthError.ErrorCode, description: string) => Effect.fail(OAuthError.make(code, description))
 
@@ -214,19 +214,7 @@ export const tokenEndpoint = (
   request: Request,
 ): Effect.Effect<Response, StorageError, ClientStore | GrantStore | TokenSigner | MetadataDocuments> =>
   Effect.gen(function* () {
-    if (mediaType(request) !== "application/x-www-form-urlencoded") {
-      return yield* err("invalid_request", "the body must be application/x-www-form-urlencoded")
-    }
-    const body = yield* Effect.tryPromise({
-      try: () => readBody(request, config.maxBodyBytes),
-      catch: (e) =>
-        e instanceof PayloadTooLarge
-          ? new BodyTooLargeFailure()
-          : OAuthError.make("invalid_request", "the body is not valid UTF-8 form data"),
-    })
-    const form = parseForm(body)
-    if (!(form instanceof Map)) return yield* err("invalid_request", `parameter ${form.duplicate} is repeated`)
-
+    const form = yield* readForm(config, request)
     const { client } = yield* authenticateClient(request, form, [config.issuer, config.endpoints.token])
     const grantType = form.get("grant_type")
     if (grantType === undefined || grantType === "") return yield* err("invalid_request", "grant_type is missing")
@@ -239,25 +227,6 @@ export const tokenEndpoint = (
     return grantType === "authorization_code"
       ? yield* authorizationCodeGrant(config, client, form)
       : yield* refreshGrant(config, client, form)
-  }).pipe(
-    Effect.catchTags({
-      BodyTooLargeFailure: () =>
-        Effect.succeed(
-          json(
-            { error: "invalid_request", error_description: `the body exceeds ${config.maxBodyBytes} bytes` },
-            { status: 413, headers: CORS_HEADERS },
-          ),
-        ),
-      ClientAuthFailure: (e) =>
-        Effect.succeed(
-          oauthError(
-            OAuthError.make(e.code, e.description),
-            e.basic && e.code === "invalid_client" ? { "WWW-Authenticate": 'Basic realm="token"' } : {},
-          ),
-        ),
-      OAuthError: (e) => Effect.succeed(oauthError(e)),
-    }),
-  )
+  }).pipe(answerFailures(config, "token"))
 
-/** The body was larger than `maxBodyBytes`: 413 with an `invalid_request` body. */
-export class BodyTooLargeFailure extends Schema.TaggedError<BodyTooLargeFailure>()("BodyTooLargeFailure", {}) {}
+export { BodyTooLargeFailure } from "./formEndpoint.js"
