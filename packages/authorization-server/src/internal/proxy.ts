@@ -1,282 +1,26 @@
-import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto"
-import { ClientAuth, Pkce, WellKnown } from "@keyway/core"
-import { Effect, Result, Schema } from "effect"
-import { createRemoteJWKSet, type JWTPayload, jwtVerify } from "jose"
+import { Pkce } from "@keyway/core"
+import { Clock, Effect, Result } from "effect"
 import type { ResolvedConfig } from "../Config.js"
-import type { ResolvedUpstream, UpstreamIdentity, UpstreamTokenResponse } from "../proxy/Upstream.js"
 import type { StorageError } from "../storage/Errors.js"
 import { type ClientStore, GrantStore } from "../storage/Storage.js"
 import { check, errorFor, issueCode, postedForm, redirect } from "./authorize.js"
 import { redirectWith, type ValidAuthorizationRequest } from "./authorizeRequest.js"
 import type { MetadataDocuments } from "./clients.js"
-import { randomToken, safeEqual, sha256 } from "./crypto.js"
+import { nowSeconds } from "./clock.js"
+import { randomToken, sha256 } from "./crypto.js"
 import { readCookie } from "./http.js"
 import { consentPage, errorPage } from "./pages.js"
+import { PENDING_SECONDS, type Pending, type ProxyState } from "./proxyCookies.js"
 import { describeRedirect, isLocalhostOnly } from "./redirect.js"
 import type { Sessions } from "./session.js"
+import { UpstreamFailure } from "./upstreamClient.js"
 
-const now = () => Math.floor(Date.now() / 1000)
+/** The proxy's cookies and upstream client, built by the router. */
+export { ProxyState } from "./proxyCookies.js"
+export { UpstreamClient } from "./upstreamClient.js"
 
-/** A pending upstream sign-in lives this long (the MCP security best practices suggest about 10 minutes). */
-const PENDING_SECONDS = 600
 /** `rememberJti` namespace for spent callback states (single use across instances sharing the store). */
 const STATE_NAMESPACE = "keyway:upstream-state"
-
-/** The upstream metadata fields the proxy uses. */
-interface UpstreamMetadata {
-  readonly issuer: string
-  readonly authorization_endpoint: string
-  readonly token_endpoint: string
-  readonly jwks_uri?: string
-  readonly authorization_response_iss_parameter_supported?: boolean
-}
-
-/** The upstream sign-in in flight, kept in an encrypted, HttpOnly cookie bound to its `state`. */
-interface Pending {
-  /** The upstream `state`. */
-  readonly s: string
-  /** Our PKCE verifier at the upstream. */
-  readonly v: string
-  /** OpenID Connect nonce, for `id_token` subjects. */
-  readonly n?: string
-  /** The MCP client's authorization request (query string), validated again at the callback. */
-  readonly q: string
-  /** Whether consent was given just now, or remembered for this browser (then its hashed key, to withdraw it). */
-  readonly m: "fresh" | "remembered"
-  readonly b: string
-  readonly exp: number
-}
-
-/** What went wrong talking to the upstream (its words are shown in `error_description`). */
-/** The upstream sign-in failed; `message` says at which step and why (shown to the user in the error redirect). */
-class UpstreamFailure extends Schema.TaggedError<UpstreamFailure>()("UpstreamFailure", { message: Schema.String }) {}
-
-const timeout = (upstream: ResolvedUpstream) => AbortSignal.timeout(upstream.timeoutMs)
-
-const string = (value: unknown): value is string => typeof value === "string" && value !== ""
-
-/**
- * The upstream as a client sees it: discovered metadata (issuer validated), its JWK Set, the token request and the
- * identity checks. The upstream is a configured, trusted peer, so plain `fetch` with a time cap is used here, not the
- * SSRF guard meant for URLs that clients name.
- */
-export class UpstreamClient {
-  private metadataCache: { readonly value: UpstreamMetadata; readonly until: number } | undefined
-  private keys: { readonly uri: string; readonly set: ReturnType<typeof createRemoteJWKSet> } | undefined
-
-  constructor(readonly options: ResolvedUpstream) {}
-
-  /** RFC 8414 §3, then OpenID Connect Discovery, in the MCP order; the `issuer` must be the configured one (§3.3). */
-  async metadata(): Promise<UpstreamMetadata> {
-    const cached = this.metadataCache
-    if (cached !== undefined && cached.until > now()) return cached.value
-    const problems: Array<string> = []
-    for (const { url } of WellKnown.authorizationServerMetadataUrls(this.options.issuer)) {
-      let response: Response
-      try {
-        response = await fetch(url, {
-          headers: { accept: "application/json" },
-          redirect: "error",
-          signal: timeout(this.options),
-        })
-      } catch (e) {
-        problems.push(`${url}: ${(e as Error).message}`)
-        continue
-      }
-      if (response.status !== 200) {
-        await response.body?.cancel()
-        problems.push(`${url}: HTTP ${response.status}`)
-        continue
-      }
-      const body = (await response.json().catch(() => undefined)) as Record<string, unknown> | undefined
-      if (typeof body !== "object" || body === null)
-        throw new UpstreamFailure({ message: `${url} did not send a JSON object` })
-      if (body.issuer !== this.options.issuer) {
-        throw new UpstreamFailure({
-          message: `${url} names the issuer ${String(body.issuer)}, expected ${this.options.issuer}`,
-        })
-      }
-      if (!string(body.authorization_endpoint) || !string(body.token_endpoint)) {
-        throw new UpstreamFailure({ message: `${url} lacks authorization_endpoint or token_endpoint` })
-      }
-      const methods = body.code_challenge_methods_supported
-      if (!Array.isArray(methods) || !methods.includes("S256")) {
-        throw new UpstreamFailure({
-          message: `${this.options.issuer} does not advertise PKCE S256 (code_challenge_methods_supported)`,
-        })
-      }
-      const value: UpstreamMetadata = {
-        issuer: body.issuer,
-        authorization_endpoint: body.authorization_endpoint,
-        token_endpoint: body.token_endpoint,
-        ...(string(body.jwks_uri) ? { jwks_uri: body.jwks_uri } : {}),
-        ...(body.authorization_response_iss_parameter_supported === true
-          ? { authorization_response_iss_parameter_supported: true }
-          : {}),
-      }
-      this.metadataCache = { value, until: now() + 3600 }
-      return value
-    }
-    throw new UpstreamFailure({ message: `no metadata found for ${this.options.issuer} (${problems.join("; ")})` })
-  }
-
-  /** The code for tokens (OAuth 2.1 §4.1.3), with our PKCE verifier and, if configured, the resource. */
-  async exchange(metadata: UpstreamMetadata, code: string, verifier: string, redirectUri: string) {
-    const body = new URLSearchParams({
-      grant_type: "authorization_code",
-      code,
-      code_verifier: verifier,
-      redirect_uri: redirectUri,
-    })
-    if (this.options.resource !== undefined) body.set("resource", this.options.resource)
-    const headers: Record<string, string> = {
-      "content-type": "application/x-www-form-urlencoded",
-      accept: "application/json",
-    }
-    if (this.options.clientSecret === undefined) body.set("client_id", this.options.clientId)
-    else {
-      headers.authorization = ClientAuth.encodeClientSecretBasic(this.options.clientId, this.options.clientSecret)
-    }
-    let response: Response
-    try {
-      response = await fetch(metadata.token_endpoint, {
-        method: "POST",
-        headers,
-        body,
-        redirect: "error",
-        signal: timeout(this.options),
-      })
-    } catch (e) {
-      throw new UpstreamFailure({ message: `the upstream token request failed: ${(e as Error).message}` })
-    }
-    const json = (await response.json().catch(() => undefined)) as Record<string, unknown> | undefined
-    if (response.status !== 200 || typeof json !== "object" || json === null) {
-      const code = typeof json?.error === "string" ? ` (${json.error})` : ""
-      throw new UpstreamFailure({ message: `the upstream token endpoint answered HTTP ${response.status}${code}` })
-    }
-    if (!string(json.access_token) || typeof json.token_type !== "string") {
-      throw new UpstreamFailure({ message: "the upstream token response lacks access_token or token_type" })
-    }
-    return json as UpstreamTokenResponse
-  }
-
-  private jwks(metadata: UpstreamMetadata) {
-    if (metadata.jwks_uri === undefined)
-      throw new UpstreamFailure({ message: `${this.options.issuer} publishes no jwks_uri` })
-    if (this.keys?.uri !== metadata.jwks_uri) {
-      this.keys = {
-        uri: metadata.jwks_uri,
-        set: createRemoteJWKSet(new URL(metadata.jwks_uri), { timeoutDuration: this.options.timeoutMs }),
-      }
-    }
-    return this.keys.set
-  }
-
-  /** Who signed in: from the ID token, the JWT access token, or the configured function. */
-  async identify(metadata: UpstreamMetadata, tokens: UpstreamTokenResponse, nonce: string | undefined) {
-    const source = this.options.subjectFrom
-    if (typeof source === "function") {
-      const identity = await source(tokens)
-      if (identity === undefined || !string(identity.subject)) {
-        throw new UpstreamFailure({ message: "the identity function refused the upstream sign-in" })
-      }
-      return identity
-    }
-    let payload: JWTPayload
-    if (source === "id_token") {
-      if (!string(tokens.id_token))
-        throw new UpstreamFailure({ message: "the upstream token response has no id_token" })
-      payload = await this.verify(metadata, tokens.id_token, this.options.clientId, "ID token")
-      if (nonce === undefined || payload.nonce !== nonce)
-        throw new UpstreamFailure({ message: "the upstream ID token nonce does not match" })
-    } else {
-      payload = await this.verify(metadata, tokens.access_token, this.options.resource ?? "", "access token")
-    }
-    if (!string(payload.sub)) throw new UpstreamFailure({ message: "the upstream token has no sub" })
-    const authTime = typeof payload.auth_time === "number" ? payload.auth_time : undefined
-    return { subject: payload.sub, ...(authTime === undefined ? {} : { authTime }) } satisfies UpstreamIdentity
-  }
-
-  private async verify(metadata: UpstreamMetadata, token: string, audience: string, what: string) {
-    try {
-      const { payload } = await jwtVerify(token, this.jwks(metadata), {
-        issuer: this.options.issuer,
-        audience,
-        requiredClaims: ["exp", "sub"],
-        clockTolerance: 5,
-      })
-      return payload
-    } catch (e) {
-      if (e instanceof UpstreamFailure) throw e
-      throw new UpstreamFailure({ message: `the upstream ${what} was rejected: ${(e as Error).message}` })
-    }
-  }
-}
-
-/**
- * The proxy's cookies and the key sealing the pending sign-in. Without `sessionSecret` the key lives in memory (a
- * restart only abandons sign-ins in flight); with it, every instance derives the same key.
- */
-export class ProxyState {
-  private readonly key: Uint8Array
-  readonly consentCookie: string
-  private readonly pendingPrefix: string
-
-  constructor(
-    readonly secure: boolean,
-    readonly upstream: UpstreamClient,
-    secret?: string,
-  ) {
-    this.key =
-      secret === undefined ? randomBytes(32) : createHash("sha256").update(`keyway.upstream-pending.${secret}`).digest()
-    // __Host-: this origin only, path /, https only (MCP security best practices, consent cookie security).
-    this.consentCookie = secure ? "__Host-keyway_consent" : "keyway_consent"
-    this.pendingPrefix = secure ? "__Host-keyway_upstream_" : "keyway_upstream_"
-  }
-
-  private attributes(maxAge: number) {
-    return `Path=/; HttpOnly; SameSite=Lax; Max-Age=${maxAge}${this.secure ? "; Secure" : ""}`
-  }
-
-  /** One cookie per sign-in in flight, named after its state, so parallel sign-ins in one browser do not collide. */
-  pendingName(state: string) {
-    return `${this.pendingPrefix}${sha256(`pending.${state}`).slice(0, 16)}`
-  }
-
-  sealPending(pending: Pending): string {
-    const iv = randomBytes(12)
-    const cipher = createCipheriv("aes-256-gcm", this.key, iv)
-    cipher.setAAD(Buffer.from(this.pendingName(pending.s)))
-    const body = Buffer.concat([cipher.update(JSON.stringify(pending), "utf8"), cipher.final()])
-    const value = Buffer.concat([iv, body, cipher.getAuthTag()]).toString("base64url")
-    return `${this.pendingName(pending.s)}=${value}; ${this.attributes(PENDING_SECONDS)}`
-  }
-
-  openPending(request: Request, state: string): Pending | undefined {
-    const name = this.pendingName(state)
-    const raw = readCookie(request, name)
-    if (raw === undefined) return undefined
-    try {
-      const bytes = Buffer.from(raw, "base64url")
-      const decipher = createDecipheriv("aes-256-gcm", this.key, bytes.subarray(0, 12))
-      decipher.setAAD(Buffer.from(name))
-      decipher.setAuthTag(bytes.subarray(bytes.length - 16))
-      const text = Buffer.concat([decipher.update(bytes.subarray(12, bytes.length - 16)), decipher.final()])
-      const pending = JSON.parse(text.toString("utf8")) as Pending
-      return safeEqual(pending.s, state) ? pending : undefined
-    } catch {
-      return undefined
-    }
-  }
-
-  clearPending(state: string): string {
-    return `${this.pendingName(state)}=; ${this.attributes(0)}`
-  }
-
-  consentSetCookie(value: string): string {
-    return `${this.consentCookie}=${value}; ${this.attributes(this.upstream.options.consentSeconds)}`
-  }
-}
 
 /** The key a browser's remembered consents are stored under: the hash of its random consent cookie. */
 const browserSubject = (hash: string) => `browser:${hash}`
@@ -292,7 +36,7 @@ const browserApproved = (state: ProxyState, browserHash: string, request: ValidA
     const grants = yield* GrantStore
     const consent = yield* grants.getConsent(browserSubject(browserHash), request.client.clientId, request.resource.uri)
     if (consent._tag === "None") return false
-    if (consent.value.granted_at + state.upstream.options.consentSeconds <= now()) return false
+    if (consent.value.granted_at + state.upstream.options.consentSeconds <= (yield* nowSeconds)) return false
     const scopes = new Set(consent.value.scopes)
     return request.scopes.every((scope) => scopes.has(scope))
   })
@@ -330,7 +74,7 @@ const startUpstream = (
 ) =>
   Effect.gen(function* () {
     const upstream = state.upstream.options
-    const metadata = yield* Effect.tryPromise(() => state.upstream.metadata()).pipe(Effect.result)
+    const metadata = yield* state.upstream.metadata.pipe(Effect.result)
     if (Result.isFailure(metadata)) {
       return toClient(
         config,
@@ -364,7 +108,7 @@ const startUpstream = (
       q: query,
       m: mode,
       b: browserHash,
-      exp: now() + PENDING_SECONDS,
+      exp: (yield* nowSeconds) + PENDING_SECONDS,
     }
     const headers = new Headers({
       Location: target.href,
@@ -456,7 +200,7 @@ export const proxyConsentPost = (
       client_id: valid.client.clientId,
       resource: valid.resource.uri,
       scopes: [...valid.scopes].sort(),
-      granted_at: now(),
+      granted_at: yield* nowSeconds,
     })
     return yield* startUpstream(config, state, valid, query, "fresh", sha256(key), 303, [state.consentSetCookie(key)])
   })
@@ -502,7 +246,7 @@ export const upstreamCallback = (
         clear,
       )
     }
-    if (pending.exp <= now()) {
+    if (pending.exp <= (yield* nowSeconds)) {
       return callbackError("the sign-in took too long; start again from your application", clear)
     }
     const grants = yield* GrantStore
@@ -518,7 +262,7 @@ export const upstreamCallback = (
     const fail = (error: string, description: string) =>
       toClient(config, valid, error, description, 302, { "Set-Cookie": clear[0]! })
 
-    const metadata = yield* Effect.tryPromise(() => state.upstream.metadata()).pipe(Effect.result)
+    const metadata = yield* state.upstream.metadata.pipe(Effect.result)
     if (Result.isFailure(metadata)) {
       return fail("temporarily_unavailable", "the upstream authorization server cannot be reached")
     }
@@ -540,6 +284,7 @@ export const upstreamCallback = (
     }
     const code = params.get("code")
     if (code === null || code === "") return fail("server_error", "the upstream sign-in response has no code")
+    const nowMillis = yield* Clock.currentTimeMillis
     const identity = yield* Effect.tryPromise({
       try: async () => {
         const tokens = await state.upstream.exchange(
@@ -549,13 +294,13 @@ export const upstreamCallback = (
           config.endpoints.upstreamCallback,
         )
         // The upstream tokens are used here to learn who signed in, then dropped: never stored, never forwarded.
-        return state.upstream.identify(metadata.success, tokens, pending.n)
+        return state.upstream.identify(metadata.success, tokens, pending.n, nowMillis)
       },
       catch: (e) => (e instanceof UpstreamFailure ? e.message : "the upstream sign-in could not be completed"),
     }).pipe(Effect.result)
     if (Result.isFailure(identity)) return fail("server_error", identity.failure)
     const { subject } = identity.success
-    const authTime = identity.success.authTime ?? now()
+    const authTime = identity.success.authTime ?? Math.floor(nowMillis / 1000)
     if (pending.m === "remembered") {
       // This browser approved the client before, but maybe for another user, or the user withdrew consent since:
       // forget the browser's approval and ask again.
@@ -570,7 +315,7 @@ export const upstreamCallback = (
         client_id: valid.client.clientId,
         resource: valid.resource.uri,
         scopes: [...valid.scopes].sort(),
-        granted_at: now(),
+        granted_at: yield* nowSeconds,
       })
     }
     return yield* issueCode(config, valid, subject, authTime, 302, { "Set-Cookie": clear[0]! })
