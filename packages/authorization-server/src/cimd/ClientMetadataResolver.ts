@@ -11,11 +11,15 @@
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#client-id-metadata-documents | MCP 2025-11-25 Client ID Metadata Documents}
  * @module
  */
-import { Jwk, OAuthError, SecureUrl, Wire } from "@keyway/core"
-import { Cause, Context, Deferred, Effect, type Exit, Layer, Result, Schema } from "effect"
-import { OutboundFetch, type OutboundFetchService, RefusalReason } from "../outbound/OutboundFetch.js"
-import type { ClientMetadata, JwkSet, TokenEndpointAuthMethod } from "../storage/Storage.js"
+import { OAuthError, type Wire } from "@keyway/core"
+import { Context, Effect, Layer, Result, Schema } from "effect"
+import { jwkSetProblem } from "../internal/clientMetadata.js"
+import { isLocalhostOnly } from "../internal/redirect.js"
+import { OutboundFetch, RefusalReason } from "../outbound/OutboundFetch.js"
+import type { ClientMetadata, JwkSet } from "../storage/Storage.js"
 import * as CacheControl from "./CacheControl.js"
+import { checkClientId, extraChecks, jwkSetProblemText, toClient, validateDocument } from "./internal/document.js"
+import * as FetchCache from "./internal/fetchCache.js"
 import { ClientTrustPolicy, type TrustDecision } from "./TrustPolicy.js"
 
 /**
@@ -65,7 +69,7 @@ export class ClientMetadataError extends Schema.TaggedError<ClientMetadataError>
 /**
  * A resolved client: the record to use (compatible with the storage `ClientMetadata`, origin
  * `metadata-document`, `expires_at` = end of its cache lifetime), the validated document, the trust decision for
- * the consent page, and whether every redirect URI is on loopback (the consent page warns about those).
+ * the consent page, and whether every redirect URI reaches only the user's machine ({@link isLoopbackOnly}).
  *
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#client-id-metadata-documents | MCP 2025-11-25 Client ID Metadata Documents}
  */
@@ -155,262 +159,28 @@ export interface ClientMetadataResolverService {
 export const isClientIdUrl = (clientId: string): boolean => /^https?:\/\//i.test(clientId)
 
 /**
- * Whether every redirect URI points at the user's own machine (loopback host), so the consent page should warn that
- * the client is a local application whose identity the server cannot check. False for an empty list.
+ * Whether every redirect URI reaches only the user's own machine (a loopback host, or a private-use scheme any local
+ * application may claim), so the consent page should warn that the client is a local application whose identity
+ * the server cannot check. The same rule as the consent page's warning. False for an empty list.
  *
- * @see {@link https://www.rfc-editor.org/rfc/rfc8252.html#section-7.3 | RFC 8252 §7.3 (loopback redirects)}
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8252.html#section-8.6 | RFC 8252 §8.6 (client impersonation)}
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#client-id-metadata-documents | MCP 2025-11-25 (extra warning for localhost-only redirect URIs)}
  */
 export const isLoopbackOnly = (redirectUris: ReadonlyArray<string>): boolean =>
-  redirectUris.length > 0 &&
-  redirectUris.every((uri) => {
-    const parsed = URL.parse(uri)
-    return (
-      parsed !== null &&
-      (parsed.protocol === "http:" || parsed.protocol === "https:") &&
-      SecureUrl.isLoopbackHost(parsed.hostname)
-    )
+  redirectUris.length > 0 && redirectUris.every(isLocalhostOnly)
+
+type Document = { readonly client: ClientMetadata; readonly document: Wire.ClientIdMetadataDocument }
+
+/** A failure of another client's `jwks_uri` fetch, repeated during its back-off in this client's name. */
+const inTheNameOf = (clientId: string, e: ClientMetadataError) =>
+  new ClientMetadataError({
+    error: e.error,
+    reason: e.reason,
+    client_id: clientId,
+    message: e.message,
+    ...(e.fetch === undefined ? {} : { fetch: e.fetch }),
+    ...(e.path === undefined ? {} : { path: e.path }),
   })
-
-const DOCUMENT = Wire.Documents.clientIdMetadataDocument
-
-/** Redirect URI rules for documents: https, http on loopback, or a reverse-domain private-use scheme (RFC 8252 §7.1). */
-const redirectUriProblem = (uri: string): string | undefined => {
-  const parsed = URL.parse(uri)
-  if (parsed === null) return "must be a URL"
-  if (parsed.hash !== "" || uri.includes("#")) return "must not contain a fragment"
-  if (parsed.protocol === "https:") return undefined
-  if (parsed.protocol === "http:") {
-    return SecureUrl.isLoopbackHost(parsed.hostname) ? undefined : "must use https unless its host is loopback"
-  }
-  if (/^[a-z][a-z0-9+.-]*\.[a-z0-9+.-]+:$/i.test(parsed.protocol)) return undefined
-  return "must use https, http on loopback, or a reverse-domain private-use scheme"
-}
-
-/** Rules beyond core's: redirect URIs, public keys only, known application types. */
-const extraChecks = (doc: Wire.ClientIdMetadataDocument): Wire.InvalidDocument | undefined => {
-  for (const [i, uri] of doc.redirect_uris.entries()) {
-    const problem = redirectUriProblem(uri)
-    if (problem !== undefined) return Wire.invalid(DOCUMENT, `redirect_uris.${i}`, problem)
-  }
-  for (const [i, key] of (doc.jwks?.keys ?? []).entries()) {
-    if (typeof key.kty !== "string") return Wire.invalid(DOCUMENT, `jwks.keys.${i}.kty`, "is required")
-    const secret = Jwk.findPrivateKeyMaterial(key)
-    if (secret !== undefined) return Wire.invalid(DOCUMENT, `jwks.keys.${i}.${secret.path}`, secret.problem)
-  }
-  const type = doc.application_type
-  if (type !== undefined && type !== "web" && type !== "native") {
-    return Wire.invalid(DOCUMENT, "application_type", `must be "web" or "native", got "${type}"`)
-  }
-  return undefined
-}
-
-const toClient = (doc: Wire.ClientIdMetadataDocument, now: number, expiresAt: number): ClientMetadata => ({
-  client_id: doc.client_id,
-  client_id_issued_at: now,
-  client_secret_expires_at: 0,
-  redirect_uris: doc.redirect_uris,
-  grant_types: doc.grant_types ?? ["authorization_code"],
-  response_types: doc.response_types ?? ["code"],
-  token_endpoint_auth_method: (doc.token_endpoint_auth_method ?? "none") as TokenEndpointAuthMethod,
-  client_name: doc.client_name,
-  ...(doc.client_uri === undefined ? {} : { client_uri: doc.client_uri }),
-  ...(doc.logo_uri === undefined ? {} : { logo_uri: doc.logo_uri }),
-  ...(doc.tos_uri === undefined ? {} : { tos_uri: doc.tos_uri }),
-  ...(doc.policy_uri === undefined ? {} : { policy_uri: doc.policy_uri }),
-  ...(doc.contacts === undefined ? {} : { contacts: doc.contacts }),
-  ...(doc.scope === undefined ? {} : { scope: doc.scope }),
-  // extraChecks has made sure every key has a string kty.
-  ...(doc.jwks === undefined ? {} : { jwks: doc.jwks as unknown as JwkSet }),
-  ...(doc.jwks_uri === undefined ? {} : { jwks_uri: doc.jwks_uri }),
-  ...(doc.application_type === "web" || doc.application_type === "native"
-    ? { application_type: doc.application_type }
-    : {}),
-  ...(doc.software_id === undefined ? {} : { software_id: doc.software_id }),
-  ...(doc.software_version === undefined ? {} : { software_version: doc.software_version }),
-  origin: "metadata-document",
-  expires_at: expiresAt,
-})
-
-type Entry =
-  | { readonly _tag: "ok"; readonly client: ClientMetadata; readonly document: Wire.ClientIdMetadataDocument }
-  | { readonly _tag: "failed"; readonly error: ClientMetadataError; readonly until: number }
-
-type Fetched = { readonly client: ClientMetadata; readonly document: Wire.ClientIdMetadataDocument }
-
-interface Settings {
-  readonly bounds: CacheControl.Bounds
-  readonly failureBackoffSeconds: number
-  readonly maxEntries: number
-  readonly maxClientIdLength: number
-  readonly maxDocumentBytes: number | undefined
-  readonly allowHttpLoopbackClientIds: boolean
-  readonly jwksRefetchCooldownSeconds: number
-}
-
-/**
- * Checks the shape of a client ID URL with core's document rules (so there is one definition of a valid client ID
- * URL), returning the URL to validate documents against.
- */
-const checkClientId = (clientId: string, settings: Settings): Result.Result<string, ClientMetadataError> => {
-  const fail = (problem: string) =>
-    Result.fail(
-      new ClientMetadataError({
-        error: "invalid_request",
-        reason: "client-id",
-        client_id: clientId,
-        message: `client_id is not a valid client ID metadata document URL: ${problem}`,
-      }),
-    )
-  if (clientId.length > settings.maxClientIdLength) {
-    return fail(`must not be longer than ${settings.maxClientIdLength} characters`)
-  }
-  const candidate = developmentForm(clientId, settings) ?? clientId
-  const probe = { client_id: candidate, client_name: "-", redirect_uris: ["https://client.invalid/cb"] }
-  const checked = Wire.validateClientIdMetadataDocument(probe, candidate)
-  if (Result.isFailure(checked)) {
-    const prefix = `${DOCUMENT}: "client_id" `
-    const message = checked.failure.message
-    return fail(message.startsWith(prefix) ? message.slice(prefix.length) : message)
-  }
-  return Result.succeed(candidate)
-}
-
-/** Under the development option, an http loopback client ID is checked as its https twin. */
-const developmentForm = (clientId: string, settings: Settings): string | undefined => {
-  if (!settings.allowHttpLoopbackClientIds || !/^http:\/\//i.test(clientId)) return undefined
-  const parsed = URL.parse(clientId)
-  if (parsed === null || !SecureUrl.isLoopbackHost(parsed.hostname)) return undefined
-  return `https://${clientId.slice("http://".length)}`
-}
-
-const validateDocument = (
-  json: unknown,
-  clientId: string,
-  checkedAs: string,
-): Result.Result<Wire.ClientIdMetadataDocument, Wire.InvalidDocument> => {
-  const isObject = typeof json === "object" && json !== null && !Array.isArray(json)
-  if (checkedAs === clientId || !isObject || (json as { client_id?: unknown }).client_id !== clientId) {
-    return Wire.validateClientIdMetadataDocument(json, clientId)
-  }
-  // Development http client ID: validate the https twin, then give the document its real client_id back.
-  const twin = Wire.validateClientIdMetadataDocument({ ...json, client_id: checkedAs }, checkedAs)
-  return Result.map(twin, (doc) => ({ ...doc, client_id: clientId }))
-}
-
-type JwksEntry =
-  | { readonly _tag: "ok"; readonly keys: JwkSet; readonly fetchedAt: number; readonly expiresAt: number }
-  | { readonly _tag: "failed"; readonly error: ClientMetadataError; readonly until: number }
-
-/** A JWK Set of public keys, each with a string `kty`; otherwise the field at fault and why. */
-const jwkSetProblem = (json: unknown): { readonly path: string; readonly problem: string } | undefined => {
-  const keys = typeof json === "object" && json !== null ? (json as { keys?: unknown }).keys : undefined
-  if (!Array.isArray(keys)) return { path: "keys", problem: "must be an array of keys" }
-  for (const [i, key] of keys.entries()) {
-    if (typeof key !== "object" || key === null || typeof (key as { kty?: unknown }).kty !== "string") {
-      return { path: `keys.${i}.kty`, problem: "is required" }
-    }
-    const secret = Jwk.findPrivateKeyMaterial(key)
-    if (secret !== undefined) return { path: `keys.${i}.${secret.path}`, problem: secret.problem }
-  }
-  return undefined
-}
-
-/** The `jwks_uri` cache: one fetch per URL at a time, HTTP freshness within bounds, back-off after failures. */
-const makeJwksCache = (outbound: OutboundFetchService, settings: Settings) => {
-  const entries = new Map<string, JwksEntry>()
-  const inflight = new Map<string, Deferred.Deferred<JwkSet, ClientMetadataError>>()
-  const remember = (uri: string, entry: JwksEntry) => {
-    entries.delete(uri)
-    while (entries.size >= settings.maxEntries) {
-      const oldest = entries.keys().next()
-      if (oldest.done === true) break
-      entries.delete(oldest.value)
-    }
-    entries.set(uri, entry)
-  }
-  const fetchKeys = Effect.fnUntraced(function* (clientId: string, uri: string, now: number) {
-    const response = yield* outbound.fetchJson(uri, { accept: "application/jwk-set+json, application/json" }).pipe(
-      Effect.mapError(
-        (refused) =>
-          new ClientMetadataError({
-            error: "invalid_client",
-            reason: "fetch",
-            client_id: clientId,
-            fetch: refused.reason,
-            message: `the client's jwks_uri could not be fetched: ${refused.message}`,
-          }),
-      ),
-    )
-    const problem = jwkSetProblem(response.json)
-    if (problem !== undefined) {
-      return yield* new ClientMetadataError({
-        error: "invalid_client",
-        reason: "document",
-        client_id: clientId,
-        path: `jwks_uri.${problem.path}`,
-        message: `the client's jwks_uri did not return a JWK Set of public keys: '${problem.path}' ${problem.problem}`,
-      })
-    }
-    const keys = response.json as JwkSet
-    remember(uri, {
-      _tag: "ok",
-      keys,
-      fetchedAt: now,
-      expiresAt: now + CacheControl.lifetime(response.headers, now, settings.bounds),
-    })
-    return keys
-  })
-  const load = (clientId: string, uri: string, now: number): Effect.Effect<JwkSet, ClientMetadataError> =>
-    Effect.suspend(() => {
-      const running = inflight.get(uri)
-      if (running !== undefined) return Deferred.await(running)
-      const deferred = Deferred.makeUnsafe<JwkSet, ClientMetadataError>()
-      inflight.set(uri, deferred)
-      const settle = (exit: Exit.Exit<JwkSet, ClientMetadataError>) =>
-        Effect.suspend(() => {
-          inflight.delete(uri)
-          if (exit._tag === "Failure" && settings.failureBackoffSeconds > 0) {
-            const error = Cause.findError(exit.cause)
-            if (Result.isSuccess(error)) {
-              remember(uri, { _tag: "failed", error: error.success, until: now + settings.failureBackoffSeconds })
-            }
-          }
-          return Deferred.done(deferred, exit)
-        })
-      return fetchKeys(clientId, uri, now).pipe(
-        Effect.exit,
-        Effect.flatMap(settle),
-        Effect.forkDetach,
-        Effect.andThen(Deferred.await(deferred)),
-      )
-    })
-  return Effect.fn("ClientMetadataResolver.jwks")(function* (
-    clientId: string,
-    jwksUri: string,
-    now: number,
-    options?: { readonly refresh?: boolean },
-  ) {
-    const cached = entries.get(jwksUri)
-    if (cached?._tag === "failed" && now < cached.until) {
-      // The back-off entry may come from another client naming the same URL: answer in this client's name.
-      const e = cached.error
-      return yield* new ClientMetadataError({
-        error: e.error,
-        reason: e.reason,
-        client_id: clientId,
-        message: e.message,
-        ...(e.fetch === undefined ? {} : { fetch: e.fetch }),
-        ...(e.path === undefined ? {} : { path: e.path }),
-      })
-    }
-    if (cached?._tag === "ok" && now < cached.expiresAt) {
-      const mayRefetch = now - cached.fetchedAt >= settings.jwksRefetchCooldownSeconds
-      if (options?.refresh !== true || !mayRefetch) return cached.keys
-    }
-    return yield* load(clientId, jwksUri, now)
-  })
-}
 
 /**
  * Resolves client ID metadata documents.
@@ -434,40 +204,27 @@ export class ClientMetadataResolver extends Context.Service<ClientMetadataResolv
       Effect.gen(function* () {
         const outbound = yield* OutboundFetch
         const policy = yield* ClientTrustPolicy
-        const settings: Settings = {
+        const settings = {
           bounds: {
             minSeconds: options.minCacheSeconds ?? CacheControl.defaultBounds.minSeconds,
             maxSeconds: options.maxCacheSeconds ?? CacheControl.defaultBounds.maxSeconds,
           },
-          failureBackoffSeconds: options.failureBackoffSeconds ?? 5,
-          maxEntries: options.maxEntries ?? 1000,
           maxClientIdLength: options.maxClientIdLength ?? 2048,
           maxDocumentBytes: options.maxDocumentBytes,
           allowHttpLoopbackClientIds: options.allowHttpLoopbackClientIds ?? false,
           jwksRefetchCooldownSeconds: options.jwksRefetchCooldownSeconds ?? 30,
+        }
+        const cacheSettings: FetchCache.CacheSettings = {
+          failureBackoffSeconds: options.failureBackoffSeconds ?? 5,
+          maxEntries: options.maxEntries ?? 1000,
         }
         if (settings.allowHttpLoopbackClientIds) {
           yield* Effect.logWarning(
             "ClientMetadataResolver: allowHttpLoopbackClientIds is ON: http://localhost client IDs are accepted. Development only; never enable it in production.",
           )
         }
-        const entries = new Map<string, Entry>()
-        const inflight = new Map<string, Deferred.Deferred<Fetched, ClientMetadataError>>()
-
-        const remember = (clientId: string, entry: Entry, now: number) => {
-          entries.delete(clientId)
-          if (entries.size >= settings.maxEntries) {
-            for (const [key, e] of entries) {
-              if ((e._tag === "ok" ? (e.client.expires_at ?? 0) : e.until) <= now) entries.delete(key)
-            }
-          }
-          while (entries.size >= settings.maxEntries) {
-            const oldest = entries.keys().next()
-            if (oldest.done === true) break
-            entries.delete(oldest.value)
-          }
-          entries.set(clientId, entry)
-        }
+        const documents = FetchCache.make<Document, ClientMetadataError>(cacheSettings)
+        const keySets = FetchCache.make<JwkSet, ClientMetadataError>(cacheSettings)
 
         const fetchDocument = Effect.fnUntraced(function* (clientId: string, checkedAs: string, now: number) {
           const response = yield* outbound
@@ -500,42 +257,19 @@ export class ClientMetadataResolver extends Context.Service<ClientMetadataResolv
           }
           const document = Result.getOrThrow(validated)
           const expiresAt = now + CacheControl.lifetime(response.headers, now, settings.bounds)
-          return { client: toClient(document, now, expiresAt), document }
+          return { value: { client: toClient(document, now, expiresAt), document }, expiresAt }
         })
-
-        // One fetch per client ID at a time; it runs detached so that a caller giving up (a closed browser tab)
-        // does not cancel it for the others. The guard's time cap bounds it.
-        const load = (clientId: string, checkedAs: string, now: number): Effect.Effect<Fetched, ClientMetadataError> =>
-          Effect.suspend(() => {
-            const running = inflight.get(clientId)
-            if (running !== undefined) return Deferred.await(running)
-            const deferred = Deferred.makeUnsafe<Fetched, ClientMetadataError>()
-            inflight.set(clientId, deferred)
-            const settle = (exit: Exit.Exit<Fetched, ClientMetadataError>) =>
-              Effect.suspend(() => {
-                inflight.delete(clientId)
-                if (exit._tag === "Success") {
-                  remember(clientId, { _tag: "ok", ...exit.value }, now)
-                } else if (settings.failureBackoffSeconds > 0) {
-                  const error = Cause.findError(exit.cause)
-                  if (Result.isSuccess(error)) {
-                    const until = now + settings.failureBackoffSeconds
-                    remember(clientId, { _tag: "failed", error: error.success, until }, now)
-                  }
-                }
-                return Deferred.done(deferred, exit)
-              })
-            return fetchDocument(clientId, checkedAs, now).pipe(
-              Effect.exit,
-              Effect.flatMap(settle),
-              Effect.forkDetach,
-              Effect.andThen(Deferred.await(deferred)),
-            )
-          })
 
         const resolve = Effect.fn("ClientMetadataResolver.resolve")(function* (clientId: string, now: number) {
           const checked = checkClientId(clientId, settings)
-          if (Result.isFailure(checked)) return yield* checked.failure
+          if (Result.isFailure(checked)) {
+            return yield* new ClientMetadataError({
+              error: "invalid_request",
+              reason: "client-id",
+              client_id: clientId,
+              message: `client_id is not a valid client ID metadata document URL: ${checked.failure}`,
+            })
+          }
           const trust = yield* policy.evaluate(checked.success)
           if (!trust.allowed) {
             return yield* new ClientMetadataError({
@@ -545,11 +279,12 @@ export class ClientMetadataResolver extends Context.Service<ClientMetadataResolv
               message: `client_id host ${trust.host} is not accepted by this authorization server`,
             })
           }
-          const cached = entries.get(clientId)
-          let fetched: Fetched
-          if (cached?._tag === "ok" && now < (cached.client.expires_at ?? 0)) fetched = cached
-          else if (cached?._tag === "failed" && now < cached.until) return yield* cached.error
-          else fetched = yield* load(clientId, checked.success, now)
+          const cached = documents.current(clientId, now)
+          if (cached?._tag === "failed") return yield* cached.error
+          const fetched =
+            cached?._tag === "ok"
+              ? cached.value
+              : yield* documents.load(clientId, now, fetchDocument(clientId, checked.success, now))
           return {
             client: fetched.client,
             document: fetched.document,
@@ -558,11 +293,55 @@ export class ClientMetadataResolver extends Context.Service<ClientMetadataResolv
           } satisfies ResolvedClient
         })
 
-        const jwks = makeJwksCache(outbound, settings)
+        const fetchKeys = Effect.fnUntraced(function* (clientId: string, uri: string, now: number) {
+          const response = yield* outbound
+            .fetchJson(uri, { accept: "application/jwk-set+json, application/json" })
+            .pipe(
+              Effect.mapError(
+                (refused) =>
+                  new ClientMetadataError({
+                    error: "invalid_client",
+                    reason: "fetch",
+                    client_id: clientId,
+                    fetch: refused.reason,
+                    message: `the client's jwks_uri could not be fetched: ${refused.message}`,
+                  }),
+              ),
+            )
+          const found = jwkSetProblem(response.json)
+          if (found !== undefined) {
+            const { path, problem } = jwkSetProblemText(found)
+            return yield* new ClientMetadataError({
+              error: "invalid_client",
+              reason: "document",
+              client_id: clientId,
+              path: `jwks_uri.${path}`,
+              message: `the client's jwks_uri did not return a JWK Set of public keys: '${path}' ${problem}`,
+            })
+          }
+          const expiresAt = now + CacheControl.lifetime(response.headers, now, settings.bounds)
+          return { value: response.json as JwkSet, expiresAt }
+        })
+
+        const jwks = Effect.fn("ClientMetadataResolver.jwks")(function* (
+          clientId: string,
+          jwksUri: string,
+          now: number,
+          options?: { readonly refresh?: boolean },
+        ) {
+          const cached = keySets.current(jwksUri, now)
+          // The back-off entry may come from another client naming the same URL: answer in this client's name.
+          if (cached?._tag === "failed") return yield* inTheNameOf(clientId, cached.error)
+          if (cached?._tag === "ok") {
+            const mayRefetch = now - cached.fetchedAt >= settings.jwksRefetchCooldownSeconds
+            if (options?.refresh !== true || !mayRefetch) return cached.value
+          }
+          return yield* keySets.load(jwksUri, now, fetchKeys(clientId, jwksUri, now))
+        })
 
         return ClientMetadataResolver.of({
           resolve,
-          forget: (clientId) => Effect.sync(() => void entries.delete(clientId)),
+          forget: (clientId) => Effect.sync(() => documents.forget(clientId)),
           jwks,
         })
       }),

@@ -1,14 +1,18 @@
 import { SecureUrl } from "@keyway/core"
 
-const parse = (uri: string): URL | undefined => {
-  try {
-    return new URL(uri)
-  } catch {
-    return undefined
-  }
-}
+const parse = (uri: string): URL | undefined => URL.parse(uri) ?? undefined
 
-/** Whether the redirect only ever reaches the user's own machine (consent shows an extra warning). */
+/** Schemes that never name an application, whatever their shape. */
+const FORBIDDEN_SCHEMES = ["javascript", "data", "file", "vbscript", "blob", "about", "ftp", "ws", "wss"]
+
+/** A private-use scheme in reverse domain name form (`com.example.app`), as RFC 8252 §7.1 asks of native apps. */
+const REVERSE_DOMAIN_SCHEME = /^[a-z][a-z0-9+.-]*\.[a-z0-9+.-]+$/
+
+/**
+ * Whether the redirect only ever reaches the user's own machine: a loopback host, or a private-use scheme that any
+ * application on the machine may claim (RFC 8252 §8.6). The consent page warns about such clients, and a client ID
+ * metadata document whose redirect URIs are all of this kind is flagged the same way.
+ */
 export const isLocalhostOnly = (uri: string): boolean => {
   const url = parse(uri)
   if (url === undefined) return false
@@ -25,21 +29,37 @@ export const describeRedirect = (uri: string): { readonly host: string; readonly
 }
 
 /**
- * Registration-time rule for redirect URIs: https, http on a loopback host, or a private-use scheme (reverse domain
- * name, RFC 8252 §7.1); never a fragment.
+ * Why a redirect URI cannot be registered; each caller words it for its own document:
+ * - `not-absolute`: not an absolute URI;
+ * - `fragment`: has a fragment (OAuth 2.1 §2.3.1);
+ * - `http-not-loopback`: http on a host that is not loopback (RFC 8252 §7.3);
+ * - `scheme`: neither https, http on loopback, nor a reverse-domain private-use scheme (RFC 8252 §7.1); `forbidden`
+ *   when it is a scheme that never names an application (`javascript`, `data`, ...).
  */
-export const checkRedirectUriForRegistration = (uri: string): string | undefined => {
+export type RedirectUriProblem =
+  | { readonly kind: "not-absolute" }
+  | { readonly kind: "fragment" }
+  | { readonly kind: "http-not-loopback" }
+  | { readonly kind: "scheme"; readonly scheme: string; readonly forbidden: boolean }
+
+/**
+ * The one rule for redirect URIs that a client registers, dynamically or in a client ID metadata document: https,
+ * http on a loopback host, or a reverse-domain private-use scheme; never a fragment.
+ */
+export const redirectUriProblem = (uri: string): RedirectUriProblem | undefined => {
   const url = parse(uri)
-  if (url === undefined) return `${uri} is not an absolute URI`
-  if (url.hash !== "" || uri.includes("#")) return `${uri} must not have a fragment`
+  if (url === undefined) return { kind: "not-absolute" }
+  if (url.hash !== "" || uri.includes("#")) return { kind: "fragment" }
   if (url.protocol === "https:") return undefined
-  if (url.protocol === "http:") {
-    return SecureUrl.isLoopbackHost(url.hostname) ? undefined : `${uri} uses http on a host that is not loopback`
-  }
+  if (url.protocol === "http:")
+    return SecureUrl.isLoopbackHost(url.hostname) ? undefined : { kind: "http-not-loopback" }
   const scheme = url.protocol.slice(0, -1)
-  if (["javascript", "data", "file", "vbscript", "blob", "about", "ftp", "ws", "wss"].includes(scheme)) {
-    return `${uri} uses the forbidden scheme ${scheme}`
-  }
-  if (!scheme.includes(".")) return `${uri} uses a private-use scheme that is not a reverse domain name (RFC 8252 §7.1)`
-  return undefined
+  const forbidden = FORBIDDEN_SCHEMES.includes(scheme)
+  return !forbidden && REVERSE_DOMAIN_SCHEME.test(scheme) ? undefined : { kind: "scheme", scheme, forbidden }
+}
+
+/** Whether a (registrable) redirect URI uses a private-use scheme, which only native applications may register. */
+export const isPrivateUseScheme = (uri: string): boolean => {
+  const url = parse(uri)
+  return url !== undefined && url.protocol !== "https:" && url.protocol !== "http:"
 }

@@ -1,12 +1,14 @@
-import { Jwk, OAuthError, Scope } from "@keyway/core"
+import { OAuthError, Scope, Wire } from "@keyway/core"
 import { PayloadTooLarge } from "@keyway/http"
 import { Effect, Result } from "effect"
 import type { ResolvedConfig } from "../Config.js"
 import type { StorageError } from "../storage/Errors.js"
 import { ClientStore, type NewClient, type TokenEndpointAuthMethod } from "../storage/Storage.js"
+import { isApplicationType, type JwkSetProblem, jwkSetProblem } from "./clientMetadata.js"
+import { nowSeconds } from "./clock.js"
 import { randomToken } from "./crypto.js"
 import { CORS_HEADERS, json, mediaType, oauthError, readBody } from "./http.js"
-import { checkRedirectUriForRegistration } from "./redirect.js"
+import { isPrivateUseScheme, type RedirectUriProblem, redirectUriProblem } from "./redirect.js"
 import { BodyTooLargeFailure } from "./token.js"
 
 /**
@@ -42,31 +44,59 @@ const GRANTS = ["authorization_code", "refresh_token"]
 
 const fail = (code: OAuthError.ErrorCode, description: string) => Effect.fail(OAuthError.make(code, description))
 
-const optionalString = (body: Record<string, unknown>, name: string) => {
-  const value = body[name]
-  if (value === undefined) return Result.succeed(undefined)
-  return typeof value === "string" ? Result.succeed(value) : Result.fail(`${name} must be a string`)
+const DOCUMENT = Wire.Documents.clientRegistrationRequest
+const JWKS_URI_UNSUPPORTED = "jwks_uri is not supported; send the keys inline in jwks"
+
+/** How the shared redirect URI rule reads in a registration error. */
+const redirectProblemText = (uri: string, problem: RedirectUriProblem): string => {
+  switch (problem.kind) {
+    case "not-absolute":
+      return `${uri} is not an absolute URI`
+    case "fragment":
+      return `${uri} must not have a fragment`
+    case "http-not-loopback":
+      return `${uri} uses http on a host that is not loopback`
+    case "scheme":
+      return problem.forbidden
+        ? `${uri} uses the forbidden scheme ${problem.scheme}`
+        : `${uri} uses a private-use scheme that is not a reverse domain name (RFC 8252 §7.1)`
+  }
 }
 
-const stringArray = (
-  body: Record<string, unknown>,
-  name: string,
-): Result.Result<ReadonlyArray<string> | undefined, string> => {
-  const value = body[name]
-  if (value === undefined) return Result.succeed(undefined)
-  if (!Array.isArray(value) || !value.every((v) => typeof v === "string")) {
-    return Result.fail(`${name} must be an array of strings`)
+/** How the shared public-keys rule reads in a registration error. */
+const jwkSetProblemText = (problem: JwkSetProblem): string => {
+  switch (problem.kind) {
+    case "not-a-set":
+      return "jwks must be a JWK Set"
+    case "no-kty":
+      return "every key in jwks needs kty"
+    case "secret":
+      return `jwks must hold public keys only: jwks.${problem.path} is ${problem.secret.kind} key material`
   }
-  return Result.succeed(value as ReadonlyArray<string>)
 }
 
-const httpsUrl = (value: string | undefined, name: string): string | undefined => {
-  if (value === undefined) return undefined
-  try {
-    return new URL(value).protocol === "https:" ? undefined : `${name} must be an https URL`
-  } catch {
-    return `${name} must be an absolute URL`
+/** A member the schema refused, as this endpoint has always worded it (`<member> must be ...`). */
+const schemaFailure = (body: Record<string, unknown>, failure: Wire.InvalidDocument): OAuthError.OAuthError => {
+  const { path } = failure
+  const prefix = `${DOCUMENT}: "${path}" `
+  const problem = failure.message.startsWith(prefix) ? failure.message.slice(prefix.length) : failure.message
+  const element = /^redirect_uris\.(\d+)$/.exec(path)
+  if (element !== null) {
+    const uri = (body.redirect_uris as ReadonlyArray<unknown>)[Number(element[1])]
+    if (typeof uri === "string") {
+      const text = redirectProblemText(uri, redirectUriProblem(uri) ?? { kind: "not-absolute" })
+      return OAuthError.make("invalid_redirect_uri", text)
+    }
   }
+  if (path === "jwks_uri" || (path === "jwks" && body.jwks_uri !== undefined)) {
+    return OAuthError.make("invalid_client_metadata", JWKS_URI_UNSUPPORTED)
+  }
+  if (path === "jwks" || path.startsWith("jwks."))
+    return OAuthError.make("invalid_client_metadata", "jwks must be a JWK Set")
+  const member = /^([a-z_]+)\.\d+$/.exec(path)
+  if (member !== null) return OAuthError.make("invalid_client_metadata", `${member[1]} must be an array of strings`)
+  const wording = problem === "must be a URL" ? "must be an absolute URL" : problem.replace(/of URLs$/, "of strings")
+  return OAuthError.make("invalid_client_metadata", `${path} ${wording}`)
 }
 
 /**
@@ -104,36 +134,12 @@ export const registerEndpoint = (
     if (metadata.software_statement !== undefined) {
       return yield* fail("invalid_software_statement", "software statements are not supported by this server")
     }
-
-    const strings = [
-      "client_name",
-      "client_uri",
-      "logo_uri",
-      "tos_uri",
-      "policy_uri",
-      "scope",
-      "token_endpoint_auth_method",
-      "application_type",
-      "software_id",
-      "software_version",
-      "jwks_uri",
-    ]
-    const values: Record<string, string | undefined> = {}
-    for (const name of strings) {
-      const r = optionalString(metadata, name)
-      if (Result.isFailure(r)) return yield* fail("invalid_client_metadata", r.failure)
-      values[name] = r.success
-    }
-    const redirectUrisR = stringArray(metadata, "redirect_uris")
-    const grantTypesR = stringArray(metadata, "grant_types")
-    const responseTypesR = stringArray(metadata, "response_types")
-    const contactsR = stringArray(metadata, "contacts")
-    for (const r of [redirectUrisR, grantTypesR, responseTypesR, contactsR]) {
-      if (Result.isFailure(r)) return yield* fail("invalid_client_metadata", r.failure)
-    }
-    const redirectUris = Result.getOrUndefined(redirectUrisR) ?? []
-    const grantTypes = Result.getOrUndefined(grantTypesR) ?? ["authorization_code"]
-    const responseTypes = Result.getOrUndefined(responseTypesR) ?? ["code"]
+    const parsed = Wire.validate(Wire.ClientRegistrationRequest, metadata, DOCUMENT)
+    if (Result.isFailure(parsed)) return yield* Effect.fail(schemaFailure(metadata, parsed.failure))
+    const registration = parsed.success
+    const redirectUris = registration.redirect_uris ?? []
+    const grantTypes = registration.grant_types ?? ["authorization_code"]
+    const responseTypes = registration.response_types ?? ["code"]
 
     for (const g of grantTypes) {
       if (!GRANTS.includes(g)) return yield* fail("invalid_client_metadata", `grant_type ${g} is not supported`)
@@ -147,64 +153,47 @@ export const registerEndpoint = (
         "grant_types authorization_code and response_types code go together",
       )
     }
-    const applicationType = values.application_type ?? "web"
-    if (applicationType !== "web" && applicationType !== "native") {
+    const applicationType = registration.application_type ?? "web"
+    if (!isApplicationType(applicationType)) {
       return yield* fail("invalid_client_metadata", "application_type must be web or native")
     }
     if (grantTypes.includes("authorization_code") && redirectUris.length === 0) {
       return yield* fail("invalid_redirect_uri", "redirect_uris is required for the authorization_code grant")
     }
     for (const uri of redirectUris) {
-      const problem = checkRedirectUriForRegistration(uri)
-      if (problem !== undefined) return yield* fail("invalid_redirect_uri", problem)
-      const scheme = new URL(uri).protocol
-      if (applicationType === "web" && scheme !== "https:" && scheme !== "http:") {
+      const problem = redirectUriProblem(uri)
+      if (problem !== undefined) return yield* fail("invalid_redirect_uri", redirectProblemText(uri, problem))
+      if (applicationType === "web" && isPrivateUseScheme(uri)) {
         return yield* fail("invalid_redirect_uri", `${uri}: private-use schemes are for native applications`)
       }
     }
-    const method = (values.token_endpoint_auth_method ?? "client_secret_basic") as TokenEndpointAuthMethod
+    const method = (registration.token_endpoint_auth_method ?? "client_secret_basic") as TokenEndpointAuthMethod
     if (!METHODS.includes(method)) {
       return yield* fail("invalid_client_metadata", `token_endpoint_auth_method ${String(method)} is not supported`)
     }
-    let jwks: NewClient["jwks"]
-    if (values.jwks_uri !== undefined) {
-      return yield* fail("invalid_client_metadata", "jwks_uri is not supported; send the keys inline in jwks")
+    if (registration.jwks_uri !== undefined) return yield* fail("invalid_client_metadata", JWKS_URI_UNSUPPORTED)
+    if (registration.jwks !== undefined) {
+      const problem = jwkSetProblem(registration.jwks)
+      if (problem !== undefined) return yield* fail("invalid_client_metadata", jwkSetProblemText(problem))
     }
-    if (metadata.jwks !== undefined) {
-      const candidate = metadata.jwks as { keys?: unknown }
-      if (typeof candidate !== "object" || candidate === null || !Array.isArray(candidate.keys)) {
-        return yield* fail("invalid_client_metadata", "jwks must be a JWK Set")
-      }
-      if (
-        candidate.keys.some(
-          (k) => typeof k !== "object" || k === null || typeof (k as { kty?: unknown }).kty !== "string",
-        )
-      ) {
-        return yield* fail("invalid_client_metadata", "every key in jwks needs kty")
-      }
-      const secret = Jwk.findPrivateKeyMaterial(candidate)
-      if (secret !== undefined) {
-        return yield* fail(
-          "invalid_client_metadata",
-          `jwks must hold public keys only: jwks.${secret.path} is ${secret.kind} key material`,
-        )
-      }
-      jwks = candidate as NewClient["jwks"]
-    }
+    // jwkSetProblem has made sure every key has a string kty.
+    const jwks = registration.jwks as NewClient["jwks"]
     if (method === "private_key_jwt" && jwks === undefined) {
       return yield* fail("invalid_client_metadata", "private_key_jwt needs jwks")
     }
-    if (values.scope !== undefined) {
-      const parsed = Scope.validate(values.scope)
-      if (Result.isFailure(parsed)) return yield* fail("invalid_client_metadata", "scope is malformed")
+    if (registration.scope !== undefined) {
+      const scopes = Scope.validate(registration.scope)
+      if (Result.isFailure(scopes)) return yield* fail("invalid_client_metadata", "scope is malformed")
       const known = new Set([...config.resources.values()].flatMap((r) => [...r.scopes.keys()]))
-      for (const s of parsed.success) {
+      for (const s of scopes.success) {
         if (!known.has(s)) return yield* fail("invalid_client_metadata", `scope ${s} is not offered by this server`)
       }
     }
-    for (const name of ["client_uri", "logo_uri", "tos_uri", "policy_uri"]) {
-      const problem = httpsUrl(values[name], name)
-      if (problem !== undefined) return yield* fail("invalid_client_metadata", problem)
+    for (const name of ["client_uri", "logo_uri", "tos_uri", "policy_uri"] as const) {
+      const value = registration[name]
+      if (value !== undefined && new URL(value).protocol !== "https:") {
+        return yield* fail("invalid_client_metadata", `${name} must be an https URL`)
+      }
     }
 
     if (policy !== undefined) {
@@ -212,10 +201,11 @@ export const registerEndpoint = (
       if (!decision.allow) return yield* fail(decision.error ?? "invalid_client_metadata", decision.description)
     }
 
-    const issuedAt = Math.floor(Date.now() / 1000)
+    const issuedAt = yield* nowSeconds
     const clientId = randomToken(16)
     const secret = method === "client_secret_basic" || method === "client_secret_post" ? randomToken(32) : undefined
-    const optional = (name: string) => (values[name] === undefined ? {} : { [name]: values[name] })
+    const optional = <K extends keyof Wire.ClientRegistrationRequest>(name: K) =>
+      registration[name] === undefined ? {} : { [name]: registration[name] }
     const registered = {
       client_id: clientId,
       client_id_issued_at: issuedAt,
@@ -233,7 +223,7 @@ export const registerEndpoint = (
       ...optional("scope"),
       ...optional("software_id"),
       ...optional("software_version"),
-      ...(Result.getOrUndefined(contactsR) === undefined ? {} : { contacts: Result.getOrUndefined(contactsR) }),
+      ...optional("contacts"),
       ...(jwks === undefined ? {} : { jwks }),
     }
     const clients = yield* ClientStore

@@ -582,7 +582,8 @@ describe("ClientMetadataResolver: bad input (issue 5)", () => {
     const { clientId } = await serveDocument((id) => doc(id, { redirect_uris: ["com.example.app:/callback"] }))
     const resolved = Result.getOrThrow(await resolveWith(makeRuntime(), clientId))
     expect(resolved.client.redirect_uris).toEqual(["com.example.app:/callback"])
-    expect(resolved.loopbackOnly).toBe(false)
+    // A private-use scheme reaches an application on the user's machine, as the consent page warns (RFC 8252 §8.6).
+    expect(resolved.loopbackOnly).toBe(true)
   })
 
   it("refuses a host the trust policy denies, without fetching", async () => {
@@ -688,7 +689,8 @@ describe("isLoopbackOnly", () => {
     [["http://localhost/cb", "http://[::1]:1/cb"], true],
     [["http://app.localhost/cb"], true],
     [["http://127.0.0.1/cb", "https://app.example.com/cb"], false],
-    [["com.example.app:/cb"], false],
+    [["com.example.app:/cb"], true],
+    [["com.example.app:/cb", "https://app.example.com/cb"], false],
     [[], false],
   ])("%j -> %s", (uris, expected) => {
     expect(ClientMetadataResolver.isLoopbackOnly(uris)).toBe(expected)
