@@ -9,8 +9,9 @@ import { CanonicalUri, SecureUrl } from "@keyway/core"
 import { Effect, Schema } from "effect"
 import type { ResolverOptions } from "./cimd/ClientMetadataResolver.js"
 import type { PolicyFunction, PolicyOptions } from "./cimd/TrustPolicy.js"
+import { resolveUpstream } from "./internal/upstreamOptions.js"
 import type { Options as OutboundOptions } from "./outbound/OutboundFetch.js"
-import { type ResolvedUpstream, resolveUpstream, type UpstreamOptions } from "./proxy/Upstream.js"
+import type { ResolvedUpstream, UpstreamOptions } from "./proxy/UpstreamProvider.js"
 
 /**
  * A protected MCP server this authorization server issues access tokens for, identified by its canonical URI.

@@ -12,6 +12,13 @@ export { createAuthorizationServer } from "./AuthorizationServer.js"
 /** Options, validation and defaults. */
 export * as Config from "./Config.js"
 /** Client ID metadata documents: resolver, HTTP caching, trust policy. */
+export * as ClientIdMetadata from "./cimd/index.js"
+/**
+ * The former name of {@link ClientIdMetadata} (client ID metadata documents), easily confused with the storage
+ * record `Storage.ClientMetadata`.
+ *
+ * @deprecated Use {@link ClientIdMetadata}; this alias is removed in the next minor release.
+ */
 export * as ClientMetadata from "./cimd/index.js"
 /** Signing-key rotation: publish ahead, retire after the last token expires, on a schedule and on demand. */
 export * as KeyRotation from "./KeyRotation.js"
@@ -21,8 +28,15 @@ export * as Metadata from "./Metadata.js"
 export * as NodeServer from "./NodeServer.js"
 /** The SSRF-guarded fetch for outbound requests to client-named URLs. */
 export * as Outbound from "./outbound/index.js"
-/** Proxy mode: per-client consent, then sign-in at an upstream authorization server. */
-export * as Upstream from "./proxy/Upstream.js"
+/** Proxy mode's upstream identity provider: per-client consent, then sign-in at an upstream authorization server. */
+export * as UpstreamProvider from "./proxy/UpstreamProvider.js"
+/**
+ * The former name of {@link UpstreamProvider} (proxy mode's upstream identity provider), easily confused with
+ * `@keyway/resource-server`'s `Upstream`.
+ *
+ * @deprecated Use {@link UpstreamProvider}; this alias is removed in the next minor release.
+ */
+export * as Upstream from "./proxy/UpstreamProvider.js"
 /** Access-token signing keys and the JWK Set. */
 export * as Signing from "./Signing.js"
 /** Storage services (clients, grants, keys) and their implementations. */

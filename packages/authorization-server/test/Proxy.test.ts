@@ -5,7 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest"
 import { type AuthorizationServerInstance, createAuthorizationServer } from "../src/AuthorizationServer.js"
 import { ConfigError, resolve } from "../src/Config.js"
 import { listen, type RunningServer } from "../src/NodeServer.js"
-import type { UpstreamOptions } from "../src/proxy/Upstream.js"
+import type { UpstreamOptions } from "../src/proxy/UpstreamProvider.js"
 import { alicePasswordHash, csrfOf, MCP, PASSWORD, SECRET } from "./support/server.js"
 
 /** The API the upstream authorization server protects; its access tokens name it as audience. */

@@ -4,7 +4,7 @@ import { Effect, Result } from "effect"
 import { TestClock } from "effect/testing"
 import { afterEach, describe, expect, it } from "vitest"
 import { UpstreamClient } from "../src/internal/upstreamClient.js"
-import { resolveUpstream } from "../src/proxy/Upstream.js"
+import { resolveUpstream } from "../src/internal/upstreamOptions.js"
 
 let server: Server | undefined
 

@@ -31,27 +31,12 @@ export interface Bounds {
 export const defaultBounds: Bounds = { minSeconds: 300, maxSeconds: 86_400 }
 
 /**
- * Parses a `Cache-Control` value; core's {@link HttpCache.parseCacheControl}.
- *
- * @see {@link https://www.rfc-editor.org/rfc/rfc9111.html#section-5.2 | RFC 9111 §5.2}
- */
-export const parseCacheControl: typeof HttpCache.parseCacheControl = HttpCache.parseCacheControl
-
-/**
- * The response's remaining freshness in seconds, or `undefined` when it states none; core's
- * {@link HttpCache.freshness}.
- *
- * @see {@link https://www.rfc-editor.org/rfc/rfc9111.html#section-4.2.1 | RFC 9111 §4.2.1}
- */
-export const freshness: typeof HttpCache.freshness = HttpCache.freshness
-
-/**
- * How long to reuse the document: its {@link freshness} clamped to `bounds`; the lower bound when the response
+ * How long to reuse the document: its freshness (core's `HttpCache.freshness`) clamped to `bounds`; the lower bound when the response
  * states no freshness.
  *
  * @see {@link https://www.ietf.org/archive/id/draft-ietf-oauth-client-id-metadata-document-02.html#section-5.2 | draft-ietf-oauth-client-id-metadata-document-02 §5.2}
  */
 export const lifetime = (headers: Headers, now: number, bounds: Bounds = defaultBounds): number => {
-  const seconds = freshness(headers, now) ?? bounds.minSeconds
+  const seconds = HttpCache.freshness(headers, now) ?? bounds.minSeconds
   return Math.min(bounds.maxSeconds, Math.max(bounds.minSeconds, seconds))
 }

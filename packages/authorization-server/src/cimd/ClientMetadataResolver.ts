@@ -14,11 +14,17 @@
 import { OAuthError, type Wire } from "@keyway/core"
 import { Context, Effect, Layer, Result, Schema } from "effect"
 import { jwkSetProblem } from "../internal/clientMetadata.js"
-import { isLocalhostOnly } from "../internal/redirect.js"
 import { OutboundFetch, RefusalReason } from "../outbound/OutboundFetch.js"
 import type { ClientMetadata, JwkSet } from "../storage/Storage.js"
 import * as CacheControl from "./CacheControl.js"
-import { checkClientId, extraChecks, jwkSetProblemText, toClient, validateDocument } from "./internal/document.js"
+import {
+  checkClientId,
+  extraChecks,
+  isLoopbackOnly,
+  jwkSetProblemText,
+  toClient,
+  validateDocument,
+} from "./internal/document.js"
 import * as FetchCache from "./internal/fetchCache.js"
 import { ClientTrustPolicy, type TrustDecision } from "./TrustPolicy.js"
 
@@ -69,7 +75,7 @@ export class ClientMetadataError extends Schema.TaggedError<ClientMetadataError>
 /**
  * A resolved client: the record to use (compatible with the storage `ClientMetadata`, origin
  * `metadata-document`, `expires_at` = end of its cache lifetime), the validated document, the trust decision for
- * the consent page, and whether every redirect URI reaches only the user's machine ({@link isLoopbackOnly}).
+ * the consent page, and whether every redirect URI reaches only the user's machine (a loopback host or a private-use scheme: the consent page warns about those).
  *
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#client-id-metadata-documents | MCP 2025-11-25 Client ID Metadata Documents}
  */
@@ -157,17 +163,6 @@ export interface ClientMetadataResolverService {
  * @see {@link https://www.ietf.org/archive/id/draft-ietf-oauth-client-id-metadata-document-02.html#section-7.1 | draft-ietf-oauth-client-id-metadata-document-02 §7.1}
  */
 export const isClientIdUrl = (clientId: string): boolean => /^https?:\/\//i.test(clientId)
-
-/**
- * Whether every redirect URI reaches only the user's own machine (a loopback host, or a private-use scheme any local
- * application may claim), so the consent page should warn that the client is a local application whose identity
- * the server cannot check. The same rule as the consent page's warning. False for an empty list.
- *
- * @see {@link https://www.rfc-editor.org/rfc/rfc8252.html#section-8.6 | RFC 8252 §8.6 (client impersonation)}
- * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#client-id-metadata-documents | MCP 2025-11-25 (extra warning for localhost-only redirect URIs)}
- */
-export const isLoopbackOnly = (redirectUris: ReadonlyArray<string>): boolean =>
-  redirectUris.length > 0 && redirectUris.every(isLocalhostOnly)
 
 type Document = { readonly client: ClientMetadata; readonly document: Wire.ClientIdMetadataDocument }
 

@@ -1,7 +1,7 @@
 import { ClientAuth, Metadata, WellKnown, type Wire } from "@keyway/core"
 import { Cache, Duration, Effect, Exit, Result, Schema } from "effect"
 import { createRemoteJWKSet, type JWTPayload, jwtVerify } from "jose"
-import type { ResolvedUpstream, UpstreamIdentity, UpstreamTokenResponse } from "../proxy/Upstream.js"
+import type { ResolvedUpstream, UpstreamIdentity, UpstreamTokenResponse } from "../proxy/UpstreamProvider.js"
 
 /** How long discovered upstream metadata is reused before it is fetched again. */
 const METADATA_TTL = Duration.hours(1)

@@ -1,3 +1,4 @@
+import { HttpCache } from "@keyway/core"
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { CacheControl } from "../../src/cimd/index.js"
@@ -5,7 +6,8 @@ import { CacheControl } from "../../src/cimd/index.js"
 const NOW = 1_800_000_000
 const http = (seconds: number) => new Date(seconds * 1000).toUTCString()
 
-describe("CacheControl.freshness", () => {
+// The freshness rules the resolver relies on, read through core, which owns them.
+describe("HttpCache.freshness", () => {
   // [headers, remaining freshness in seconds (undefined = not stated)]
   const table: ReadonlyArray<readonly [Record<string, string>, number | undefined]> = [
     [{}, undefined],
@@ -34,7 +36,7 @@ describe("CacheControl.freshness", () => {
     [{ expires: http(NOW + 900), "cache-control": "max-age=60" }, 60],
   ]
   it.each(table)("%j -> %s", (headers, expected) => {
-    expect(CacheControl.freshness(new Headers(headers), NOW)).toBe(expected)
+    expect(HttpCache.freshness(new Headers(headers), NOW)).toBe(expected)
   })
 })
 
@@ -67,14 +69,14 @@ describe("CacheControl.lifetime", () => {
   })
 })
 
-describe("CacheControl.parseCacheControl", () => {
+describe("HttpCache.parseCacheControl", () => {
   it("reads names case-insensitively and unquotes values", () => {
-    expect([...CacheControl.parseCacheControl('No-Cache, max-age="30", ext="a\\"b", public')]).toEqual([
+    expect([...HttpCache.parseCacheControl('No-Cache, max-age="30", ext="a\\"b", public')]).toEqual([
       ["no-cache", undefined],
       ["max-age", "30"],
       ["ext", 'a"b'],
       ["public", undefined],
     ])
-    expect([...CacheControl.parseCacheControl(null)]).toEqual([])
+    expect([...HttpCache.parseCacheControl(null)]).toEqual([])
   })
 })

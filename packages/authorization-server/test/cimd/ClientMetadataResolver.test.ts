@@ -3,6 +3,7 @@ import type { AddressInfo } from "node:net"
 import { Effect, Fiber, Layer, Logger, ManagedRuntime, Result } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
 import { ClientMetadataResolver, TrustPolicy } from "../../src/cimd/index.js"
+import { isLoopbackOnly } from "../../src/cimd/internal/document.js"
 import { OutboundFetch, Resolver } from "../../src/outbound/index.js"
 import { certificate, DOMAIN, type Handler, sendJson, startServer, type TestServer } from "../outbound/support/https.js"
 
@@ -693,7 +694,7 @@ describe("isLoopbackOnly", () => {
     [["com.example.app:/cb", "https://app.example.com/cb"], false],
     [[], false],
   ])("%j -> %s", (uris, expected) => {
-    expect(ClientMetadataResolver.isLoopbackOnly(uris)).toBe(expected)
+    expect(isLoopbackOnly(uris)).toBe(expected)
   })
 
   it("isClientIdUrl recognises URL client IDs", () => {

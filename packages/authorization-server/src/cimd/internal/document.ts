@@ -1,7 +1,7 @@
 import { SecureUrl, Wire } from "@keyway/core"
 import { Result } from "effect"
 import { isApplicationType, type JwkSetProblem, jwkSetProblem } from "../../internal/clientMetadata.js"
-import { type RedirectUriProblem, redirectUriProblem } from "../../internal/redirect.js"
+import { isLocalhostOnly, type RedirectUriProblem, redirectUriProblem } from "../../internal/redirect.js"
 import type { ClientMetadata, JwkSet, TokenEndpointAuthMethod } from "../../storage/Storage.js"
 
 /**
@@ -10,6 +10,14 @@ import type { ClientMetadata, JwkSet, TokenEndpointAuthMethod } from "../../stor
  */
 
 const DOCUMENT = Wire.Documents.clientIdMetadataDocument
+
+/**
+ * Whether every redirect URI reaches only the user's own machine (a loopback host, or a private-use scheme any local
+ * application may claim), so the consent page should warn that the client is a local application whose identity
+ * the server cannot check. The same rule as the consent page's warning. False for an empty list.
+ */
+export const isLoopbackOnly = (redirectUris: ReadonlyArray<string>): boolean =>
+  redirectUris.length > 0 && redirectUris.every(isLocalhostOnly)
 
 /** How the shared redirect URI rule reads in a document. */
 const redirectProblemText = (problem: RedirectUriProblem): string => {

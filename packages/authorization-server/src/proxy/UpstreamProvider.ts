@@ -1,16 +1,15 @@
 /**
- * Proxy mode: the authorization server fronts a third-party ("upstream") authorization server with one static client
- * ID, so users sign in with an identity provider they already have. Keyway stays the authorization server of the MCP
- * servers: it asks the user's consent for each MCP client itself, before any redirect upstream (the confused-deputy
- * defence), signs the user in upstream with standard OAuth 2.1 / OpenID Connect, keeps only the user's subject, and
- * issues its own codes and tokens, bound to the MCP resource. The upstream's tokens never reach the MCP client and
- * are not stored.
+ * Proxy mode's upstream identity provider: the authorization server fronts a third-party ("upstream") authorization
+ * server with one static client ID, so users sign in with an identity provider they already have. Keyway stays the
+ * authorization server of the MCP servers: it asks the user's consent for each MCP client itself, before any
+ * redirect upstream (the confused-deputy defence), signs the user in upstream with standard OAuth 2.1 / OpenID
+ * Connect, keeps only the user's subject, and issues its own codes and tokens, bound to the MCP resource. The
+ * upstream's tokens never reach the MCP client and are not stored.
  *
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/security_best_practices#confused-deputy-problem | MCP 2025-11-25 Security Best Practices: Confused Deputy Problem}
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1 | OAuth 2.1 §4.1}
  * @module
  */
-import { CanonicalUri, SecureUrl } from "@keyway/core"
 
 /**
  * The upstream token response, as the identity function sees it.
@@ -104,67 +103,4 @@ export interface ResolvedUpstream {
   readonly name: string
   readonly timeoutMs: number
   readonly consentSeconds: number
-}
-
-/**
- * Validates the upstream options: a message naming the problem, or the resolved options.
- *
- * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-2 | RFC 8414 §2 (issuer)}
- */
-export const resolveUpstream = (
-  options: UpstreamOptions,
-  allowHttpLoopback: boolean,
-): { readonly error: string } | { readonly upstream: ResolvedUpstream } => {
-  const issuerUrl = URL.parse(options.issuer)
-  if (issuerUrl === null) return { error: `upstream.issuer must be an absolute URL, got ${options.issuer}` }
-  if (issuerUrl.search !== "" || issuerUrl.hash !== "" || /[?#]/.test(options.issuer)) {
-    return { error: "upstream.issuer must not have a query or fragment (RFC 8414 §2)" }
-  }
-  if (issuerUrl.protocol === "http:") {
-    if (SecureUrl.transportOf(issuerUrl) !== "http-loopback" || !allowHttpLoopback) {
-      return {
-        error:
-          "upstream.issuer must use https (http only on a loopback host with development.allowHttpLoopbackUpstream)",
-      }
-    }
-  } else if (issuerUrl.protocol !== "https:") {
-    return { error: `upstream.issuer must use https, got ${issuerUrl.protocol}` }
-  }
-  if (options.clientId === "") return { error: "upstream.clientId must not be empty" }
-  let resource: string | undefined
-  if (options.resource !== undefined) {
-    if (!CanonicalUri.isValid(options.resource)) return { error: "upstream.resource must be an absolute URI" }
-    resource = options.resource
-  }
-  const openid = (options.scope ?? "").split(" ").includes("openid")
-  const subjectFrom = options.subjectFrom ?? (openid ? "id_token" : "access_token")
-  if (subjectFrom === "id_token" && !openid) {
-    return { error: 'upstream.subjectFrom "id_token" needs "openid" in upstream.scope' }
-  }
-  if (subjectFrom === "access_token" && resource === undefined) {
-    return {
-      error:
-        'upstream.subjectFrom "access_token" needs upstream.resource (the audience of the upstream access token); or set "openid" in upstream.scope, or give a function',
-    }
-  }
-  const timeoutMs = options.timeoutMs ?? 10_000
-  if (!Number.isInteger(timeoutMs) || timeoutMs <= 0) return { error: "upstream.timeoutMs must be a positive integer" }
-  const consentSeconds = options.consentSeconds ?? 180 * 24 * 3600
-  if (!Number.isInteger(consentSeconds) || consentSeconds <= 0) {
-    return { error: "upstream.consentSeconds must be a positive integer" }
-  }
-  return {
-    upstream: {
-      issuer: options.issuer,
-      issuerUrl,
-      clientId: options.clientId,
-      clientSecret: options.clientSecret,
-      scope: options.scope,
-      resource,
-      subjectFrom,
-      name: options.name ?? issuerUrl.host,
-      timeoutMs,
-      consentSeconds,
-    },
-  }
 }
