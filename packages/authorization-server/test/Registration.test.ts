@@ -183,6 +183,21 @@ describe("dynamic client registration (RFC 7591)", () => {
       /redirect_uris must be an array/,
     ],
     ["a policy refusal", { client_name: "Blocked App" }, /not allowed here/],
+    ["contacts with a number", { contacts: ["ops@example.com", 1] }, /^contacts must be an array of strings$/],
+    [
+      "redirect_uris with a number",
+      { redirect_uris: ["https://app.example.com/cb", 42] },
+      /^redirect_uris must be an array of strings$/,
+    ],
+    ["a client_uri that is not a URL", { client_uri: "not a url" }, /^client_uri must be an absolute URL$/],
+    ["a jwks_uri that is not a string", { jwks_uri: 42 }, /^jwks_uri is not supported/],
+    [
+      "jwks and jwks_uri together",
+      { jwks: { keys: [] }, jwks_uri: "https://k.example.com/jwks" },
+      /^jwks_uri is not supported/,
+    ],
+    ["a jwks key that is not an object", { jwks: { keys: ["x"] } }, /^jwks must be a JWK Set$/],
+    ["a jwks key without kty", { jwks: { keys: [{ use: "sig" }] } }, /^every key in jwks needs kty$/],
   ]
   for (const [name, body, description] of metadataCases) {
     it(`refuses ${name}: invalid_client_metadata`, async () => {
