@@ -14,7 +14,7 @@
 import { OAuthError, type Wire } from "@keyway/core"
 import { Context, Effect, Layer, Result, Schema } from "effect"
 import { jwkSetProblem } from "../internal/clientMetadata.js"
-import { OutboundFetch, RefusalReason } from "../outbound/OutboundFetch.js"
+import { OutboundFetch, type OutboundRefused, RefusalReason } from "../outbound/OutboundFetch.js"
 import type { ClientMetadata, JwkSet } from "../storage/Storage.js"
 import * as CacheControl from "./CacheControl.js"
 import {
@@ -166,6 +166,16 @@ export const isClientIdUrl = (clientId: string): boolean => /^https?:\/\//i.test
 
 type Document = { readonly client: ClientMetadata; readonly document: Wire.ClientIdMetadataDocument }
 
+/** The guard refused the fetch of `what`, or it failed. */
+const fetchFailed = (clientId: string, what: string) => (refused: OutboundRefused) =>
+  new ClientMetadataError({
+    error: "invalid_client",
+    reason: "fetch",
+    client_id: clientId,
+    fetch: refused.reason,
+    message: `${what} could not be fetched: ${refused.message}`,
+  })
+
 /** A failure of another client's `jwks_uri` fetch, repeated during its back-off in this client's name. */
 const inTheNameOf = (clientId: string, e: ClientMetadataError) =>
   new ClientMetadataError({
@@ -227,18 +237,7 @@ export class ClientMetadataResolver extends Context.Service<ClientMetadataResolv
               maxRedirects: 0,
               ...(settings.maxDocumentBytes === undefined ? {} : { maxBytes: settings.maxDocumentBytes }),
             })
-            .pipe(
-              Effect.mapError(
-                (refused) =>
-                  new ClientMetadataError({
-                    error: "invalid_client",
-                    reason: "fetch",
-                    client_id: clientId,
-                    fetch: refused.reason,
-                    message: `the client ID metadata document could not be fetched: ${refused.message}`,
-                  }),
-              ),
-            )
+            .pipe(Effect.mapError(fetchFailed(clientId, "the client ID metadata document")))
           const validated = validateDocument(response.json, clientId, checkedAs)
           const problem = Result.isFailure(validated) ? validated.failure : extraChecks(validated.success)
           if (problem !== undefined) {
@@ -291,18 +290,7 @@ export class ClientMetadataResolver extends Context.Service<ClientMetadataResolv
         const fetchKeys = Effect.fnUntraced(function* (clientId: string, uri: string, now: number) {
           const response = yield* outbound
             .fetchJson(uri, { accept: "application/jwk-set+json, application/json" })
-            .pipe(
-              Effect.mapError(
-                (refused) =>
-                  new ClientMetadataError({
-                    error: "invalid_client",
-                    reason: "fetch",
-                    client_id: clientId,
-                    fetch: refused.reason,
-                    message: `the client's jwks_uri could not be fetched: ${refused.message}`,
-                  }),
-              ),
-            )
+            .pipe(Effect.mapError(fetchFailed(clientId, "the client's jwks_uri")))
           const found = jwkSetProblem(response.json)
           if (found !== undefined) {
             const { path, problem } = jwkSetProblemText(found)
