@@ -4,7 +4,7 @@ import { Effect, Schema } from "effect"
 import type { ResolvedConfig } from "../Config.js"
 import type { StorageError } from "../storage/Errors.js"
 import type { ClientAuthFailure } from "./clientAuth.js"
-import { CORS_HEADERS, json, mediaType, oauthError, parseForm, readBody } from "./http.js"
+import { mediaType, oauthError, parseForm, payloadTooLarge, readBody } from "./http.js"
 
 /**
  * Reads the form body of a back-channel endpoint (token, revocation, introspection): form media type only,
@@ -49,13 +49,7 @@ export const answerFailures =
   ): Effect.Effect<Response, StorageError, R> =>
     effect.pipe(
       Effect.catchTags({
-        BodyTooLargeFailure: () =>
-          Effect.succeed(
-            json(
-              { error: "invalid_request", error_description: `the body exceeds ${config.maxBodyBytes} bytes` },
-              { status: 413, headers: CORS_HEADERS },
-            ),
-          ),
+        BodyTooLargeFailure: () => Effect.succeed(payloadTooLarge("invalid_request", config.maxBodyBytes)),
         ClientAuthFailure: (e) =>
           Effect.succeed(
             oauthError(

@@ -38,6 +38,13 @@ export const oauthError = (error: OAuthError.OAuthError, headers: Record<string,
   error.toResponse({ headers: { ...CORS_HEADERS, ...headers } })
 
 /**
+ * The answer to a body over the limit: 413 with the endpoint's OAuth error code (`invalid_request` on the
+ * back-channel endpoints, `invalid_client_metadata` on registration, RFC 7591 §3.2.2).
+ */
+export const payloadTooLarge = (code: "invalid_request" | "invalid_client_metadata", limit: number): Response =>
+  json({ error: code, error_description: `the body exceeds ${limit} bytes` }, { status: 413, headers: CORS_HEADERS })
+
+/**
  * Reads the request body as UTF-8 text (malformed UTF-8 is refused), within `limit` bytes.
  *
  * @throws PayloadTooLarge from `@keyway/http`

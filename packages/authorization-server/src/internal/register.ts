@@ -7,9 +7,9 @@ import { ClientStore, type NewClient, type TokenEndpointAuthMethod } from "../st
 import { isApplicationType, type JwkSetProblem, jwkSetProblem } from "./clientMetadata.js"
 import { nowSeconds } from "./clock.js"
 import { randomToken } from "./crypto.js"
-import { CORS_HEADERS, json, mediaType, oauthError, readBody } from "./http.js"
+import { BodyTooLargeFailure } from "./formEndpoint.js"
+import { CORS_HEADERS, json, mediaType, oauthError, payloadTooLarge, readBody } from "./http.js"
 import { isPrivateUseScheme, type RedirectUriProblem, redirectUriProblem } from "./redirect.js"
-import { BodyTooLargeFailure } from "./token.js"
 
 /**
  * What a registration policy decides.
@@ -242,12 +242,6 @@ export const registerEndpoint = (
   }).pipe(
     Effect.catchTags({
       OAuthError: (e) => Effect.succeed(oauthError(e)),
-      BodyTooLargeFailure: () =>
-        Effect.succeed(
-          json(
-            { error: "invalid_client_metadata", error_description: `the body exceeds ${config.maxBodyBytes} bytes` },
-            { status: 413, headers: CORS_HEADERS },
-          ),
-        ),
+      BodyTooLargeFailure: () => Effect.succeed(payloadTooLarge("invalid_client_metadata", config.maxBodyBytes)),
     }),
   )

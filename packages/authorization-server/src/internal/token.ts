@@ -228,5 +228,3 @@ export const tokenEndpoint = (
       ? yield* authorizationCodeGrant(config, client, form)
       : yield* refreshGrant(config, client, form)
   }).pipe(answerFailures(config, "token"))
-
-export { BodyTooLargeFailure } from "./formEndpoint.js"
