@@ -1,4 +1,5 @@
-// The subset of autocannon's programmatic API the load process uses (the package ships no types).
+// The subset of autocannon's programmatic API the benchmarks' load processes use (the package ships no types);
+// included by the tsconfig.test.json of each package with a bench/ that drives autocannon.
 declare module "autocannon" {
   interface RequestParams {
     headers?: Record<string, string>
