@@ -1,4 +1,4 @@
-import { Pkce } from "@keyway/core"
+import { ClientAuth, Pkce } from "@keyway/core"
 import type { AuthorizationServerInstance, AuthorizationServerOptions } from "../../src/AuthorizationServer.js"
 import { createAuthorizationServer } from "../../src/AuthorizationServer.js"
 import { listen, type RunningServer } from "../../src/NodeServer.js"
@@ -169,5 +169,5 @@ export const tokenRequest = (server: TestServer, body: Record<string, string>, h
     body: form(body),
   })
 
-export const basic = (id: string, secret: string) =>
-  `Basic ${Buffer.from(`${encodeURIComponent(id)}:${encodeURIComponent(secret)}`).toString("base64")}`
+/** client_secret_basic as every client sends it: core's one encoding (RFC 6749 §2.3.1). */
+export const basic = ClientAuth.encodeClientSecretBasic
