@@ -17,6 +17,7 @@ import {
   discoverProtectedResource,
 } from "./Discovery.js"
 import { DiscoveryCache } from "./DiscoveryCache.js"
+import { stateMissing } from "./internal/callback.js"
 import { send } from "./internal/http.js"
 import { authorizationBaseUrl } from "./internal/legacy.js"
 import { PENDING_LIFETIME_MS, pendingKey, tokensKey } from "./internal/storage.js"
@@ -224,14 +225,7 @@ const make = Effect.gen(function* () {
     const url = URL.parse(callbackUrl)
     const state = url?.searchParams.get("state") ?? null
     const where = url === null ? callbackUrl : `${url.origin}${url.pathname}`
-    if (state === null) {
-      return yield* new AuthError({
-        step: "callback",
-        reason: "state-missing",
-        url: where,
-        message: `the authorization response at ${where} carries no state; it was discarded (it may be forged or from another request)`,
-      })
-    }
+    if (state === null) return yield* stateMissing(where)
     const pending = (yield* store.get(pendingKey(state))) as Pending | undefined
     if (pending !== undefined && (yield* Clock.currentTimeMillis) - pending.created_at > PENDING_LIFETIME_MS) {
       yield* store.delete(pendingKey(state))

@@ -11,6 +11,7 @@ import { Clock, Effect } from "effect"
 import { AuthError } from "./AuthError.js"
 import type { ClientInformation } from "./ClientConfig.js"
 import type { DiscoveredAuthorizationServer, DiscoveredResource } from "./Discovery.js"
+import { stateMissing } from "./internal/callback.js"
 import { randomToken } from "./internal/http.js"
 import type { Pending } from "./TokenStore.js"
 
@@ -147,14 +148,7 @@ export const validateCallback = Effect.fn("Authorization.validateCallback")(func
   const where = `${url.origin}${url.pathname}`
   const params = url.searchParams
   const state = params.get("state")
-  if (state === null) {
-    return yield* new AuthError({
-      step: "callback",
-      reason: "state-missing",
-      url: where,
-      message: `the authorization response at ${where} carries no state; it was discarded (it may be forged or from another request)`,
-    })
-  }
+  if (state === null) return yield* stateMissing(where)
   if (!sameString(state, pending.state)) {
     return yield* new AuthError({
       step: "callback",
