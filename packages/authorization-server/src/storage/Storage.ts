@@ -16,6 +16,7 @@
  * @module
  */
 import { Context, Effect, Layer, type Option } from "effect"
+import { z } from "zod"
 import { nowSeconds } from "../internal/clock.js"
 import {
   type ClientAlreadyExists,
@@ -607,6 +608,17 @@ export interface PostgresPool {
   query(text: string, values?: Array<unknown>): Promise<PostgresResult>
   connect(): Promise<PostgresClient>
 }
+
+/**
+ * The rule for {@link PostgresCommonOptions.schema}: PostgreSQL keeps at most 63 bytes of an identifier
+ * (`NAMEDATALEN - 1`) and would silently truncate a longer one, so it is refused instead.
+ *
+ * @see {@link https://www.postgresql.org/docs/current/sql-syntax-lexical.html#SQL-SYNTAX-IDENTIFIERS | PostgreSQL identifiers}
+ */
+export const postgresSchemaName = z
+  .string({ error: "must be a string" })
+  .min(1, "must not be empty")
+  .refine((name) => Buffer.byteLength(name, "utf8") <= 63, "must be at most 63 bytes long")
 
 /**
  * What both forms of {@link PostgresOptions} share.

@@ -5,7 +5,7 @@
 import { createHash } from "node:crypto"
 import { Effect } from "effect"
 import { StorageError } from "../Errors.js"
-import type { PostgresClient, PostgresOptions, PostgresPool } from "../Storage.js"
+import { type PostgresClient, type PostgresOptions, type PostgresPool, postgresSchemaName } from "../Storage.js"
 import { type Driver, driveAsync, message, type Row, type Statement } from "./sql.js"
 
 /** Anything that runs one statement: the pool (autocommit) or a client inside a transaction. */
@@ -230,7 +230,7 @@ const migrate = (pool: PostgresPool, schema: string, t: Tables, now: number): Pr
  */
 export const open = async (options: PostgresOptions, now: number): Promise<Database> => {
   const schema = options.schema ?? "public"
-  if (schema.length === 0 || Buffer.byteLength(schema, "utf8") > 63) {
+  if (!postgresSchemaName.safeParse(schema).success) {
     throw new Error("schema name must be 1 to 63 bytes long")
   }
   let pool: PostgresPool
