@@ -7,11 +7,12 @@
  */
 import { CanonicalUri, SecureUrl } from "@keyway/core"
 import { Effect, Schema } from "effect"
+import { z } from "zod"
 import type { ResolverOptions } from "./cimd/ClientMetadataResolver.js"
 import type { PolicyFunction, PolicyOptions } from "./cimd/TrustPolicy.js"
 import { resolveUpstream } from "./internal/upstreamOptions.js"
 import type { Options as OutboundOptions } from "./outbound/OutboundFetch.js"
-import type { ResolvedUpstream, UpstreamOptions } from "./proxy/UpstreamProvider.js"
+import type { ResolvedUpstream, UpstreamIdentityFunction, UpstreamOptions } from "./proxy/UpstreamProvider.js"
 
 /**
  * A protected MCP server this authorization server issues access tokens for, identified by its canonical URI.
@@ -349,54 +350,271 @@ export const clientAuthMethod = (c: ClientOptions): TokenEndpointAuthMethod =>
   c.tokenEndpointAuthMethod ??
   (c.clientSecret !== undefined ? "client_secret_basic" : c.jwks !== undefined ? "private_key_jwt" : "none")
 
-const positive = (name: string, value: number | undefined, fallback: number, max = Number.MAX_SAFE_INTEGER) => {
-  const v = value ?? fallback
-  if (!Number.isInteger(v) || v <= 0 || v > max) {
-    throw new ConfigError({
-      message: `${name} must be a whole number of seconds from 1 to ${max}, got ${String(value)}`,
-    })
-  }
-  return v
-}
+const aString = z.string({ error: "must be a string" })
+const nonEmpty = aString.min(1, "must not be empty")
+const aBoolean = z.boolean({ error: "must be true or false" })
+const anObject = { error: "must be an object" }
+const anArray = { error: "must be an array" }
+const aNumber = z.number({ error: "must be a number" })
+/** Seconds (or milliseconds, or bytes) that count whole units. */
+const positiveWhole = aNumber.int("must be a whole number").positive("must be positive")
+const wholeFromZero = aNumber.int("must be a whole number").min(0, "must not be negative")
+/** A period between two runs of a timer: fractions of a second are fine. */
+const period = aNumber.positive("must be positive")
+const orFalse = <T extends z.ZodType>(schema: T, what: string) =>
+  z.union([schema, z.literal(false)], {
+    // A wrong type gets one message; a number out of range keeps the number rule's own message (first branch).
+    error: (issue) =>
+      issue.code === "invalid_union" && typeof issue.input === "number"
+        ? (issue.errors[0]?.[0]?.message ?? what)
+        : what,
+  })
 
-const interval = (name: string, value: number | undefined, fallback: number) => {
-  const v = value ?? fallback
-  if (typeof v !== "number" || !Number.isFinite(v) || v <= 0) {
-    throw new ConfigError({ message: `${name} must be a positive number of seconds, got ${String(value)}` })
-  }
-  return v
-}
+/**
+ * The schema of {@link ResourceOptions}.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8707.html#section-2 | RFC 8707 §2}
+ */
+export const resourceSchema = z.strictObject(
+  {
+    uri: nonEmpty,
+    name: aString.optional(),
+    scopes: z.record(z.string(), aString, { error: "must be an object mapping each scope to its description" }),
+  },
+  anObject,
+)
 
-const signingKeys = (options: SigningKeyOptions | undefined): ResolvedSigningKeys => {
-  const rotateEvery =
-    options?.rotateEvery === false
-      ? false
-      : positive("signingKeys.rotateEvery", options?.rotateEvery, defaults.signingKeys.rotateEvery)
-  const publishAhead = options?.publishAhead ?? defaults.signingKeys.publishAhead
-  if (!Number.isInteger(publishAhead) || publishAhead < 0) {
-    throw new ConfigError({
-      message: `signingKeys.publishAhead must be a whole number of seconds from 0, got ${String(options?.publishAhead)}`,
-    })
-  }
-  if (publishAheadConflict(options) !== undefined) {
-    throw new ConfigError({ message: "signingKeys.publishAhead must be shorter than signingKeys.rotateEvery" })
-  }
-  const clockSkew = options?.clockSkew ?? defaults.signingKeys.clockSkew
-  if (!Number.isInteger(clockSkew) || clockSkew < 0) {
-    throw new ConfigError({
-      message: `signingKeys.clockSkew must be a whole number of seconds from 0, got ${String(options?.clockSkew)}`,
-    })
-  }
-  return {
-    rotateEvery,
-    publishAhead,
-    checkEvery: interval("signingKeys.checkEvery", options?.checkEvery, defaults.signingKeys.checkEvery),
-    clockSkew,
-  }
+/**
+ * The schema of {@link TokenEndpointAuthMethod}.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc7591.html#section-2 | RFC 7591 §2}
+ */
+export const tokenEndpointAuthMethodSchema = z.enum(
+  ["none", "client_secret_basic", "client_secret_post", "private_key_jwt"],
+  { error: "must be one of none, client_secret_basic, client_secret_post, private_key_jwt" },
+)
+
+/**
+ * The schema of {@link ClientOptions}; the rules between its fields (a secret for the secret methods, keys for
+ * `private_key_jwt`, a redirect URI for a client with grants) are checked by {@link resolve}.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-2 | OAuth 2.1 §2}
+ */
+export const clientSchema = z.strictObject(
+  {
+    clientId: nonEmpty,
+    clientName: aString.optional(),
+    clientSecret: nonEmpty.optional(),
+    redirectUris: z.array(nonEmpty, { error: "must be an array of URLs" }),
+    tokenEndpointAuthMethod: tokenEndpointAuthMethodSchema.optional(),
+    scope: aString.optional(),
+    jwks: z.object({ keys: z.array(z.record(z.string(), z.unknown()), anArray) }, anObject).optional(),
+    grantTypes: z
+      .array(
+        z.enum(["authorization_code", "refresh_token"], { error: "must be authorization_code or refresh_token" }),
+        anArray,
+      )
+      .optional(),
+  },
+  anObject,
+)
+
+/**
+ * The schema of {@link UserOptions}.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.1 | OAuth 2.1 §4.1.1}
+ */
+export const userSchema = z.strictObject(
+  {
+    username: nonEmpty,
+    passwordHash: nonEmpty,
+    subject: nonEmpty.optional(),
+    displayName: aString.optional(),
+  },
+  anObject,
+)
+
+/**
+ * The schema of {@link TokenLifetimes}: whole seconds, the authorization code's at most
+ * {@link limits}`.authorizationCodeMax`.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.2 | OAuth 2.1 §4.1.2 (code lifetime)}
+ */
+export const lifetimesSchema = z.strictObject(
+  {
+    accessToken: positiveWhole.optional(),
+    refreshToken: positiveWhole.optional(),
+    authorizationCode: positiveWhole
+      .max(limits.authorizationCodeMax, `must be at most ${limits.authorizationCodeMax}`)
+      .optional(),
+    session: positiveWhole.optional(),
+  },
+  anObject,
+)
+
+const signingKeyFields = {
+  rotateEvery: orFalse(positiveWhole, "must be a number of seconds or false").optional(),
+  publishAhead: wholeFromZero.optional(),
+  checkEvery: period.optional(),
+  clockSkew: wholeFromZero.optional(),
 }
 
 /**
- * Validates options and applies defaults.
+ * The schema of {@link SigningKeyOptions}, with {@link publishAheadConflict} reported on the field that was set
+ * (`publishAhead`, else `rotateEvery`).
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc7517.html#section-5 | RFC 7517 §5 (JWK Set)}
+ */
+export const signingKeysSchema = z.strictObject(signingKeyFields, anObject).superRefine((keys, ctx) => {
+  // Compared only once both are valid on their own: each field's own problem is the one worth reading.
+  const fieldsValid =
+    signingKeyFields.rotateEvery.safeParse(keys.rotateEvery).success &&
+    signingKeyFields.publishAhead.safeParse(keys.publishAhead).success
+  if (!fieldsValid) return
+  // zod leaves absent members absent, as the exact optional properties of SigningKeyOptions mean.
+  const rotateEvery = publishAheadConflict(keys as SigningKeyOptions)
+  if (rotateEvery === undefined) return
+  ctx.addIssue(
+    keys.publishAhead === undefined
+      ? {
+          code: "custom",
+          path: ["rotateEvery"],
+          message: `must be longer than publishAhead (${defaults.signingKeys.publishAhead} s)`,
+        }
+      : { code: "custom", path: ["publishAhead"], message: `must be shorter than rotateEvery (${rotateEvery} s)` },
+  )
+})
+
+/**
+ * The schema of {@link MaintenanceOptions}.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.2 | OAuth 2.1 §4.1.2}
+ */
+export const maintenanceSchema = z.strictObject(
+  { purgeEvery: orFalse(period, "must be a number of seconds or false").optional() },
+  anObject,
+)
+
+/**
+ * The schema of {@link DevelopmentOptions}.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-1.5 | OAuth 2.1 §1.5 (TLS)}
+ */
+export const developmentSchema = z.strictObject(
+  { allowHttpLoopbackIssuer: aBoolean.optional(), allowHttpLoopbackUpstream: aBoolean.optional() },
+  anObject,
+)
+
+/**
+ * The schema of the switches of {@link ClientIdMetadataDocumentOptions}; its other members (cache bounds, trust
+ * policy, outbound limits) are checked where they are used, and pass through.
+ *
+ * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#client-id-metadata-documents | MCP 2025-11-25 Client ID Metadata Documents}
+ */
+export const clientIdMetadataDocumentsSchema = z.object(
+  { enabled: aBoolean.optional(), allowHttpLoopbackClientIds: aBoolean.optional() },
+  anObject,
+)
+
+/**
+ * The `subjectFrom` values of {@link UpstreamOptions} that are names (the forms a configuration file can hold).
+ *
+ * @see {@link https://openid.net/specs/openid-connect-core-1_0.html#IDTokenValidation | OpenID Connect Core 1.0 §3.1.3.7}
+ */
+export const subjectSourceNameSchema = z.enum(["id_token", "access_token"], {
+  error: "must be id_token or access_token",
+})
+
+/**
+ * The schema of {@link UpstreamOptions}; the rules between its fields (https issuer, a source for the subject) are
+ * checked by {@link resolve}.
+ *
+ * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/security_best_practices#confused-deputy-problem | MCP 2025-11-25 Security Best Practices: Confused Deputy Problem}
+ */
+export const upstreamSchema = z.strictObject(
+  {
+    issuer: nonEmpty,
+    clientId: nonEmpty,
+    clientSecret: nonEmpty.optional(),
+    scope: aString.optional(),
+    resource: nonEmpty.optional(),
+    subjectFrom: z
+      .union([subjectSourceNameSchema, z.custom<UpstreamIdentityFunction>((value) => typeof value === "function")], {
+        error: "must be id_token, access_token or a function",
+      })
+      .optional(),
+    name: nonEmpty.optional(),
+    timeoutMs: positiveWhole.optional(),
+    consentSeconds: positiveWhole.optional(),
+  },
+  anObject,
+)
+
+/**
+ * The schema of the plain-data members of {@link ConfigOptions} (what a JSON file could hold); {@link resolve}
+ * validates options with it first, so that every problem of a value names its field the same way for every front
+ * end. The members that are functions (`warn`) pass through; the rules between members are {@link resolve}'s.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-2 | RFC 8414 §2}
+ */
+export const configSchema = z.object(
+  {
+    issuer: nonEmpty,
+    resources: z.array(resourceSchema, anArray).min(1, "must name at least one MCP server"),
+    defaultResource: nonEmpty.optional(),
+    users: z.array(userSchema, anArray).optional(),
+    clients: z.array(clientSchema, anArray).optional(),
+    lifetimes: lifetimesSchema.optional(),
+    rotateConfidentialRefreshTokens: aBoolean.optional(),
+    introspectionClients: z.array(nonEmpty, anArray).optional(),
+    clientIdMetadataDocuments: clientIdMetadataDocumentsSchema.optional(),
+    registration: aBoolean.optional(),
+    upstream: upstreamSchema.optional(),
+    development: developmentSchema.optional(),
+    maxBodyBytes: positiveWhole.optional(),
+    sessionSecret: aString
+      .min(limits.secretMinLength, `must be at least ${limits.secretMinLength} random characters`)
+      .optional(),
+    signingKeys: signingKeysSchema.optional(),
+    maintenance: maintenanceSchema.optional(),
+  },
+  { error: "must be an object" },
+)
+
+const fieldPath = (path: ReadonlyArray<PropertyKey>): string =>
+  path.reduce<string>((out, key) => {
+    if (typeof key === "number") return `${out}[${key}]`
+    const name = String(key)
+    // Scope names such as notes:read are not identifiers: bracket them.
+    if (!/^[A-Za-z_$][\w$]*$/.test(name)) return `${out}[${JSON.stringify(name)}]`
+    return out === "" ? name : `${out}.${name}`
+  }, "")
+
+const valueAt = (root: unknown, path: ReadonlyArray<PropertyKey>): unknown =>
+  path.reduce<unknown>(
+    (value, key) =>
+      typeof value === "object" && value !== null ? (value as Record<PropertyKey, unknown>)[key] : undefined,
+    root,
+  )
+
+/**
+ * One problem found by {@link configSchema} (or a schema built from it) in `root`, as `field: what is wrong`
+ * (`lifetimes.accessToken: must be a whole number`, `clients[0]: unknown field "secret"`).
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-2 | RFC 8414 §2}
+ */
+export const describeIssue = (issue: z.core.$ZodIssue, root: unknown): string => {
+  const where = fieldPath(issue.path)
+  if (issue.code === "unrecognized_keys") {
+    const keys = issue.keys.map((k) => `"${k}"`).join(", ")
+    return `${where === "" ? "" : `${where}: `}unknown field${issue.keys.length > 1 ? "s" : ""} ${keys}`
+  }
+  if (issue.code === "invalid_type" && valueAt(root, issue.path) === undefined) return `${where}: is required`
+  return where === "" ? issue.message : `${where}: ${issue.message}`
+}
+
+/**
+ * Validates options (first their data with {@link configSchema}, then the rules between them) and applies defaults.
  *
  * The issuer must be https; `http` is accepted only on a loopback host with
  * `development.allowHttpLoopbackIssuer`, and then a warning is logged.
@@ -404,6 +622,10 @@ const signingKeys = (options: SigningKeyOptions | undefined): ResolvedSigningKey
  * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-2 | RFC 8414 §2 (issuer)}
  */
 export const resolve = (options: ConfigOptions): ResolvedConfig => {
+  const checked = configSchema.safeParse(options)
+  if (!checked.success) {
+    throw new ConfigError({ message: checked.error.issues.map((issue) => describeIssue(issue, options)).join("; ") })
+  }
   const warn = options.warn ?? ((m: string) => console.warn(m))
   let issuerUrl: URL
   try {
@@ -443,7 +665,6 @@ export const resolve = (options: ConfigOptions): ResolvedConfig => {
   const issuer = options.issuer.endsWith("/") ? options.issuer.slice(0, -1) : options.issuer
   const base = issuer
 
-  if (options.resources.length === 0) throw new ConfigError({ message: "resources must name at least one MCP server" })
   const resources = new Map<string, Resource>()
   for (const r of options.resources) {
     let uri: string
@@ -491,9 +712,6 @@ export const resolve = (options: ConfigOptions): ResolvedConfig => {
       throw new ConfigError({ message: `client ${c.clientId}: private_key_jwt needs jwks` })
     }
   }
-  if (options.sessionSecret !== undefined && options.sessionSecret.length < limits.secretMinLength) {
-    throw new ConfigError({ message: `sessionSecret must be at least ${limits.secretMinLength} random characters` })
-  }
   const cimdEnabled = options.clientIdMetadataDocuments?.enabled ?? true
   if (cimdEnabled && options.clientIdMetadataDocuments?.allowHttpLoopbackClientIds === true) {
     warn(
@@ -529,26 +747,17 @@ export const resolve = (options: ConfigOptions): ResolvedConfig => {
     defaultResource,
     users: options.users ?? [],
     clients: options.clients ?? [],
-    accessTokenTtl: positive("lifetimes.accessToken", options.lifetimes?.accessToken, defaults.lifetimes.accessToken),
-    refreshTokenTtl: positive(
-      "lifetimes.refreshToken",
-      options.lifetimes?.refreshToken,
-      defaults.lifetimes.refreshToken,
-    ),
-    codeTtl: positive(
-      "lifetimes.authorizationCode",
-      options.lifetimes?.authorizationCode,
-      defaults.lifetimes.authorizationCode,
-      limits.authorizationCodeMax,
-    ),
-    sessionTtl: positive("lifetimes.session", options.lifetimes?.session, defaults.lifetimes.session),
+    accessTokenTtl: options.lifetimes?.accessToken ?? defaults.lifetimes.accessToken,
+    refreshTokenTtl: options.lifetimes?.refreshToken ?? defaults.lifetimes.refreshToken,
+    codeTtl: options.lifetimes?.authorizationCode ?? defaults.lifetimes.authorizationCode,
+    sessionTtl: options.lifetimes?.session ?? defaults.lifetimes.session,
     rotateConfidentialRefreshTokens:
       options.rotateConfidentialRefreshTokens ?? defaults.rotateConfidentialRefreshTokens,
     registration: options.registration ?? defaults.registration,
     clientIdMetadataDocuments: cimdEnabled,
     introspectionClients,
     secureCookies: issuerUrl.protocol === "https:",
-    maxBodyBytes: positive("maxBodyBytes", options.maxBodyBytes, defaults.maxBodyBytes),
+    maxBodyBytes: options.maxBodyBytes ?? defaults.maxBodyBytes,
     endpoints: {
       authorization: `${base}/authorize`,
       token: `${base}/token`,
@@ -561,12 +770,14 @@ export const resolve = (options: ConfigOptions): ResolvedConfig => {
       upstreamCallback: `${base}/upstream/callback`,
     },
     upstream,
-    signingKeys: signingKeys(options.signingKeys),
+    signingKeys: {
+      rotateEvery: options.signingKeys?.rotateEvery ?? defaults.signingKeys.rotateEvery,
+      publishAhead: options.signingKeys?.publishAhead ?? defaults.signingKeys.publishAhead,
+      checkEvery: options.signingKeys?.checkEvery ?? defaults.signingKeys.checkEvery,
+      clockSkew: options.signingKeys?.clockSkew ?? defaults.signingKeys.clockSkew,
+    },
     sessionSecret: options.sessionSecret,
-    purgeEvery:
-      options.maintenance?.purgeEvery === false
-        ? false
-        : interval("maintenance.purgeEvery", options.maintenance?.purgeEvery, defaults.maintenance.purgeEvery),
+    purgeEvery: options.maintenance?.purgeEvery ?? defaults.maintenance.purgeEvery,
   }
 }
 

@@ -376,36 +376,33 @@ describe("signing-key, maintenance and session options", () => {
     [
       "publishAhead not shorter than rotateEvery",
       { signingKeys: { rotateEvery: 600, publishAhead: 600 } },
-      "signingKeys.publishAhead must be shorter than signingKeys.rotateEvery",
+      "signingKeys.publishAhead: must be shorter than rotateEvery (600 s)",
     ],
     [
       "a negative publishAhead",
       { signingKeys: { publishAhead: -1 } },
-      "signingKeys.publishAhead must be a whole number of seconds from 0, got -1",
+      "signingKeys.publishAhead: must not be negative",
     ],
+    ["a zero rotateEvery", { signingKeys: { rotateEvery: 0 } }, "signingKeys.rotateEvery: must be positive"],
+    ["a fractional clockSkew", { signingKeys: { clockSkew: 0.5 } }, "signingKeys.clockSkew: must be a whole number"],
+    ["a zero checkEvery", { signingKeys: { checkEvery: 0 } }, "signingKeys.checkEvery: must be positive"],
+    ["a short sessionSecret", { sessionSecret: "too-short" }, "sessionSecret: must be at least 32 random characters"],
+    ["a negative purgeEvery", { maintenance: { purgeEvery: -5 } }, "maintenance.purgeEvery: must be positive"],
     [
-      "a zero rotateEvery",
-      { signingKeys: { rotateEvery: 0 } },
-      "signingKeys.rotateEvery must be a whole number of seconds from 1 to 9007199254740991, got 0",
-    ],
-    [
-      "a fractional clockSkew",
-      { signingKeys: { clockSkew: 0.5 } },
-      "signingKeys.clockSkew must be a whole number of seconds from 0, got 0.5",
-    ],
-    [
-      "a zero checkEvery",
-      { signingKeys: { checkEvery: 0 } },
-      "signingKeys.checkEvery must be a positive number of seconds, got 0",
-    ],
-    ["a short sessionSecret", { sessionSecret: "too-short" }, "sessionSecret must be at least 32 random characters"],
-    [
-      "a negative purgeEvery",
-      { maintenance: { purgeEvery: -5 } },
-      "maintenance.purgeEvery must be a positive number of seconds, got -5",
+      "a rotateEvery not longer than the default publishAhead",
+      { signingKeys: { rotateEvery: 600 } },
+      "signingKeys.rotateEvery: must be longer than publishAhead (600 s)",
     ],
   ]
   it.each(refusals)("refuses %s", (_, options, message) => {
-    expect(() => resolve({ ...base, ...options })).toThrow(new ConfigError({ message }))
+    // The message itself: toThrow(error) does not compare the messages of these tagged errors.
+    let error: unknown
+    try {
+      resolve({ ...base, ...options })
+    } catch (e) {
+      error = e
+    }
+    expect(error).toBeInstanceOf(ConfigError)
+    expect((error as ConfigError).message).toBe(message)
   })
 })
