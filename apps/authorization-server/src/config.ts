@@ -1,6 +1,6 @@
 /**
- * The app's configuration: the JSON file's shape (validated with zod, errors naming the field), the command-line
- * flags that override it, and `loadConfig` that combines both.
+ * The app's configuration: the JSON file's shape (the library's `Config.configSchema` with the app's own members, errors
+ * naming the field), the command-line flags that override it, and `loadConfig` that combines both.
  *
  * @module
  */
@@ -8,7 +8,7 @@ import { readFile } from "node:fs/promises"
 import { dirname, resolve } from "node:path"
 import { parseArgs } from "node:util"
 import type { Upstream } from "@keyway/authorization-server"
-import { Config } from "@keyway/authorization-server"
+import { Config, Storage } from "@keyway/authorization-server"
 import { SecureUrl } from "@keyway/core"
 import { z } from "zod"
 import { databaseProblem, isPostgres } from "./internal/database.js"
@@ -114,8 +114,8 @@ export const DEFAULTS = {
   registration: true,
 } as const
 
+// The app's own members; every member shared with the library takes the library's schema (`Config.configSchema`).
 const nonEmpty = z.string({ error: "must be a string" }).min(1, "must not be empty")
-const aString = z.string({ error: "must be a string" })
 
 const port = z
   .number({ error: "must be a number" })
@@ -123,153 +123,48 @@ const port = z
   .min(0, "must be from 0 to 65535")
   .max(65535, "must be from 0 to 65535")
 
-const seconds = z.number({ error: "must be a number" }).int("must be a whole number").positive("must be positive")
-const secondsFromZero = z
-  .number({ error: "must be a number" })
-  .int("must be a whole number")
-  .min(0, "must not be negative")
-const interval = z.number({ error: "must be a number" }).positive("must be positive")
-const orFalse = <T extends z.ZodType>(schema: T, what: string) =>
-  z.union([schema, z.literal(false)], {
-    // A wrong type gets one message; a number out of range keeps the number rule's own message (first branch).
-    error: (issue) =>
-      issue.code === "invalid_union" && typeof issue.input === "number"
-        ? (issue.errors[0]?.[0]?.message ?? what)
-        : what,
-  })
-
 const database = nonEmpty.superRefine((value, ctx) => {
   const problem = databaseProblem(value)
   if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem })
 })
 
-const userSchema = z
-  .strictObject({
-    username: nonEmpty,
-    password: nonEmpty.optional(),
-    passwordHash: nonEmpty.optional(),
-    displayName: aString.optional(),
-  })
+const library = Config.configSchema.shape
+
+// The library's user with its password in either form, instead of the hash alone and a subject of its own.
+const userSchema = Config.userSchema
+  .pick({ username: true, displayName: true })
+  .extend({ password: nonEmpty.optional(), passwordHash: Config.userSchema.shape.passwordHash.optional() })
   .refine((u) => (u.password === undefined) !== (u.passwordHash === undefined), {
     message: "needs exactly one of password and passwordHash",
   })
 
-const clientSchema = z.strictObject({
-  clientId: nonEmpty,
-  clientName: aString.optional(),
-  clientSecret: nonEmpty.optional(),
-  redirectUris: z.array(nonEmpty, { error: "must be an array of URLs" }),
-  tokenEndpointAuthMethod: z
-    .enum(["none", "client_secret_basic", "client_secret_post", "private_key_jwt"], {
-      error: "must be one of none, client_secret_basic, client_secret_post, private_key_jwt",
-    })
-    .optional(),
-  scope: aString.optional(),
-})
-
-const resourceSchema = z.strictObject({
-  uri: nonEmpty,
-  name: aString.optional(),
-  scopes: z.record(z.string(), aString, {
-    error: "must be an object mapping each scope to its description",
-  }),
-})
-
-const anObject = { error: "must be an object" }
-
-const signingKeysSchema = z
-  .strictObject(
-    {
-      rotateEvery: orFalse(seconds, "must be a number of seconds or false").optional(),
-      publishAhead: secondsFromZero.optional(),
-      checkEvery: interval.optional(),
-      clockSkew: secondsFromZero.optional(),
-    },
-    anObject,
-  )
-  .superRefine((keys, ctx) => {
-    // The library's rule; reported here only for an explicit publishAhead, the field named in the message.
-    const rotateEvery =
-      keys.publishAhead === undefined
-        ? undefined
-        : Config.publishAheadConflict({
-            publishAhead: keys.publishAhead,
-            ...(keys.rotateEvery === undefined ? {} : { rotateEvery: keys.rotateEvery }),
-          })
-    if (rotateEvery !== undefined) {
-      ctx.addIssue({
-        code: "custom",
-        path: ["publishAhead"],
-        message: `must be shorter than rotateEvery (${rotateEvery} s)`,
-      })
-    }
-  })
-
-const upstreamSchema = z.strictObject(
-  {
-    issuer: nonEmpty,
-    clientId: nonEmpty,
-    clientSecret: nonEmpty.optional(),
-    scope: aString.optional(),
-    resource: nonEmpty.optional(),
-    subjectFrom: z
-      .enum(["id_token", "access_token"], {
-        error: "must be id_token or access_token",
-      })
-      .optional(),
-    name: nonEmpty.optional(),
-    // The same rule as seconds: a positive whole number.
-    timeoutMs: seconds.optional(),
-    consentSeconds: seconds.optional(),
-  },
-  anObject,
-)
+const anArray = { error: "must be an array" }
 
 /** The zod schema of {@link AppConfig}: unknown fields are refused so that typos do not go unnoticed. */
 export const appConfigSchema = z
   .strictObject(
     {
-      issuer: nonEmpty.optional(),
+      // Derived from host and port when absent.
+      issuer: library.issuer.optional(),
       host: nonEmpty.optional(),
       port: port.optional(),
       dataDir: nonEmpty.optional(),
       database: database.optional(),
-      databaseSchema: nonEmpty
-        .refine((name) => Buffer.byteLength(name, "utf8") <= 63, "must be at most 63 bytes long")
-        .optional(),
-      users: z.array(userSchema, { error: "must be an array" }).optional(),
-      clients: z.array(clientSchema, { error: "must be an array" }).optional(),
-      resources: z.array(resourceSchema, { error: "must be an array" }).min(1, "must name at least one MCP server"),
-      defaultResource: nonEmpty.optional(),
-      registration: z.boolean({ error: "must be true or false" }).optional(),
-      clientIdMetadataDocuments: z
-        .strictObject({
-          enabled: z.boolean({ error: "must be true or false" }).optional(),
-          allowHttpLoopbackClientIds: z.boolean({ error: "must be true or false" }).optional(),
-        })
-        .optional(),
-      lifetimes: z
-        .strictObject({
-          accessToken: seconds.optional(),
-          refreshToken: seconds.optional(),
-          authorizationCode: seconds
-            .max(Config.limits.authorizationCodeMax, `must be at most ${Config.limits.authorizationCodeMax}`)
-            .optional(),
-          session: seconds.optional(),
-        })
-        .optional(),
-      signingKeys: signingKeysSchema.optional(),
-      maintenance: z
-        .strictObject({ purgeEvery: orFalse(interval, "must be a number of seconds or false").optional() }, anObject)
-        .optional(),
-      sessionSecret: z
-        .string({ error: "must be a string" })
-        .min(Config.limits.secretMinLength, `must be at least ${Config.limits.secretMinLength} random characters`)
-        .optional(),
-      upstream: upstreamSchema.optional(),
-      development: z
-        .strictObject({ allowHttpLoopbackUpstream: z.boolean({ error: "must be true or false" }).optional() }, anObject)
-        .optional(),
+      databaseSchema: Storage.postgresSchemaName.optional(),
+      users: z.array(userSchema, anArray).optional(),
+      // Keys (jwks) and grant types are not for the file's clients.
+      clients: z.array(Config.clientSchema.omit({ jwks: true, grantTypes: true }), anArray).optional(),
+      resources: library.resources,
+      defaultResource: library.defaultResource,
+      registration: library.registration,
+      clientIdMetadataDocuments: z.strictObject(Config.clientIdMetadataDocumentsSchema.shape).optional(),
+      lifetimes: library.lifetimes,
+      signingKeys: library.signingKeys,
+      maintenance: library.maintenance,
+      sessionSecret: library.sessionSecret,
+      upstream: Config.upstreamSchema.extend({ subjectFrom: Config.subjectSourceNameSchema.optional() }).optional(),
+      // allowHttpLoopbackIssuer follows from the issuer.
+      development: Config.developmentSchema.omit({ allowHttpLoopbackIssuer: true }).optional(),
     },
     { error: "must be a JSON object" },
   )
@@ -302,34 +197,6 @@ export class UsageError extends Error {
   override readonly name = "UsageError"
 }
 
-const fieldPath = (path: ReadonlyArray<PropertyKey>): string =>
-  path.reduce<string>((out, key) => {
-    if (typeof key === "number") return `${out}[${key}]`
-    const name = String(key)
-    // Scope names such as notes:read are not identifiers: bracket them.
-    if (!/^[A-Za-z_$][\w$]*$/.test(name)) return `${out}[${JSON.stringify(name)}]`
-    return out === "" ? name : `${out}.${name}`
-  }, "")
-
-const valueAt = (root: unknown, path: ReadonlyArray<PropertyKey>): unknown =>
-  path.reduce<unknown>(
-    (value, key) =>
-      typeof value === "object" && value !== null ? (value as Record<PropertyKey, unknown>)[key] : undefined,
-    root,
-  )
-
-const describeIssue = (issue: z.core.$ZodIssue, root: unknown): string => {
-  if (issue.code === "unrecognized_keys") {
-    const where = fieldPath(issue.path)
-    const keys = issue.keys.map((k) => `"${k}"`).join(", ")
-    return `${where === "" ? "" : `${where}: `}unknown field${issue.keys.length > 1 ? "s" : ""} ${keys}`
-  }
-  if (issue.code === "invalid_type" && valueAt(root, issue.path) === undefined)
-    return `${fieldPath(issue.path)}: is required`
-  const where = fieldPath(issue.path)
-  return where === "" ? issue.message : `${where}: ${issue.message}`
-}
-
 /**
  * Validates a configuration value. `source` names where it came from (the file) in the error message.
  *
@@ -350,7 +217,7 @@ export const parseConfig = (value: unknown, source: string): AppConfig => {
       const i = order.indexOf(String(issue.path[0]))
       return i < 0 ? order.length : i
     }
-    const problems = issues.sort((a, b) => rank(a) - rank(b)).map((issue) => describeIssue(issue, value))
+    const problems = issues.sort((a, b) => rank(a) - rank(b)).map((issue) => Config.describeIssue(issue, value))
     throw new ConfigFileError(`invalid configuration in ${source}:\n  ${problems.join("\n  ")}`)
   }
   if (!parsed.success) throw new ConfigFileError(`invalid configuration in ${source}`)

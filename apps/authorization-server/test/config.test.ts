@@ -1,6 +1,7 @@
 import { writeFile } from "node:fs/promises"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { Config } from "@keyway/authorization-server"
 import { describe, expect, it } from "vitest"
 import {
   type AppConfig,
@@ -298,6 +299,46 @@ describe("parseConfig: operational options", () => {
     ],
   ])("refuses %s, naming the field", (_name, value, message) => {
     expect(problems(value)).toBe(`invalid configuration in test.json:\n  ${message}`)
+  })
+})
+
+describe("parseConfig and the library's resolve", () => {
+  const libraryProblem = (value: object): string => {
+    try {
+      Config.resolve({ issuer: "https://as.example.com", ...value } as Config.ConfigOptions)
+    } catch (e) {
+      expect(e).toBeInstanceOf(Config.ConfigError)
+      return (e as Error).message
+    }
+    throw new Error("the library accepted the configuration")
+  }
+
+  it.each([
+    [
+      "a fractional access-token lifetime",
+      { lifetimes: { accessToken: 1.5 } },
+      "lifetimes.accessToken: must be a whole number",
+    ],
+    [
+      "a code lifetime over 60 s",
+      { lifetimes: { authorizationCode: 61 } },
+      "lifetimes.authorizationCode: must be at most 60",
+    ],
+    ["a zero checkEvery", { signingKeys: { checkEvery: 0 } }, "signingKeys.checkEvery: must be positive"],
+    [
+      "a rotateEvery not longer than the default publishAhead",
+      { signingKeys: { rotateEvery: 600 } },
+      "signingKeys.rotateEvery: must be longer than publishAhead (600 s)",
+    ],
+    ["a resource without scopes", { resources: [{ uri: RESOURCE }] }, "resources[0].scopes: is required"],
+    [
+      "an unknown client field",
+      { clients: [{ clientId: "c", redirectUris: ["https://c.example.com/cb"], secret: "x" }] },
+      'clients[0]: unknown field "secret"',
+    ],
+  ])("report %s with the same message", (_name, value, message) => {
+    expect(problems({ ...minimal, ...value })).toBe(`invalid configuration in test.json:\n  ${message}`)
+    expect(libraryProblem({ ...minimal, users: [], ...value })).toBe(message)
   })
 })
 
