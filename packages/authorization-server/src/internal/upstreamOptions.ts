@@ -2,7 +2,8 @@ import { CanonicalUri, SecureUrl } from "@keyway/core"
 import type { ResolvedUpstream, UpstreamOptions } from "../proxy/UpstreamProvider.js"
 
 /**
- * Validates the upstream options: a message naming the problem, or the resolved options.
+ * Resolves the upstream options once `Config.upstreamSchema` has checked each member's shape (non-empty `clientId`,
+ * positive whole `timeoutMs` and `consentSeconds`): the issuer's transport and the rules between members.
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-2 | RFC 8414 §2 (issuer)}
  */
@@ -25,7 +26,6 @@ export const resolveUpstream = (
   } else if (issuerUrl.protocol !== "https:") {
     return { error: `upstream.issuer must use https, got ${issuerUrl.protocol}` }
   }
-  if (options.clientId === "") return { error: "upstream.clientId must not be empty" }
   let resource: string | undefined
   if (options.resource !== undefined) {
     if (!CanonicalUri.isValid(options.resource)) return { error: "upstream.resource must be an absolute URI" }
@@ -43,11 +43,7 @@ export const resolveUpstream = (
     }
   }
   const timeoutMs = options.timeoutMs ?? 10_000
-  if (!Number.isInteger(timeoutMs) || timeoutMs <= 0) return { error: "upstream.timeoutMs must be a positive integer" }
   const consentSeconds = options.consentSeconds ?? 180 * 24 * 3600
-  if (!Number.isInteger(consentSeconds) || consentSeconds <= 0) {
-    return { error: "upstream.consentSeconds must be a positive integer" }
-  }
   return {
     upstream: {
       issuer: options.issuer,
