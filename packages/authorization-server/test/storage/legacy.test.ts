@@ -22,6 +22,8 @@ import {
   type StorageError,
   type Stores,
 } from "../../src/storage/index.js"
+import { MIGRATIONS as POSTGRES_MIGRATIONS } from "../../src/storage/internal/postgres.js"
+import { MIGRATIONS as SQLITE_MIGRATIONS } from "../../src/storage/internal/sqlite.js"
 import { NOW, runWith, secret, signingKey } from "./contract.js"
 import { POSTGRES_V1, SQLITE_V1 } from "./legacy-schema.js"
 
@@ -202,7 +204,7 @@ describe("a SQLite file written by the version-1 schema", () => {
   const dir = mkdtempSync(join(tmpdir(), "keyway-legacy-"))
   afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
-  it("opens without migrating and keeps working", async () => {
+  it("opens, migrates to the current schema and keeps working", async () => {
     const path = join(dir, "v1.sqlite")
     const db = new DatabaseSync(path)
     db.exec("PRAGMA journal_mode = WAL")
@@ -220,9 +222,11 @@ describe("a SQLite file written by the version-1 schema", () => {
 
     const after = new DatabaseSync(path, { readOnly: true })
     try {
-      expect(after.prepare("SELECT version, name, applied_at FROM keyway_migrations").all()).toEqual([
-        { version: 1, name: "initial", applied_at: NOW },
-      ])
+      const applied = after.prepare("SELECT version, name, applied_at FROM keyway_migrations ORDER BY version").all()
+      expect(applied.map(({ version, name }) => ({ version, name }))).toEqual(
+        SQLITE_MIGRATIONS.map(({ version, name }) => ({ version, name })),
+      )
+      expect(applied[0]?.applied_at).toBe(NOW)
     } finally {
       after.close()
     }
@@ -236,7 +240,7 @@ describe("a PostgreSQL schema written by the version-1 schema", () => {
   }, 300_000)
   afterAll(() => server?.stop())
 
-  it("opens without migrating and keeps working", async () => {
+  it("opens, migrates to the current schema and keeps working", async () => {
     const url = server.createDatabase("legacy")
     const pool = new pg.Pool({ connectionString: url, max: 1 })
     try {
@@ -260,9 +264,12 @@ describe("a PostgreSQL schema written by the version-1 schema", () => {
     const after = new pg.Pool({ connectionString: url, max: 1 })
     try {
       const applied = await after.query(
-        'SELECT version, name, applied_at::int AS applied_at FROM "old".keyway_migrations',
+        'SELECT version, name, applied_at::int AS applied_at FROM "old".keyway_migrations ORDER BY version',
       )
-      expect(applied.rows).toEqual([{ version: 1, name: "initial", applied_at: NOW }])
+      expect(applied.rows.map(({ version, name }) => ({ version, name }))).toEqual(
+        POSTGRES_MIGRATIONS.map(({ version, name }) => ({ version, name })),
+      )
+      expect(applied.rows[0]?.applied_at).toBe(NOW)
     } finally {
       await after.end()
     }

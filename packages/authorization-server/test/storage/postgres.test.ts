@@ -14,6 +14,7 @@ import {
   RefreshTokenRevoked,
   StorageError,
 } from "../../src/storage/index.js"
+import { MIGRATIONS } from "../../src/storage/internal/postgres.js"
 import { NOW, newClient, newCode, runWith, secret, signingKey, storageContract } from "./contract.js"
 
 let server: PostgresServer
@@ -76,7 +77,7 @@ describe("postgres: migrations, pools, schemas", () => {
       }),
     )
     const before = await migrations(url)
-    expect(before).toEqual([{ version: 1, name: "initial", applied_at: before[0]?.applied_at }])
+    expect(before).toEqual(MIGRATIONS.map(({ version, name }) => ({ version, name, applied_at: before[0]?.applied_at })))
 
     await runWith(() => layerPostgres({ connectionString: url }))(
       Effect.gen(function* () {
@@ -108,7 +109,7 @@ describe("postgres: migrations, pools, schemas", () => {
       }),
     )
     const applied = await migrations(url, "shared")
-    expect(applied).toEqual([{ version: 1, name: "initial", applied_at: applied[0]?.applied_at }])
+    expect(applied).toEqual(MIGRATIONS.map(({ version, name }) => ({ version, name, applied_at: applied[0]?.applied_at })))
     const tables = await inspect(
       url,
       async (pool) =>
@@ -144,7 +145,7 @@ describe("postgres: migrations, pools, schemas", () => {
         expect(yield* b.clients.list()).toEqual([])
       }),
     )
-    expect(await migrations(url, 'Tenant ""A""')).toHaveLength(1)
+    expect(await migrations(url, 'Tenant ""A""')).toHaveLength(MIGRATIONS.length)
   })
 
   it("uses a caller's pool without ending it, and ends its own pool when the scope closes", async () => {

@@ -15,6 +15,7 @@ import {
   RefreshTokenRevoked,
   StorageError,
 } from "../../src/storage/index.js"
+import { MIGRATIONS } from "../../src/storage/internal/sqlite.js"
 import { NOW, newClient, newCode, runWith, secret, signingKey, storageContract } from "./contract.js"
 
 const dir = mkdtempSync(join(tmpdir(), "keyway-storage-"))
@@ -49,7 +50,9 @@ describe("sqlite: file, migrations, connections", () => {
       }),
     )
     const migrationsBefore = readMigrations(path)
-    expect(migrationsBefore).toEqual([{ version: 1, name: "initial", applied_at: migrationsBefore[0]?.applied_at }])
+    expect(migrationsBefore).toEqual(
+      MIGRATIONS.map(({ version, name }) => ({ version, name, applied_at: migrationsBefore[0]?.applied_at })),
+    )
 
     await runWith(() => layerSqlite({ path }))(
       Effect.gen(function* () {

@@ -126,6 +126,17 @@ export const MIGRATIONS: ReadonlyArray<{ readonly version: number; readonly name
       );
     `,
   },
+  {
+    version: 2,
+    name: "token-lifecycle",
+    // redirect_uri_sent: whether the authorization request carried redirect_uri, so the token request must (OAuth 2.1
+    // §4.1.3). successor_salt: set when a refresh token is rotated; with the presented token it derives the successor
+    // again, so a retry within the reuse interval gets the same one (codes and tokens from before stay as they were).
+    sql: `
+      ALTER TABLE authorization_codes ADD COLUMN redirect_uri_sent boolean NOT NULL DEFAULT false;
+      ALTER TABLE refresh_tokens ADD COLUMN successor_salt text;
+    `,
+  },
 ]
 
 const quote = (identifier: string): string => `"${identifier.replaceAll('"', '""')}"`
