@@ -77,7 +77,9 @@ describe("postgres: migrations, pools, schemas", () => {
       }),
     )
     const before = await migrations(url)
-    expect(before).toEqual(MIGRATIONS.map(({ version, name }) => ({ version, name, applied_at: before[0]?.applied_at })))
+    expect(before).toEqual(
+      MIGRATIONS.map(({ version, name }) => ({ version, name, applied_at: before[0]?.applied_at })),
+    )
 
     await runWith(() => layerPostgres({ connectionString: url }))(
       Effect.gen(function* () {
@@ -109,7 +111,9 @@ describe("postgres: migrations, pools, schemas", () => {
       }),
     )
     const applied = await migrations(url, "shared")
-    expect(applied).toEqual(MIGRATIONS.map(({ version, name }) => ({ version, name, applied_at: applied[0]?.applied_at })))
+    expect(applied).toEqual(
+      MIGRATIONS.map(({ version, name }) => ({ version, name, applied_at: applied[0]?.applied_at })),
+    )
     const tables = await inspect(
       url,
       async (pool) =>
