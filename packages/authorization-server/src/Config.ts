@@ -90,6 +90,24 @@ export interface TokenLifetimes {
   readonly authorizationCode?: number
   /** Login session lifetime; 8 hours by default. */
   readonly session?: number
+  /**
+   * Seconds after a refresh-token rotation during which the rotated-out token, presented again by the same client,
+   * returns the same successor (with a fresh access token) instead of counting as reuse; 60 s by default, 0 turns it
+   * off. It lets concurrent refreshes (several processes sharing one token file) and retries after a lost response or
+   * a server crash converge on one live token; any older token, or this one after the interval, still revokes the
+   * family.
+   */
+  readonly refreshTokenReuseInterval?: number
+  /**
+   * A dynamically registered client that has not completed an authorization (redeemed a code) this long after it
+   * registered is removed (with the purge job); 24 hours by default; `false` keeps every registration.
+   */
+  readonly unusedRegistration?: number | false
+  /**
+   * How long a client secret issued by dynamic registration stays valid (`client_secret_expires_at`); `false` (the
+   * default) issues secrets that do not expire (`client_secret_expires_at: 0`).
+   */
+  readonly registeredClientSecret?: number | false
 }
 
 /**
@@ -177,6 +195,13 @@ export interface ConfigOptions {
   /** Rotate refresh tokens of confidential clients too (public clients always rotate); true by default. */
   readonly rotateConfidentialRefreshTokens?: boolean
   /**
+   * Client IDs whose remembered consent is reused even though they cannot be verified. A public client whose redirect
+   * URIs are all loopback or private-use (custom scheme) URIs could be any local program choosing its own port and
+   * PKCE pair, so by default it is shown the consent page on every authorization (RFC 8252 §8.6); list a client here
+   * when you vouch for it, e.g. a pre-registered desktop app of your own.
+   */
+  readonly rememberConsentFor?: ReadonlyArray<string>
+  /**
    * Clients (configured in `clients`, with credentials) that may introspect every token (RFC 7662): the resource
    * servers. Any other confidential client may introspect only tokens issued to itself; public clients may not call
    * the introspection endpoint. A resource server that is never sent through the authorization endpoint can be a
@@ -236,6 +261,12 @@ export interface ResolvedConfig {
   readonly refreshTokenTtl: number
   readonly codeTtl: number
   readonly sessionTtl: number
+  /** Seconds; 0 when off. */
+  readonly refreshTokenReuseInterval: number
+  readonly unusedRegistration: number | false
+  readonly registeredClientSecret: number | false
+  /** Public clients with loopback or private-use redirect URIs whose remembered consent is reused all the same. */
+  readonly rememberConsentFor: ReadonlySet<string>
   readonly rotateConfidentialRefreshTokens: boolean
   readonly registration: boolean
   /** Whether URL client IDs are resolved through client ID metadata documents. */
@@ -304,7 +335,15 @@ export class ConfigError extends Schema.TaggedError<ConfigError>()("ConfigError"
  * @see {@link https://www.rfc-editor.org/rfc/rfc7517.html#section-5 | RFC 7517 §5 (JWK Set)}
  */
 export const defaults = {
-  lifetimes: { accessToken: 300, refreshToken: 30 * 24 * 3600, authorizationCode: 60, session: 8 * 3600 },
+  lifetimes: {
+    accessToken: 300,
+    refreshToken: 30 * 24 * 3600,
+    authorizationCode: 60,
+    session: 8 * 3600,
+    refreshTokenReuseInterval: 60,
+    unusedRegistration: 24 * 3600,
+    registeredClientSecret: false,
+  },
   signingKeys: { rotateEvery: 30 * 24 * 3600, publishAhead: 600, checkEvery: 60, clockSkew: 60 },
   maintenance: { purgeEvery: 300 },
   maxBodyBytes: 64 * 1024,
@@ -448,6 +487,9 @@ export const lifetimesSchema = z.strictObject(
       .max(limits.authorizationCodeMax, `must be at most ${limits.authorizationCodeMax}`)
       .optional(),
     session: positiveWhole.optional(),
+    refreshTokenReuseInterval: wholeFromZero.optional(),
+    unusedRegistration: orFalse(positiveWhole, "must be a number of seconds or false").optional(),
+    registeredClientSecret: orFalse(positiveWhole, "must be a number of seconds or false").optional(),
   },
   anObject,
 )
@@ -566,6 +608,7 @@ export const configSchema = z.object(
     clients: z.array(clientSchema, anArray).optional(),
     lifetimes: lifetimesSchema.optional(),
     rotateConfidentialRefreshTokens: aBoolean.optional(),
+    rememberConsentFor: z.array(nonEmpty, anArray).optional(),
     introspectionClients: z.array(nonEmpty, anArray).optional(),
     clientIdMetadataDocuments: clientIdMetadataDocumentsSchema.optional(),
     registration: aBoolean.optional(),
@@ -751,6 +794,11 @@ export const resolve = (options: ConfigOptions): ResolvedConfig => {
     refreshTokenTtl: options.lifetimes?.refreshToken ?? defaults.lifetimes.refreshToken,
     codeTtl: options.lifetimes?.authorizationCode ?? defaults.lifetimes.authorizationCode,
     sessionTtl: options.lifetimes?.session ?? defaults.lifetimes.session,
+    refreshTokenReuseInterval:
+      options.lifetimes?.refreshTokenReuseInterval ?? defaults.lifetimes.refreshTokenReuseInterval,
+    unusedRegistration: options.lifetimes?.unusedRegistration ?? defaults.lifetimes.unusedRegistration,
+    registeredClientSecret: options.lifetimes?.registeredClientSecret ?? defaults.lifetimes.registeredClientSecret,
+    rememberConsentFor: new Set(options.rememberConsentFor ?? []),
     rotateConfidentialRefreshTokens:
       options.rotateConfidentialRefreshTokens ?? defaults.rotateConfidentialRefreshTokens,
     registration: options.registration ?? defaults.registration,

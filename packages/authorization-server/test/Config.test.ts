@@ -155,6 +155,9 @@ describe("Config.defaults, Config.limits and publishAheadConflict", () => {
       refreshToken: config.refreshTokenTtl,
       authorizationCode: config.codeTtl,
       session: config.sessionTtl,
+      refreshTokenReuseInterval: config.refreshTokenReuseInterval,
+      unusedRegistration: config.unusedRegistration,
+      registeredClientSecret: config.registeredClientSecret,
     }).toEqual(defaults.lifetimes)
     expect(config.signingKeys).toEqual(defaults.signingKeys)
     expect(config.purgeEvery).toBe(defaults.maintenance.purgeEvery)

@@ -104,7 +104,7 @@ describe("dynamic client registration (RFC 7591)", () => {
     })
     const ok = await tokenRequest(
       server,
-      { grant_type: "authorization_code", code, code_verifier: verifier },
+      { grant_type: "authorization_code", code, code_verifier: verifier, redirect_uri: "https://web.example.org/cb" },
       { authorization: basic(clientId, secret) },
     )
     expect(ok.status).toBe(200)

@@ -457,7 +457,7 @@ describe("malformed token requests", () => {
 })
 
 describe("refresh_token grant", () => {
-  it("rotates for public clients; reusing the rotated-out token revokes the family", async () => {
+  it("rotates for public clients; an older token than the last one rotated out revokes the family", async () => {
     const first = await publicTokens()
     const rotated = await refresh(first.refresh_token!)
     expect(rotated.status).toBe(200)
@@ -466,14 +466,92 @@ describe("refresh_token grant", () => {
     expect(second.refresh_token).toBeDefined()
     expect(second.refresh_token).not.toBe(first.refresh_token)
     expect(second.scope).toBe("tools:read tools:call")
+    const third = (await (await refresh(second.refresh_token!)).json()) as TokenBody
+    expect(third.refresh_token).not.toBe(second.refresh_token)
 
+    // `first` was rotated out two rotations ago: no retry of a lost answer, but a stolen or leaked token.
     await expectError(
       await refresh(first.refresh_token!),
       400,
       "invalid_grant",
       /already used; its whole family is now revoked/,
     )
+    await expectError(await refresh(third.refresh_token!), 400, "invalid_grant", /revoked/)
+  })
+
+  it("a rotated-out token presented again within the reuse interval gets the same successor and a new access token", async () => {
+    const first = await publicTokens()
+    const second = (await (await refresh(first.refresh_token!)).json()) as TokenBody
+    const retried = await refresh(first.refresh_token!)
+    expect(retried.status).toBe(200)
+    const again = (await retried.json()) as TokenBody
+    expect(again.refresh_token).toBe(second.refresh_token)
+    expect(again.access_token).not.toBe(second.access_token)
+    expect(again.scope).toBe("tools:read tools:call")
+    // The successor is the family's one live token and keeps working.
+    const next = await refresh(second.refresh_token!)
+    expect(next.status).toBe(200)
+  })
+
+  it("the same token from another client within the reuse interval is reuse: the family is revoked", async () => {
+    const first = await publicTokens()
+    const second = (await (await refresh(first.refresh_token!)).json()) as TokenBody
+    await expectError(
+      await tokenRequest(server, {
+        grant_type: "refresh_token",
+        refresh_token: first.refresh_token!,
+        client_id: "code-only",
+      }),
+      400,
+      "unauthorized_client",
+    )
+    const other = await tokenRequest(
+      server,
+      { grant_type: "refresh_token", refresh_token: first.refresh_token! },
+      { authorization: basic("web-app", SECRET) },
+    )
+    await expectError(other, 400, "invalid_grant", /already used; its whole family is now revoked/)
     await expectError(await refresh(second.refresh_token!), 400, "invalid_grant", /revoked/)
+  })
+
+  it("after the reuse interval, the rotated-out token revokes the family (TestClock)", async () => {
+    const clocked = await startEffectServer(layerMemory, { lifetimes: { refreshTokenReuseInterval: 30 } })
+    try {
+      const { code, verifier } = await obtainCode(clocked)
+      const first = (await (await redeem(code, verifier, {}, clocked)).json()) as TokenBody
+      const rotate = (token: string) =>
+        tokenRequest(clocked, { grant_type: "refresh_token", refresh_token: token, client_id: "public-app" })
+      const second = (await (await rotate(first.refresh_token!)).json()) as TokenBody
+      await clocked.adjust(30)
+      expect(((await (await rotate(first.refresh_token!)).json()) as TokenBody).refresh_token).toBe(
+        second.refresh_token,
+      )
+      await clocked.adjust(1)
+      await expectError(
+        await rotate(first.refresh_token!),
+        400,
+        "invalid_grant",
+        /already used; its whole family is now revoked/,
+      )
+      await expectError(await rotate(second.refresh_token!), 400, "invalid_grant", /revoked/)
+    } finally {
+      await clocked.close()
+    }
+  })
+
+  it("with refreshTokenReuseInterval 0, presenting a rotated-out token again revokes the family at once", async () => {
+    const strict = await startServer({ lifetimes: { refreshTokenReuseInterval: 0 } })
+    try {
+      const { code, verifier } = await obtainCode(strict)
+      const first = (await (await redeem(code, verifier, {}, strict)).json()) as TokenBody
+      const rotate = (token: string) =>
+        tokenRequest(strict, { grant_type: "refresh_token", refresh_token: token, client_id: "public-app" })
+      const second = (await (await rotate(first.refresh_token!)).json()) as TokenBody
+      await expectError(await rotate(first.refresh_token!), 400, "invalid_grant", /already used/)
+      await expectError(await rotate(second.refresh_token!), 400, "invalid_grant", /revoked/)
+    } finally {
+      await strict.close()
+    }
   })
 
   it("scope may narrow (the access token narrows, the refresh token keeps the grant's scope)", async () => {

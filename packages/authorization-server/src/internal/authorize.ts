@@ -25,12 +25,23 @@ const toView = ({ client, trust }: FoundClient): ClientView => ({
   clientName: client.client_name,
   redirectUris: client.redirect_uris,
   grantTypes: client.grant_types,
+  publicClient: client.token_endpoint_auth_method === "none",
   // Only an operator's registration limits scope: a scope a client chose for itself (dynamic registration, metadata
   // document) protects nothing, since it can register again, and would block MCP step-up (a client registered with
   // the first challenge's scope must later ask for more); the user's consent decides.
   scope: client.origin === "static" ? client.scope : undefined,
   ...(trust === undefined ? {} : { metadataDocument: { host: trust.host, verified: trust.verified } }),
 })
+
+/**
+ * Whether the client behind this request cannot be verified: a public client whose answer goes to a loopback or
+ * private-use redirect could be any program on the user's machine, choosing its own port and PKCE pair, so a consent
+ * given before is not reused for it (RFC 8252 §8.6), unless the operator vouches for it (`rememberConsentFor`).
+ */
+export const unverifiable = (config: ResolvedConfig, request: ValidAuthorizationRequest): boolean =>
+  request.client.publicClient &&
+  isLocalhostOnly(request.redirectUri) &&
+  !config.rememberConsentFor.has(request.client.clientId)
 
 /** A 303 (after POST) or 302 (after GET) to `location`, never cached. */
 export const redirect = (location: string, status: 302 | 303, headers: Record<string, string> = {}): Response =>
@@ -92,6 +103,7 @@ export const issueCode = (
       code,
       client_id: request.client.clientId,
       redirect_uri: request.redirectUri,
+      redirect_uri_sent: request.redirectUriGiven,
       code_challenge: request.codeChallenge,
       code_challenge_method: "S256",
       resource: request.resource.uri,
@@ -129,6 +141,7 @@ const renderConsent = (
     clientId: request.client.clientId,
     redirectHost: host,
     localhostOnly: isLocalhostOnly(request.redirectUri),
+    unverifiable: unverifiable(config, request),
     ...(request.client.metadataDocument === undefined ? {} : { metadataDocument: request.client.metadataDocument }),
     resourceName: request.resource.name,
     resourceUri: request.resource.uri,
@@ -163,13 +176,14 @@ export const authorizeGet = (
       })
     }
     const grants = yield* GrantStore
+    // An unverifiable client is asked every time; the login session stays.
     const remembered = yield* grants.consentCovers(
       session.subject,
       valid.client.clientId,
       valid.resource.uri,
       valid.scopes,
     )
-    if (remembered) return yield* approve(config, valid, session, 302)
+    if (remembered && !unverifiable(config, valid)) return yield* approve(config, valid, session, 302)
     return renderConsent(config, sessions, valid, session, query)
   })
 

@@ -8,6 +8,8 @@ export interface ClientView {
   readonly clientName: string | undefined
   readonly redirectUris: ReadonlyArray<string>
   readonly grantTypes: ReadonlyArray<string>
+  /** A public client (`token_endpoint_auth_method` `none`): nothing proves which program is asking. */
+  readonly publicClient: boolean
   /** Space-separated scopes the client may request; any when undefined. */
   readonly scope: string | undefined
   /** For a client ID metadata document client: its host and whether the trust policy vouches for it. */

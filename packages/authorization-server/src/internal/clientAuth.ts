@@ -3,6 +3,7 @@ import { Effect, Schema } from "effect"
 import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, type JSONWebKeySet, jwtVerify } from "jose"
 import { CLIENT_ASSERTION_ALGORITHMS } from "../Metadata.js"
 import type { StorageError } from "../storage/Errors.js"
+import { matchesHash, secretLive } from "../storage/internal/common.js"
 import { type Client, ClientStore, GrantStore, type JwkSet } from "../storage/Storage.js"
 import { findClient, MetadataDocuments } from "./clients.js"
 import { nowSeconds } from "./clock.js"
@@ -89,7 +90,16 @@ export const authenticateClient = (
         const ok = yield* clients
           .verifySecret(client.client_id, secret, now)
           .pipe(Effect.catchTag("ClientNotFound", () => Effect.succeed(false)))
-        if (!ok) return yield* fail("invalid_client", "client authentication failed")
+        if (!ok) {
+          // Only a caller who knows the secret learns that it expired (RFC 7591 §3.2.1 client_secret_expires_at).
+          if (!secretLive(client.client_secret_expires_at, now) && matchesHash(secret, client.client_secret_hash)) {
+            return yield* fail(
+              "invalid_client",
+              "the client secret has expired (client_secret_expires_at); register again",
+            )
+          }
+          return yield* fail("invalid_client", "client authentication failed")
+        }
         return yield* requireMethod(client, method)
       })
 

@@ -111,6 +111,8 @@ export const consentPage = (args: {
   readonly clientId: string
   readonly redirectHost: string
   readonly localhostOnly: boolean
+  /** The client cannot be verified, so the user is asked every time (RFC 8252 §8.6). */
+  readonly unverifiable?: boolean
   /** Set for a client ID metadata document client. */
   readonly metadataDocument?: { readonly host: string; readonly verified: boolean }
   readonly resourceName: string
@@ -143,6 +145,11 @@ ${args.redirectUri === undefined ? "" : html`<p class="muted">Full address: <cod
 ${
   args.localhostOnly
     ? html`<div class="warning" role="note" data-localhost-warning><strong>Warning:</strong> this application receives the answer on your own computer (${args.redirectHost}). Any program running on this computer could be the one asking. Approve only if you started this sign-in yourself from an application you trust.</div>`
+    : ""
+}
+${
+  args.unverifiable === true
+    ? html`<p class="muted" data-unverifiable-client>This server cannot verify which application is asking: it has no secret and answers on this computer. That is why you are asked each time, even if you approved it before.</p>`
     : ""
 }
 <p><strong>${args.clientName}</strong> <span class="muted">(client ID <code>${args.clientId}</code>)</span> asks for access to <strong data-resource>${args.resourceName}</strong> <span class="muted">(<code>${args.resourceUri}</code>)</span> on your behalf:</p>

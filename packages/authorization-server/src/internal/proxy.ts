@@ -3,7 +3,7 @@ import { Clock, Effect, Result } from "effect"
 import type { ResolvedConfig } from "../Config.js"
 import type { StorageError } from "../storage/Errors.js"
 import { type ClientStore, GrantStore } from "../storage/Storage.js"
-import { check, errorFor, issueCode, postedForm, redirect } from "./authorize.js"
+import { check, errorFor, issueCode, postedForm, redirect, unverifiable } from "./authorize.js"
 import { redirectWith, type ValidAuthorizationRequest } from "./authorizeRequest.js"
 import type { MetadataDocuments } from "./clients.js"
 import { nowSeconds } from "./clock.js"
@@ -139,6 +139,7 @@ const renderConsent = (
     redirectHost: host,
     redirectUri: request.redirectUri,
     localhostOnly: isLocalhostOnly(request.redirectUri),
+    unverifiable: unverifiable(config, request),
     ...(request.client.metadataDocument === undefined ? {} : { metadataDocument: request.client.metadataDocument }),
     resourceName: request.resource.name,
     resourceUri: request.resource.uri,
@@ -166,7 +167,8 @@ export const proxyAuthorizeGet = (
     if (Result.isFailure(checked)) return errorFor(config, checked.failure, 302)
     const valid = checked.success
     const key = browserKey(state, request)
-    if (key !== undefined && (yield* browserApproved(state, sha256(key), valid))) {
+    // As without a proxy: an unverifiable client is shown the consent page every time.
+    if (key !== undefined && !unverifiable(config, valid) && (yield* browserApproved(state, sha256(key), valid))) {
       return yield* startUpstream(config, state, valid, query, "remembered", sha256(key), 302)
     }
     let session = yield* sessions.read(request)

@@ -204,12 +204,14 @@ export const registerEndpoint = (
     const issuedAt = yield* nowSeconds
     const clientId = randomToken(16)
     const secret = method === "client_secret_basic" || method === "client_secret_post" ? randomToken(32) : undefined
+    // RFC 7591 §3.2.1: 0 means the secret does not expire.
+    const secretExpiresAt = config.registeredClientSecret === false ? 0 : issuedAt + config.registeredClientSecret
     const optional = <K extends keyof Wire.ClientRegistrationRequest>(name: K) =>
       registration[name] === undefined ? {} : { [name]: registration[name] }
     const registered = {
       client_id: clientId,
       client_id_issued_at: issuedAt,
-      ...(secret === undefined ? {} : { client_secret_expires_at: 0 }),
+      ...(secret === undefined ? {} : { client_secret_expires_at: secretExpiresAt }),
       redirect_uris: redirectUris,
       grant_types: grantTypes,
       response_types: responseTypes,
@@ -230,8 +232,10 @@ export const registerEndpoint = (
     yield* clients
       .create({
         ...(registered as Omit<NewClient, "origin" | "client_secret_expires_at">),
-        client_secret_expires_at: 0,
+        client_secret_expires_at: secret === undefined ? 0 : secretExpiresAt,
         origin: "dynamic",
+        // An unused registration (no authorization completed) goes with the purge job; redeeming a code keeps it.
+        ...(config.unusedRegistration === false ? {} : { expires_at: issuedAt + config.unusedRegistration }),
         ...(secret === undefined ? {} : { client_secret: secret }),
       })
       .pipe(Effect.catchTag("ClientAlreadyExists", () => fail("server_error", "client_id collision, retry")))

@@ -1,5 +1,5 @@
 import { CanonicalUri, OAuthError, Pkce, Scope } from "@keyway/core"
-import { Effect, Result } from "effect"
+import { Effect, Option, Result } from "effect"
 import type { ResolvedConfig } from "../Config.js"
 import { TokenSigner } from "../Signing.js"
 import type { StorageError } from "../storage/Errors.js"
@@ -13,23 +13,19 @@ import { CORS_HEADERS, json } from "./http.js"
 
 const err = (code: OAuthError.ErrorCode, description: string) => Effect.fail(OAuthError.make(code, description))
 
-/** Issues an access token (RFC 9068) and records its `jti` under the grant before handing it out. */
-const issueAccessToken = (
+/**
+ * Signs an access token (RFC 9068) before anything is committed: the caller records its `jti` in the same transaction
+ * as the redemption or refresh that issues it, and hands it out only after that commit.
+ */
+const signAccessToken = (
   config: ResolvedConfig,
-  args: { grantId: string; subject: string; clientId: string; resource: string; scope: string; authTime: number },
+  args: { subject: string; clientId: string; resource: string; scope: string; authTime: number },
 ) =>
   Effect.gen(function* () {
     const signer = yield* TokenSigner
-    const grants = yield* GrantStore
     const iat = yield* nowSeconds
     const exp = iat + config.accessTokenTtl
     const jti = randomToken(16)
-    yield* grants.recordAccessToken({ grant_id: args.grantId, jti, expires_at: exp }).pipe(
-      Effect.catchTags({
-        GrantNotFound: () => err("invalid_grant", "the grant no longer exists"),
-        GrantRevoked: () => err("invalid_grant", "the grant has been revoked"),
-      }),
-    )
     const token = yield* signer
       .sign(
         {
@@ -46,8 +42,16 @@ const issueAccessToken = (
         "at+jwt",
       )
       .pipe(Effect.catchTag("NoSigningKey", () => err("server_error", "no signing key is active")))
-    return { token, expiresIn: config.accessTokenTtl }
+    return { token, record: { jti, expires_at: exp } }
   })
+
+const codeErrors = {
+  CodeNotFound: () => err("invalid_grant", "the authorization code is invalid"),
+  CodeAlreadyUsed: () =>
+    err("invalid_grant", "the authorization code was already used; tokens issued from it are revoked"),
+  CodeExpired: () => err("invalid_grant", "the authorization code has expired"),
+  GrantRevoked: () => err("invalid_grant", "the authorization code has been revoked"),
+}
 
 const authorizationCodeGrant = (config: ResolvedConfig, client: Client, form: Map<string, string>) =>
   Effect.gen(function* () {
@@ -68,58 +72,67 @@ const authorizationCodeGrant = (config: ResolvedConfig, client: Client, form: Ma
     }
 
     const now = yield* nowSeconds
-    const record = yield* grants.consumeCode(code, now).pipe(
-      Effect.catchTags({
-        CodeNotFound: () => err("invalid_grant", "the authorization code is invalid"),
-        CodeAlreadyUsed: () =>
-          err("invalid_grant", "the authorization code was already used; tokens issued from it are revoked"),
-        CodeExpired: () => err("invalid_grant", "the authorization code has expired"),
-        GrantRevoked: () => err("invalid_grant", "the authorization code has been revoked"),
-      }),
-    )
-    // The code is spent from here on: any mismatch below leaves it unusable, which is what a stolen code deserves.
+    const found = yield* grants.findCode(code)
+    if (Option.isNone(found)) return yield* err("invalid_grant", "the authorization code is invalid")
+    const record = found.value
+    // A request that fails a check below spends the code (a stolen code gets no second try); a code already used,
+    // expired or revoked answers that first, as the redemption itself would.
+    const refuse = (failure: Effect.Effect<never, OAuthError.OAuthError>, revokeGrant = false) =>
+      Effect.gen(function* () {
+        yield* grants.consumeCode(code, now).pipe(Effect.catchTags(codeErrors))
+        if (revokeGrant) {
+          yield* grants.revokeGrant(record.grant_id, now).pipe(Effect.catchTag("GrantNotFound", () => Effect.void))
+        }
+        return yield* failure
+      })
     if (record.client_id !== client.client_id) {
-      yield* grants.revokeGrant(record.grant_id, now).pipe(Effect.catchTag("GrantNotFound", () => Effect.void))
-      return yield* err("invalid_grant", "the authorization code was issued to another client")
+      return yield* refuse(err("invalid_grant", "the authorization code was issued to another client"), true)
     }
+    // OAuth 2.1 §4.1.3: redirect_uri is required exactly when the authorization request carried it, and then must be
+    // identical; without it there, the client's one registered redirect URI was used.
     const redirectUri = form.get("redirect_uri")
-    if (redirectUri === undefined ? client.redirect_uris.length !== 1 : redirectUri !== record.redirect_uri) {
-      return yield* err("invalid_grant", "redirect_uri does not match the authorization request")
+    if (redirectUri === undefined && record.redirect_uri_sent === true) {
+      return yield* refuse(
+        err("invalid_grant", "redirect_uri is required: the authorization request carried one (OAuth 2.1 §4.1.3)"),
+      )
+    }
+    if (redirectUri !== undefined && redirectUri !== record.redirect_uri) {
+      return yield* refuse(err("invalid_grant", "redirect_uri does not match the authorization request"))
     }
     const ok = yield* Effect.promise(() => Pkce.verifyS256(verifier, record.code_challenge))
-    if (!ok) return yield* err("invalid_grant", "code_verifier does not match the code_challenge")
+    if (!ok) return yield* refuse(err("invalid_grant", "code_verifier does not match the code_challenge"))
     if (resource !== undefined && resource !== record.resource) {
-      return yield* err("invalid_target", "resource differs from the one authorized")
+      return yield* refuse(err("invalid_target", "resource differs from the one authorized"))
     }
 
-    const access = yield* issueAccessToken(config, {
-      grantId: record.grant_id,
+    const access = yield* signAccessToken(config, {
       subject: record.subject,
       clientId: client.client_id,
       resource: record.resource,
       scope: record.scope,
       authTime: record.auth_time,
     })
-    let refreshToken: string | undefined
-    if (client.grant_types.includes("refresh_token")) {
-      refreshToken = randomToken(32)
-      yield* grants
-        .createRefresh({
-          grant_id: record.grant_id,
-          token: refreshToken,
-          scope: record.scope,
-          issued_at: now,
-          expires_at: now + config.refreshTokenTtl,
-        })
-        .pipe(
-          Effect.catchTags({
-            GrantNotFound: () => err("invalid_grant", "the grant no longer exists"),
-            GrantRevoked: () => err("invalid_grant", "the grant has been revoked"),
-          }),
-        )
-    }
-    return tokenResponse(access.token, access.expiresIn, record.scope, refreshToken)
+    const refreshToken = client.grant_types.includes("refresh_token") ? randomToken(32) : undefined
+    // One transaction: the code consumed, the access token recorded, the refresh family opened.
+    yield* grants
+      .redeemCode({
+        code,
+        now,
+        access_token: access.record,
+        ...(refreshToken === undefined
+          ? {}
+          : { refresh: { token: refreshToken, expires_at: now + config.refreshTokenTtl } }),
+      })
+      .pipe(Effect.catchTags(codeErrors))
+    return tokenResponse(access.token, config.accessTokenTtl, record.scope, refreshToken)
   })
+
+const refreshErrors = {
+  RefreshTokenNotFound: () => err("invalid_grant", "the refresh token is invalid"),
+  RefreshTokenExpired: () => err("invalid_grant", "the refresh token has expired"),
+  RefreshTokenRevoked: () => err("invalid_grant", "the refresh token has been revoked"),
+  RefreshTokenReused: () => err("invalid_grant", "the refresh token was already used; its whole family is now revoked"),
+}
 
 const refreshGrant = (config: ResolvedConfig, client: Client, form: Map<string, string>) =>
   Effect.gen(function* () {
@@ -135,63 +148,66 @@ const refreshGrant = (config: ResolvedConfig, client: Client, form: Map<string, 
     }
     const resourceParam = form.get("resource")
     const now = yield* nowSeconds
-    const refreshErrors = {
-      RefreshTokenNotFound: () => err("invalid_grant", "the refresh token is invalid"),
-      RefreshTokenExpired: () => err("invalid_grant", "the refresh token has expired"),
-      RefreshTokenRevoked: () => err("invalid_grant", "the refresh token has been revoked"),
-      RefreshTokenReused: () =>
-        err("invalid_grant", "the refresh token was already used; its whole family is now revoked"),
-    }
-    const current = yield* grants.getRefresh(presented, now).pipe(Effect.catchTags(refreshErrors))
+    // Looked up without side effects: what the token is for decides the access token signed below; whether it may
+    // still be used (reuse, revocation, expiry) is decided in the one transaction that records that access token.
+    const found = yield* grants.findRefresh(presented, now)
+    if (Option.isNone(found)) return yield* err("invalid_grant", "the refresh token is invalid")
+    const current = found.value
+    // A request that fails a check answers first what presenting the token means (a rotated-out token is reuse and
+    // revokes the family; a revoked or expired one says so), as a refresh would.
+    const refuse = (failure: Effect.Effect<never, OAuthError.OAuthError>) =>
+      grants.getRefresh(presented, now).pipe(Effect.catchTags(refreshErrors), Effect.andThen(failure))
     if (current.client_id !== client.client_id) {
-      return yield* err("invalid_grant", "the refresh token was issued to another client")
+      return yield* refuse(err("invalid_grant", "the refresh token was issued to another client"))
     }
     const granted = Scope.parse(current.scope)
     const scopes = requested ?? granted
     if (!Scope.containsAll(granted, scopes)) {
-      return yield* err("invalid_scope", "scope may narrow but never widen the original grant")
+      return yield* refuse(err("invalid_scope", "scope may narrow but never widen the original grant"))
     }
     if (resourceParam !== undefined) {
       const canonical = CanonicalUri.validate(resourceParam)
       if (Result.isFailure(canonical) || canonical.success !== current.resource) {
-        return yield* err("invalid_target", "resource differs from the one the refresh token was issued for")
+        return yield* refuse(err("invalid_target", "resource differs from the one the refresh token was issued for"))
       }
     }
     const grant = yield* grants
       .getGrant(current.grant_id)
       .pipe(Effect.catchTag("GrantNotFound", () => err("invalid_grant", "the grant no longer exists")))
 
-    const rotate = client.token_endpoint_auth_method === "none" || config.rotateConfidentialRefreshTokens
-    let refreshToken: string | undefined
-    if (rotate) {
-      refreshToken = randomToken(32)
-      // OAuth 2.1 §4.3.1 / RFC 6749 §6: the successor keeps the original scope; only the access token narrows.
-      yield* grants
-        .rotate({
-          token: presented,
-          new_token: refreshToken,
-          client_id: client.client_id,
-          scope: current.scope,
-          now,
-          expires_at: now + config.refreshTokenTtl,
-        })
-        .pipe(
-          Effect.catchTags({
-            ...refreshErrors,
-            RefreshTokenClientMismatch: () => err("invalid_grant", "the refresh token was issued to another client"),
-          }),
-        )
-    }
     const scope = Scope.format(scopes)
-    const access = yield* issueAccessToken(config, {
-      grantId: current.grant_id,
+    const access = yield* signAccessToken(config, {
       subject: current.subject,
       clientId: client.client_id,
       resource: current.resource,
       scope,
       authTime: grant.auth_time,
     })
-    return tokenResponse(access.token, access.expiresIn, scope, refreshToken)
+    const rotate = client.token_endpoint_auth_method === "none" || config.rotateConfidentialRefreshTokens
+    // OAuth 2.1 §4.3.1 / RFC 6749 §6: a successor keeps the original scope; only the access token narrows.
+    const refreshed = yield* grants
+      .refresh({
+        token: presented,
+        client_id: client.client_id,
+        now,
+        access_token: access.record,
+        ...(rotate
+          ? {
+              rotation: {
+                expires_at: now + config.refreshTokenTtl,
+                reuse_interval: config.refreshTokenReuseInterval,
+              },
+            }
+          : {}),
+      })
+      .pipe(
+        Effect.catchTags({
+          ...refreshErrors,
+          RefreshTokenClientMismatch: () => err("invalid_grant", "the refresh token was issued to another client"),
+          GrantRevoked: () => err("invalid_grant", "the grant has been revoked"),
+        }),
+      )
+    return tokenResponse(access.token, config.accessTokenTtl, scope, refreshed.refresh_token)
   })
 
 const tokenResponse = (accessToken: string, expiresIn: number, scope: string, refreshToken: string | undefined) =>

@@ -250,6 +250,13 @@ export interface NewAuthorizationCode {
   readonly issued_at: number
   readonly expires_at: number
   readonly nonce?: string
+  /**
+   * Whether the authorization request carried `redirect_uri` (then the token request must carry the same value);
+   * false when absent, i.e. the client's one registered redirect URI was used.
+   *
+   * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.3 | OAuth 2.1 §4.1.3}
+   */
+  readonly redirect_uri_sent?: boolean
 }
 
 /**
@@ -311,6 +318,79 @@ export interface RotateRefreshToken {
 }
 
 /**
+ * The access token a token request issues, recorded in the same transaction as the code redemption or refresh that
+ * issues it (signed before, handed out only after the commit).
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc9068.html#section-2.2 | RFC 9068 §2.2}
+ */
+export interface IssuedAccessToken {
+  readonly jti: string
+  readonly expires_at: number
+}
+
+/**
+ * A code redemption as one unit: the code is consumed, the access token recorded and, with `refresh`, a refresh-token
+ * family opened, all in one transaction (or none of it).
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.3 | OAuth 2.1 §4.1.3}
+ */
+export interface RedeemCode {
+  /** The raw code the client presented. */
+  readonly code: string
+  readonly now: number
+  readonly access_token: IssuedAccessToken
+  /** The first refresh token of the new family (raw), for clients that may refresh. */
+  readonly refresh?: { readonly token: string; readonly expires_at?: number }
+}
+
+/**
+ * What a redemption committed: the code's record and, when asked for, the new family's first refresh token.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.3 | OAuth 2.1 §4.1.3}
+ */
+export interface Redeemed {
+  readonly code: AuthorizationCode
+  readonly refresh?: RefreshToken
+}
+
+/**
+ * A refresh as one unit: the presented token is checked, the access token recorded and, with `rotation`, the token
+ * rotated, all in one transaction. Within `rotation.reuse_interval` seconds of a rotation, presenting the rotated-out
+ * token again (a retry, or a concurrent request) returns the same successor, as long as that successor is still the
+ * family's live token; otherwise reuse revokes the grant.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.3.1 | OAuth 2.1 §4.3.1}
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.14.2 | OAuth 2.1 §4.14.2 (refresh token rotation)}
+ */
+export interface RefreshGrant {
+  /** The raw token the client presented. */
+  readonly token: string
+  /** The authenticated client; a token of another client is refused without any change. */
+  readonly client_id: string
+  readonly now: number
+  readonly access_token: IssuedAccessToken
+  /** Rotate: the successor keeps the family's scope and expires at `expires_at`. */
+  readonly rotation?: {
+    readonly expires_at?: number
+    /** Seconds after a rotation during which the rotated-out token yields the same successor; 0 turns this off. */
+    readonly reuse_interval: number
+  }
+}
+
+/**
+ * What a refresh committed: the token now current in the family and, when rotated (or a rotation replayed within the
+ * reuse interval), its raw value.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.3.1 | OAuth 2.1 §4.3.1}
+ */
+export interface Refreshed {
+  readonly token: RefreshToken
+  readonly refresh_token?: string
+  /** True when this answered a retry of a rotation within the reuse interval. */
+  readonly replayed: boolean
+}
+
+/**
  * A refresh token as looked up without side effects (introspection, revocation): the token and whether it would be
  * accepted now (not rotated out, family not revoked, not expired).
  *
@@ -365,6 +445,17 @@ export class GrantStore extends Context.Service<
       now: number,
     ) => Effect.Effect<AuthorizationCode, CodeNotFound | CodeAlreadyUsed | CodeExpired | GrantRevoked | StorageError>
     readonly getGrant: (grantId: string) => Effect.Effect<Grant, GrantNotFound | StorageError>
+    /** Looks a code up and changes nothing; `None` when unknown. */
+    readonly findCode: (code: string) => Effect.Effect<Option.Option<AuthorizationCode>, StorageError>
+    /**
+     * Redeems a code, records the access token and opens the refresh family in one transaction; the checks and their
+     * order are {@link GrantStore} `consumeCode`'s (a second redemption revokes the grant), then the grant must be
+     * live. A dynamically registered client that redeems its first code is kept from then on (its `expires_at` is
+     * cleared).
+     */
+    readonly redeemCode: (
+      redemption: RedeemCode,
+    ) => Effect.Effect<Redeemed, CodeNotFound | CodeAlreadyUsed | CodeExpired | GrantRevoked | StorageError>
     /**
      * Records an access token's `jti` under its grant before the token is handed out; refused once the grant is
      * revoked, which closes the race between issuing and a concurrent revocation.
@@ -392,8 +483,28 @@ export class GrantStore extends Context.Service<
       RefreshTokenNotFound | RefreshTokenExpired | RefreshTokenRevoked | RefreshTokenReused | StorageError
     >
     /**
-     * Rotates atomically: exactly one of any number of concurrent callers with the same token wins and gets the
-     * successor; the others fail with `RefreshTokenReused` and the grant (family, access tokens) is revoked.
+     * A refresh in one transaction (see {@link RefreshGrant}): checks in the order unknown, rotated out (the same
+     * successor within the reuse interval, else reuse: the grant is revoked), revoked family, expired, another
+     * client's token; then records the access token and rotates. Concurrent refreshes with one token, in any process,
+     * all get the one successor while the interval lasts.
+     */
+    readonly refresh: (
+      refresh: RefreshGrant,
+    ) => Effect.Effect<
+      Refreshed,
+      | RefreshTokenNotFound
+      | RefreshTokenExpired
+      | RefreshTokenRevoked
+      | RefreshTokenReused
+      | RefreshTokenClientMismatch
+      | GrantRevoked
+      | StorageError
+    >
+    /**
+     * Rotates atomically with a successor the caller chose: exactly one of any number of concurrent callers with the
+     * same token wins and gets the successor; the others fail with `RefreshTokenReused` and the grant (family, access
+     * tokens) is revoked. The token endpoint uses {@link GrantStore} `refresh`, which also records the access token
+     * and answers retries within the reuse interval.
      */
     readonly rotate: (
       rotation: RotateRefreshToken,

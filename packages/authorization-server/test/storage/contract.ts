@@ -746,6 +746,307 @@ export const storageContract = (name: string, factory: StoresFactory): void => {
       ))
   })
 
+  describe(`${name}: GrantStore token requests in one transaction`, () => {
+    const access = () => ({ jti: secret(), expires_at: NOW + 600 })
+    const isRevoked = (grants: GrantStore["Service"], jti: string) => grants.isAccessTokenRevoked(jti)
+
+    it("finds a code without consuming it, and remembers whether redirect_uri was sent", () =>
+      run(
+        Effect.gen(function* () {
+          const grants = yield* GrantStore
+          const sent = newCode({ redirect_uri_sent: true })
+          const created = yield* grants.createCode(sent)
+          expect(created.redirect_uri_sent).toBe(true)
+          expect(yield* grants.findCode(sent.code)).toEqual(Option.some(created))
+          const omitted = newCode()
+          const plain = yield* grants.createCode(omitted)
+          expect(plain.redirect_uri_sent).toBeUndefined()
+          expect(yield* grants.findCode(omitted.code)).toEqual(Option.some(plain))
+          expect(yield* grants.findCode(secret())).toEqual(Option.none())
+          expect(yield* grants.consumeCode(sent.code, NOW + 1)).toEqual(created)
+        }),
+      ))
+
+    it("redeems a code, records the access token and opens the family together; a replay revokes all of it", () =>
+      run(
+        Effect.gen(function* () {
+          const grants = yield* GrantStore
+          const input = newCode()
+          const created = yield* grants.createCode(input)
+          const token = access()
+          const refreshToken = secret()
+          const redeemed = yield* grants.redeemCode({
+            code: input.code,
+            now: NOW + 1,
+            access_token: token,
+            refresh: { token: refreshToken, expires_at: NOW + 86_400 },
+          })
+          expect(redeemed.code).toEqual(created)
+          expect(redeemed.refresh).toEqual({
+            family_id: redeemed.refresh?.family_id,
+            grant_id: created.grant_id,
+            client_id: input.client_id,
+            subject: input.subject,
+            resource: input.resource,
+            scope: input.scope,
+            issued_at: NOW + 1,
+            expires_at: NOW + 86_400,
+          })
+          expect((yield* grants.getRefresh(refreshToken, NOW + 2)).family_id).toBe(redeemed.refresh?.family_id)
+          expect(yield* isRevoked(grants, token.jti)).toBe(false)
+          expect(yield* failure(grants.redeemCode({ code: input.code, now: NOW + 2, access_token: access() }))).toEqual(
+            new CodeAlreadyUsed({ grant_id: created.grant_id }),
+          )
+          expect(yield* isRevoked(grants, token.jti)).toBe(true)
+          expect(yield* failure(grants.getRefresh(refreshToken, NOW + 3))).toEqual(
+            new RefreshTokenRevoked({ family_id: redeemed.refresh?.family_id ?? "", grant_id: created.grant_id }),
+          )
+        }),
+      ))
+
+    it("redeems without a refresh token, and refuses unknown, expired and revoked codes", () =>
+      run(
+        Effect.gen(function* () {
+          const grants = yield* GrantStore
+          const input = newCode()
+          const created = yield* grants.createCode(input)
+          expect(yield* grants.redeemCode({ code: input.code, now: NOW + 1, access_token: access() })).toEqual({
+            code: created,
+          })
+          expect(yield* failure(grants.redeemCode({ code: secret(), now: NOW, access_token: access() }))).toEqual(
+            new CodeNotFound(),
+          )
+          const late = newCode()
+          const lateCode = yield* grants.createCode(late)
+          expect(yield* failure(grants.redeemCode({ code: late.code, now: NOW + 60, access_token: access() }))).toEqual(
+            new CodeExpired({ grant_id: lateCode.grant_id }),
+          )
+          const revoked = newCode()
+          const revokedCode = yield* grants.createCode(revoked)
+          yield* grants.revokeGrant(revokedCode.grant_id, NOW)
+          expect(
+            yield* failure(grants.redeemCode({ code: revoked.code, now: NOW + 1, access_token: access() })),
+          ).toEqual(new GrantRevoked({ grant_id: revokedCode.grant_id }))
+        }),
+      ))
+
+    it("keeps a dynamically registered client from its first redemption on", () =>
+      run(
+        Effect.gen(function* () {
+          const clients = yield* ClientStore
+          const grants = yield* GrantStore
+          const unused = newClient({ client_id: "dyn-unused", expires_at: NOW + 100 })
+          const used = newClient({ client_id: "dyn-used", expires_at: NOW + 100 })
+          const cached = newClient({
+            client_id: "https://app.example.com/cimd",
+            origin: "metadata-document",
+            expires_at: NOW + 100,
+          })
+          for (const c of [unused, used, cached]) yield* clients.create(c)
+          for (const clientId of ["dyn-used", "https://app.example.com/cimd"]) {
+            const input = newCode({ client_id: clientId })
+            yield* grants.createCode(input)
+            yield* grants.redeemCode({ code: input.code, now: NOW + 1, access_token: access() })
+          }
+          expect((yield* clients.get("dyn-used", NOW + 1)).expires_at).toBeUndefined()
+          expect((yield* clients.get("dyn-unused", NOW + 1)).expires_at).toBe(NOW + 100)
+          // A cached metadata document still expires as its HTTP caching says.
+          expect((yield* clients.get("https://app.example.com/cimd", NOW + 1)).expires_at).toBe(NOW + 100)
+          expect(yield* clients.purgeExpired(NOW + 100)).toBe(2)
+          expect((yield* clients.get("dyn-used", NOW + 200)).client_id).toBe("dyn-used")
+          expect(yield* failure(clients.get("dyn-unused", NOW + 1))).toEqual(
+            new ClientNotFound({ client_id: "dyn-unused" }),
+          )
+        }),
+      ))
+
+    it("redeems exactly once under 50 concurrent redemptions, recording only the winner's access token", () =>
+      run(
+        Effect.gen(function* () {
+          const grants = yield* GrantStore
+          const input = newCode()
+          const created = yield* grants.createCode(input)
+          const tokens = Array.from({ length: 50 }, access)
+          const results = yield* Effect.all(
+            tokens.map((token) =>
+              Effect.result(
+                grants.redeemCode({
+                  code: input.code,
+                  now: NOW + 1,
+                  access_token: token,
+                  refresh: { token: secret() },
+                }),
+              ),
+            ),
+            { concurrency: "unbounded" },
+          )
+          expect(results.filter(Result.isSuccess)).toHaveLength(1)
+          expect(results.filter(Result.isFailure).map((r) => r.failure)).toEqual(
+            Array.from({ length: 49 }, () => new CodeAlreadyUsed({ grant_id: created.grant_id })),
+          )
+        }),
+      ))
+
+    it("refreshes: records the access token and rotates to a successor that works", () =>
+      run(
+        Effect.gen(function* () {
+          const { grants, input, code, refreshToken, refresh } = yield* issued
+          const token = access()
+          const refreshed = yield* grants.refresh({
+            token: refreshToken,
+            client_id: input.client_id,
+            now: NOW + 10,
+            access_token: token,
+            rotation: { expires_at: NOW + 1000, reuse_interval: 60 },
+          })
+          expect(refreshed.replayed).toBe(false)
+          expect(refreshed.refresh_token).toMatch(/^[A-Za-z0-9_-]{43}$/)
+          expect(refreshed.refresh_token).not.toBe(refreshToken)
+          expect(refreshed.token).toEqual({
+            ...refresh,
+            issued_at: NOW + 10,
+            expires_at: NOW + 1000,
+          })
+          expect(yield* grants.getRefresh(refreshed.refresh_token ?? "", NOW + 11)).toEqual(refreshed.token)
+          // The access token was recorded under the grant: revoking the grant revokes it.
+          yield* grants.revokeGrant(code.grant_id, NOW + 12)
+          expect(yield* isRevoked(grants, token.jti)).toBe(true)
+        }),
+      ))
+
+    it("refreshes without rotation (the token stays), recording the access token", () =>
+      run(
+        Effect.gen(function* () {
+          const { grants, input, refreshToken, refresh } = yield* issued
+          const refreshed = yield* grants.refresh({
+            token: refreshToken,
+            client_id: input.client_id,
+            now: NOW + 10,
+            access_token: access(),
+          })
+          expect(refreshed).toEqual({ token: refresh, replayed: false })
+          expect(yield* grants.getRefresh(refreshToken, NOW + 11)).toEqual(refresh)
+        }),
+      ))
+
+    it("answers a rotated-out token within the reuse interval with the same successor; after it, reuse revokes", () =>
+      run(
+        Effect.gen(function* () {
+          const { grants, input, code, refreshToken, refresh } = yield* issued
+          const rotate = (token: string, now: number) =>
+            grants.refresh({
+              token,
+              client_id: input.client_id,
+              now,
+              access_token: access(),
+              rotation: { reuse_interval: 60 },
+            })
+          const first = yield* rotate(refreshToken, NOW + 10)
+          const retry = yield* rotate(refreshToken, NOW + 70)
+          expect(retry).toEqual({ ...first, replayed: true })
+          const late = yield* failure(rotate(refreshToken, NOW + 71))
+          expect(late).toEqual(new RefreshTokenReused({ family_id: refresh.family_id, grant_id: code.grant_id }))
+          expect(yield* failure(grants.getRefresh(first.refresh_token ?? "", NOW + 72))).toEqual(
+            new RefreshTokenRevoked({ family_id: refresh.family_id, grant_id: code.grant_id }),
+          )
+        }),
+      ))
+
+    it("treats a token two rotations old as reuse even within the interval, and a zero interval as no grace", () =>
+      run(
+        Effect.gen(function* () {
+          const { grants, input, code, refreshToken, refresh } = yield* issued
+          const rotate = (token: string, now: number, reuse_interval = 60) =>
+            grants.refresh({
+              token,
+              client_id: input.client_id,
+              now,
+              access_token: access(),
+              rotation: { reuse_interval },
+            })
+          const second = yield* rotate(refreshToken, NOW + 10)
+          yield* rotate(second.refresh_token ?? "", NOW + 11)
+          expect(yield* failure(rotate(refreshToken, NOW + 12))).toEqual(
+            new RefreshTokenReused({ family_id: refresh.family_id, grant_id: code.grant_id }),
+          )
+          const other = yield* issued
+          const next = yield* grants.refresh({
+            token: other.refreshToken,
+            client_id: other.input.client_id,
+            now: NOW + 10,
+            access_token: access(),
+            rotation: { reuse_interval: 0 },
+          })
+          expect(next.refresh_token).toBeDefined()
+          expect(yield* failure(rotate(other.refreshToken, NOW + 10, 0))).toEqual(
+            new RefreshTokenReused({ family_id: other.refresh.family_id, grant_id: other.code.grant_id }),
+          )
+        }),
+      ))
+
+    it("refuses another client's token, also within the interval, and expired, revoked and unknown tokens", () =>
+      run(
+        Effect.gen(function* () {
+          const { grants, input, code, refreshToken, refresh } = yield* issued
+          const attempt = (token: string, clientId: string, now: number) =>
+            failure(
+              grants.refresh({
+                token,
+                client_id: clientId,
+                now,
+                access_token: access(),
+                rotation: { reuse_interval: 60 },
+              }),
+            )
+          expect(yield* attempt(refreshToken, "client-b", NOW + 5)).toEqual(
+            new RefreshTokenClientMismatch({ family_id: refresh.family_id, client_id: "client-b" }),
+          )
+          expect(yield* attempt(secret(), input.client_id, NOW + 5)).toEqual(new RefreshTokenNotFound())
+          expect(yield* attempt(refreshToken, input.client_id, NOW + 86_401)).toEqual(
+            new RefreshTokenExpired({ family_id: refresh.family_id }),
+          )
+          yield* grants.refresh({
+            token: refreshToken,
+            client_id: input.client_id,
+            now: NOW + 10,
+            access_token: access(),
+            rotation: { reuse_interval: 60 },
+          })
+          expect(yield* attempt(refreshToken, "client-b", NOW + 11)).toEqual(
+            new RefreshTokenReused({ family_id: refresh.family_id, grant_id: code.grant_id }),
+          )
+          expect(yield* attempt(refreshToken, input.client_id, NOW + 12)).toEqual(
+            new RefreshTokenReused({ family_id: refresh.family_id, grant_id: code.grant_id }),
+          )
+        }),
+      ))
+
+    it("converges 50 concurrent refreshes of one token on one successor, all answered", () =>
+      run(
+        Effect.gen(function* () {
+          const { grants, input, refreshToken } = yield* issued
+          const results = yield* Effect.all(
+            Array.from({ length: 50 }, () =>
+              grants.refresh({
+                token: refreshToken,
+                client_id: input.client_id,
+                now: NOW + 10,
+                access_token: access(),
+                rotation: { reuse_interval: 60 },
+              }),
+            ),
+            { concurrency: "unbounded" },
+          )
+          expect(new Set(results.map((r) => r.refresh_token)).size).toBe(1)
+          expect(results.filter((r) => !r.replayed)).toHaveLength(1)
+          const successor = results[0]?.refresh_token ?? ""
+          expect((yield* grants.findRefresh(successor, NOW + 11)).pipe(Option.map((t) => t.active))).toEqual(
+            Option.some(true),
+          )
+        }),
+      ))
+  })
+
   describe(`${name}: GrantStore consents`, () => {
     const consent = (scopes: ReadonlyArray<string>, at = NOW, overrides = {}) => ({
       subject: "alice",

@@ -1,4 +1,4 @@
-import { createHash, timingSafeEqual } from "node:crypto"
+import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto"
 import type { Client, ClientMetadata, Consent } from "../Storage.js"
 
 /**
@@ -6,6 +6,17 @@ import type { Client, ClientMetadata, Consent } from "../Storage.js"
  * SHA-256, base64url. Unsalted on purpose: the values carry 256 bits of entropy, and the hash doubles as the lookup key.
  */
 export const hashSecret = (raw: string): string => createHash("sha256").update(raw, "utf8").digest("base64url")
+
+/**
+ * The successor of a rotated refresh token: HMAC-SHA-256 keyed with the presented token over the salt stored with it
+ * at rotation. Only whoever holds the presented token (and the store's salt) can derive it again, so the store keeps
+ * nothing that yields a usable token, yet a retried rotation returns the same successor.
+ */
+export const successorOf = (token: string, salt: string): string =>
+  createHmac("sha256", token).update(`keyway refresh-token successor\0${salt}`, "utf8").digest("base64url")
+
+/** A fresh salt for {@link successorOf}. */
+export const newSalt = (): string => randomBytes(16).toString("base64url")
 
 /** Whether `presented` hashes to `storedHash`, compared in constant time. */
 export const matchesHash = (presented: string, storedHash: string | undefined): boolean => {

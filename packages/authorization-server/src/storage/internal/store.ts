@@ -44,8 +44,10 @@ import {
   hashSecret,
   matchesHash,
   mergeConsent,
+  newSalt,
   normaliseScopes,
   secretLive,
+  successorOf,
   updatedHash,
 } from "./common.js"
 import { count, type Driver, type Mode, type Param, type Row, row, rows, type Work } from "./sql.js"
@@ -77,9 +79,10 @@ const json = (r: Row, key: string): unknown => {
 const bool = (r: Row, key: string): boolean => r[key] === true || r[key] === 1
 const opt = (v: string | number | undefined): string | number | null => v ?? null
 
+// The expires_at column is the truth (a redemption clears it for a dynamic client); the JSON copy may be older.
 const clientFromRow = (r: Row): Client =>
   clientRecord(
-    json(r, "metadata") as ClientMetadata,
+    defined<ClientMetadata>({ ...(json(r, "metadata") as ClientMetadata), expires_at: optNum(r, "expires_at") }),
     optStr(r, "client_secret_hash"),
     optStr(r, "registration_access_token_hash"),
   )
@@ -98,6 +101,7 @@ const codeFromRow = (r: Row): AuthorizationCode =>
     issued_at: num(r, "issued_at"),
     expires_at: num(r, "expires_at"),
     nonce: optStr(r, "nonce"),
+    redirect_uri_sent: bool(r, "redirect_uri_sent") ? true : undefined,
   })
 
 const grantFromRow = (r: Row): Grant =>
@@ -305,7 +309,7 @@ export const makeGrantStore = (driver: Driver): GrantStore["Service"] => {
     return true
   }
 
-  const SELECT_REFRESH = `SELECT r.token_hash, r.family_id, r.scope, r.issued_at, r.expires_at, r.rotated_at,
+  const SELECT_REFRESH = `SELECT r.token_hash, r.family_id, r.scope, r.issued_at, r.expires_at, r.rotated_at, r.successor_salt,
       f.grant_id, f.revoked_at AS family_revoked_at, g.client_id, g.subject, g.resource
     FROM ${t.refreshTokens} r JOIN ${t.families} f ON f.family_id = r.family_id JOIN ${t.grants} g ON g.grant_id = f.grant_id
     WHERE r.token_hash = $1`
@@ -340,8 +344,75 @@ export const makeGrantStore = (driver: Driver): GrantStore["Service"] => {
     return r
   }
 
+  // Inside a transaction that reached the grant through a code or token row (whose foreign key guarantees it exists):
+  // a missing grant can only have been purged after a revocation.
+  function* heldGrant(grantId: string): Work<Row | GrantRevoked> {
+    const grant = yield* liveGrant(grantId)
+    return grant instanceof GrantNotFound ? new GrantRevoked({ grant_id: grantId }) : grant
+  }
+
   const INSERT_REFRESH = `INSERT INTO ${t.refreshTokens} (token_hash, family_id, scope, issued_at, expires_at)
     VALUES ($1, $2, $3, $4, $5)`
+
+  // Inside a transaction. The code row stays locked until commit: concurrent redemptions queue here, and each one
+  // after the first re-reads the row with the winner's consumed_at set. Order of checks: unknown, already used (a
+  // replay: revokes the grant), expired, revoked grant. Returns the code's row, now consumed, or the failure.
+  function* spendCode(
+    codeHash: string,
+    now: number,
+  ): Work<Row | CodeNotFound | CodeAlreadyUsed | CodeExpired | GrantRevoked> {
+    const r = yield* row(
+      `SELECT c.*, g.revoked_at AS grant_revoked_at FROM ${t.codes} c
+       JOIN ${t.grants} g ON g.grant_id = c.grant_id WHERE c.code_hash = $1 ${driver.lock("update", "c")}`,
+      [codeHash],
+    )
+    if (r === undefined) return new CodeNotFound()
+    const grant_id = str(r, "grant_id")
+    if (r.consumed_at != null) {
+      yield* revoke(grant_id, now)
+      return new CodeAlreadyUsed({ grant_id })
+    }
+    if (num(r, "expires_at") <= now) return new CodeExpired({ grant_id })
+    if (r.grant_revoked_at != null) return new GrantRevoked({ grant_id })
+    yield* count(`UPDATE ${t.codes} SET consumed_at = $1 WHERE code_hash = $2`, [now, codeHash])
+    return r
+  }
+
+  function* insertAccessToken(grantId: string, token: { readonly jti: string; readonly expires_at: number }) {
+    yield* count(`INSERT INTO ${t.accessTokens} (jti, grant_id, expires_at) VALUES ($1, $2, $3)`, [
+      token.jti,
+      grantId,
+      token.expires_at,
+    ])
+  }
+
+  // Inside a transaction, with the grant's row from liveGrant: a new family and its first token.
+  function* openFamily(
+    grant: Row,
+    token: string,
+    scope: string,
+    issuedAt: number,
+    expiresAt: number | undefined,
+  ): Work<RefreshToken> {
+    const family_id = crypto.randomUUID()
+    const grant_id = str(grant, "grant_id")
+    yield* count(`INSERT INTO ${t.families} (family_id, grant_id, created_at) VALUES ($1, $2, $3)`, [
+      family_id,
+      grant_id,
+      issuedAt,
+    ])
+    yield* count(INSERT_REFRESH, [hashSecret(token), family_id, scope, issuedAt, opt(expiresAt)])
+    return defined<RefreshToken>({
+      family_id,
+      grant_id,
+      client_id: str(grant, "client_id"),
+      subject: str(grant, "subject"),
+      resource: str(grant, "resource"),
+      scope,
+      issued_at: issuedAt,
+      expires_at: expiresAt,
+    })
+  }
   const SELECT_CONSENT = `SELECT * FROM ${t.consents} WHERE subject = $1 AND client_id = $2 AND resource = $3`
 
   return {
@@ -355,8 +426,8 @@ export const makeGrantStore = (driver: Driver): GrantStore["Service"] => {
         )
         yield* count(
           `INSERT INTO ${t.codes} (code_hash, grant_id, client_id, redirect_uri, code_challenge,
-           code_challenge_method, resource, scope, subject, auth_time, issued_at, expires_at, nonce)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+           code_challenge_method, resource, scope, subject, auth_time, issued_at, expires_at, nonce, redirect_uri_sent)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
           [
             hashSecret(input.code),
             grant_id,
@@ -371,31 +442,53 @@ export const makeGrantStore = (driver: Driver): GrantStore["Service"] => {
             input.issued_at,
             input.expires_at,
             opt(input.nonce),
+            input.redirect_uri_sent === true ? 1 : 0,
           ],
         )
         const { code, ...rest } = input
-        return Effect.succeed(defined<AuthorizationCode>({ ...rest, grant_id }))
+        return Effect.succeed(
+          defined<AuthorizationCode>({
+            ...rest,
+            grant_id,
+            redirect_uri_sent: input.redirect_uri_sent === true ? true : undefined,
+          }),
+        )
       }),
     consumeCode: (code, now) =>
       atomic("consumeCode")(function* () {
-        const codeHash = hashSecret(code)
-        // The code row stays locked until commit: concurrent redemptions queue here, and each one after the first
-        // re-reads the row with the winner's consumed_at set.
-        const r = yield* row(
-          `SELECT c.*, g.revoked_at AS grant_revoked_at FROM ${t.codes} c
-           JOIN ${t.grants} g ON g.grant_id = c.grant_id WHERE c.code_hash = $1 ${driver.lock("update", "c")}`,
-          [codeHash],
-        )
-        if (r === undefined) return Effect.fail(new CodeNotFound())
-        const grant_id = str(r, "grant_id")
-        if (r.consumed_at != null) {
-          yield* revoke(grant_id, now)
-          return Effect.fail(new CodeAlreadyUsed({ grant_id }))
+        const spent = yield* spendCode(hashSecret(code), now)
+        return spent instanceof Error ? Effect.fail(spent) : Effect.succeed(codeFromRow(spent))
+      }),
+    findCode: (code) =>
+      single("findCode")(function* () {
+        const r = yield* row(`SELECT * FROM ${t.codes} WHERE code_hash = $1`, [hashSecret(code)])
+        return Effect.succeed(r === undefined ? Option.none<AuthorizationCode>() : Option.some(codeFromRow(r)))
+      }),
+    redeemCode: (redemption) =>
+      atomic("redeemCode")(function* () {
+        const spent = yield* spendCode(hashSecret(redemption.code), redemption.now)
+        if (spent instanceof Error) return Effect.fail(spent)
+        const code = codeFromRow(spent)
+        // The grant row is held from here to the commit, so a concurrent revocation comes before or after all of it.
+        const grant = yield* heldGrant(code.grant_id)
+        if (grant instanceof Error) return Effect.fail(grant)
+        yield* insertAccessToken(code.grant_id, redemption.access_token)
+        let refresh: RefreshToken | undefined
+        if (redemption.refresh !== undefined) {
+          refresh = yield* openFamily(
+            grant,
+            redemption.refresh.token,
+            code.scope,
+            redemption.now,
+            redemption.refresh.expires_at,
+          )
         }
-        if (num(r, "expires_at") <= now) return Effect.fail(new CodeExpired({ grant_id }))
-        if (r.grant_revoked_at != null) return Effect.fail(new GrantRevoked({ grant_id }))
-        yield* count(`UPDATE ${t.codes} SET consumed_at = $1 WHERE code_hash = $2`, [now, codeHash])
-        return Effect.succeed(codeFromRow(r))
+        // A dynamically registered client that completed an authorization is no longer an unused registration.
+        yield* count(
+          `UPDATE ${t.clients} SET expires_at = NULL WHERE client_id = $1 AND origin = 'dynamic' AND expires_at IS NOT NULL`,
+          [code.client_id],
+        )
+        return Effect.succeed(refresh === undefined ? { code } : { code, refresh })
       }),
     getGrant: (grantId) =>
       single("getGrant")(function* () {
@@ -406,11 +499,7 @@ export const makeGrantStore = (driver: Driver): GrantStore["Service"] => {
       atomic("recordAccessToken")(function* () {
         const grant = yield* liveGrant(token.grant_id)
         if (grant instanceof Error) return Effect.fail(grant)
-        yield* count(`INSERT INTO ${t.accessTokens} (jti, grant_id, expires_at) VALUES ($1, $2, $3)`, [
-          token.jti,
-          token.grant_id,
-          token.expires_at,
-        ])
+        yield* insertAccessToken(token.grant_id, token)
         return Effect.void
       }),
     revokeAccessToken: (jti, expiresAt) =>
@@ -435,31 +524,7 @@ export const makeGrantStore = (driver: Driver): GrantStore["Service"] => {
       atomic("createRefresh")(function* () {
         const grant = yield* liveGrant(input.grant_id)
         if (grant instanceof Error) return Effect.fail(grant)
-        const family_id = crypto.randomUUID()
-        yield* count(`INSERT INTO ${t.families} (family_id, grant_id, created_at) VALUES ($1, $2, $3)`, [
-          family_id,
-          input.grant_id,
-          input.issued_at,
-        ])
-        yield* count(INSERT_REFRESH, [
-          hashSecret(input.token),
-          family_id,
-          input.scope,
-          input.issued_at,
-          opt(input.expires_at),
-        ])
-        return Effect.succeed(
-          defined<RefreshToken>({
-            family_id,
-            grant_id: input.grant_id,
-            client_id: str(grant, "client_id"),
-            subject: str(grant, "subject"),
-            resource: str(grant, "resource"),
-            scope: input.scope,
-            issued_at: input.issued_at,
-            expires_at: input.expires_at,
-          }),
-        )
+        return Effect.succeed(yield* openFamily(grant, input.token, input.scope, input.issued_at, input.expires_at))
       }),
     getRefresh: (token, now) =>
       atomic("getRefresh")(function* () {
@@ -470,6 +535,77 @@ export const makeGrantStore = (driver: Driver): GrantStore["Service"] => {
       single("findRefresh")(function* () {
         const r = yield* row(SELECT_REFRESH, [hashSecret(token)])
         return Effect.succeed(r === undefined ? Option.none<RefreshTokenStatus>() : Option.some(refreshStatus(r, now)))
+      }),
+    refresh: (request) =>
+      atomic("refresh")(function* () {
+        const tokenHash = hashSecret(request.token)
+        const { now, rotation } = request
+        const r = yield* row(`${SELECT_REFRESH} ${driver.lock("update", "r")}`, [tokenHash])
+        if (r === undefined) return Effect.fail(new RefreshTokenNotFound())
+        const family_id = str(r, "family_id")
+        const grant_id = str(r, "grant_id")
+        const sameClient = str(r, "client_id") === request.client_id
+        if (r.rotated_at != null) {
+          // A retry or a concurrent twin of the rotation that replaced this token: within the interval, and while the
+          // successor is still the family's live token, it gets that same successor.
+          const salt = optStr(r, "successor_salt")
+          if (
+            rotation !== undefined &&
+            rotation.reuse_interval > 0 &&
+            now - num(r, "rotated_at") <= rotation.reuse_interval &&
+            salt !== undefined &&
+            sameClient &&
+            r.family_revoked_at == null
+          ) {
+            const successor = successorOf(request.token, salt)
+            const s = yield* row(`${SELECT_REFRESH} ${driver.lock("update", "r")}`, [hashSecret(successor)])
+            const expiresAt = s === undefined ? undefined : optNum(s, "expires_at")
+            if (
+              s !== undefined &&
+              str(s, "family_id") === family_id &&
+              s.rotated_at == null &&
+              (expiresAt === undefined || expiresAt > now)
+            ) {
+              const grant = yield* heldGrant(grant_id)
+              if (grant instanceof Error) return Effect.fail(grant)
+              yield* insertAccessToken(grant_id, request.access_token)
+              return Effect.succeed({ token: refreshFromRow(s), refresh_token: successor, replayed: true })
+            }
+          }
+          yield* revoke(grant_id, now)
+          return Effect.fail(new RefreshTokenReused({ family_id, grant_id }))
+        }
+        if (r.family_revoked_at != null) return Effect.fail(new RefreshTokenRevoked({ family_id, grant_id }))
+        const expiresAt = optNum(r, "expires_at")
+        if (expiresAt !== undefined && expiresAt <= now) return Effect.fail(new RefreshTokenExpired({ family_id }))
+        if (!sameClient) return Effect.fail(new RefreshTokenClientMismatch({ family_id, client_id: request.client_id }))
+        const grant = yield* heldGrant(grant_id)
+        if (grant instanceof Error) return Effect.fail(grant)
+        yield* insertAccessToken(grant_id, request.access_token)
+        if (rotation === undefined) return Effect.succeed({ token: refreshFromRow(r), replayed: false })
+        const salt = newSalt()
+        const successor = successorOf(request.token, salt)
+        const scope = str(r, "scope")
+        yield* count(`UPDATE ${t.refreshTokens} SET rotated_at = $1, successor_salt = $2 WHERE token_hash = $3`, [
+          now,
+          salt,
+          tokenHash,
+        ])
+        yield* count(INSERT_REFRESH, [hashSecret(successor), family_id, scope, now, opt(rotation.expires_at)])
+        return Effect.succeed({
+          token: defined<RefreshToken>({
+            family_id,
+            grant_id,
+            client_id: str(r, "client_id"),
+            subject: str(r, "subject"),
+            resource: str(r, "resource"),
+            scope,
+            issued_at: now,
+            expires_at: rotation.expires_at,
+          }),
+          refresh_token: successor,
+          replayed: false,
+        })
       }),
     rotate: (rotation) =>
       atomic("rotate")(function* () {
