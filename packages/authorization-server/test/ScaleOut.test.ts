@@ -1,5 +1,3 @@
-import { type ChildProcess, fork } from "node:child_process"
-import { fileURLToPath } from "node:url"
 import { Pkce } from "@keyway/core"
 import { type PostgresServer, startPostgres } from "@keyway/testing"
 import { Effect, Layer } from "effect"
@@ -7,10 +5,10 @@ import { createLocalJWKSet, decodeProtectedHeader, type JSONWebKeySet, jwtVerify
 import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createAuthorizationServer } from "../src/AuthorizationServer.js"
-import type { Rotation } from "../src/KeyRotation.js"
 import { GrantStore, layerPostgres } from "../src/storage/Storage.js"
 import { newCode } from "./storage/contract.js"
 import { eventually } from "./support/eventually.js"
+import { type Instance, startInstance } from "./support/fork.js"
 import { alicePasswordHash, basic, csrfOf, MCP, PASSWORD } from "./support/server.js"
 import { RS_SECRET } from "./support/tokens.js"
 
@@ -21,59 +19,6 @@ import { RS_SECRET } from "./support/tokens.js"
  */
 const ISSUER = "https://as.example.com"
 const REDIRECT = "https://app.example.com/callback"
-const INSTANCE = fileURLToPath(new URL("./support/instance.ts", import.meta.url))
-
-interface Instance {
-  readonly url: string
-  /** The same URL on this instance: what the load balancer does. */
-  readonly at: (url: string) => string
-  readonly rotate: () => Promise<Rotation>
-  readonly stop: () => Promise<void>
-}
-
-const startInstance = (options: Record<string, unknown>): Promise<Instance> =>
-  new Promise((resolve, reject) => {
-    const child: ChildProcess = fork(INSTANCE, [JSON.stringify(options)], {
-      execArgv: [],
-      stdio: ["ignore", "inherit", "pipe", "ipc"],
-    })
-    let stderr = ""
-    child.stderr?.on("data", (chunk: Buffer) => {
-      stderr += chunk.toString("utf8")
-    })
-    const exited = new Promise<void>((done) => child.once("exit", () => done()))
-    child.once("exit", (code) => reject(new Error(`instance exited with ${code} before listening: ${stderr}`)))
-    const next = (type: string) =>
-      new Promise<Record<string, unknown>>((done, fail) => {
-        const onMessage = (message: Record<string, unknown>) => {
-          if (message.type === type) {
-            child.off("message", onMessage)
-            done(message)
-          } else if (message.type === "error") {
-            child.off("message", onMessage)
-            fail(new Error(String(message.message)))
-          }
-        }
-        child.on("message", onMessage)
-      })
-    next("listening").then((message) => {
-      const url = String(message.url)
-      resolve({
-        url,
-        at: (target) => target.replace(ISSUER, url),
-        rotate: async () => {
-          const answer = next("rotated")
-          child.send({ type: "rotate" })
-          return (await answer).rotation as Rotation
-        },
-        stop: async () => {
-          if (child.exitCode === null) child.send({ type: "close" })
-          await exited
-        },
-      })
-    }, reject)
-  })
-
 const form = (values: Record<string, string>) => ({
   method: "POST",
   redirect: "manual" as const,
@@ -179,8 +124,8 @@ beforeAll(async () => {
   })
   const options = await serverOptions(postgres.createDatabase("scale_out"))
   // One after the other, as a rolling deployment would: the first creates the schema and the signing key.
-  a = await startInstance(options)
-  b = await startInstance(options)
+  a = await startInstance(options, ISSUER)
+  b = await startInstance(options, ISSUER)
 }, 120_000)
 
 afterAll(async () => {

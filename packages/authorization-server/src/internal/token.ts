@@ -93,7 +93,7 @@ const authorizationCodeGrant = (config: ResolvedConfig, client: Client, form: Ma
     const redirectUri = form.get("redirect_uri")
     if (redirectUri === undefined && record.redirect_uri_sent === true) {
       return yield* refuse(
-        err("invalid_grant", "redirect_uri is required: the authorization request carried one (OAuth 2.1 §4.1.3)"),
+        err("invalid_grant", "redirect_uri is required: the authorization request carried one"),
       )
     }
     if (redirectUri !== undefined && redirectUri !== record.redirect_uri) {
