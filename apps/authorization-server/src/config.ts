@@ -69,7 +69,7 @@ export type DevelopmentConfig = Pick<Config.DevelopmentOptions, "allowHttpLoopba
 export interface AppConfig
   extends Pick<
     Config.ConfigOptions,
-    "defaultResource" | "lifetimes" | "signingKeys" | "maintenance" | "sessionSecret"
+    "defaultResource" | "lifetimes" | "signingKeys" | "maintenance" | "sessionSecret" | "rememberConsentFor"
   > {
   /** Default `http://<host>:<port>` (http is accepted only on a loopback host, and logged loudly). */
   readonly issuer?: string
@@ -159,6 +159,7 @@ export const appConfigSchema = z
       registration: library.registration,
       clientIdMetadataDocuments: z.strictObject(Config.clientIdMetadataDocumentsSchema.shape).optional(),
       lifetimes: library.lifetimes,
+      rememberConsentFor: library.rememberConsentFor,
       signingKeys: library.signingKeys,
       maintenance: library.maintenance,
       sessionSecret: library.sessionSecret,

@@ -125,6 +125,7 @@ export const startAuthorizationServer = async (
         ? {}
         : { clientIdMetadataDocuments: config.clientIdMetadataDocuments }),
       ...(config.lifetimes === undefined ? {} : { lifetimes: config.lifetimes }),
+      ...(config.rememberConsentFor === undefined ? {} : { rememberConsentFor: config.rememberConsentFor }),
       ...(config.signingKeys === undefined ? {} : { signingKeys: config.signingKeys }),
       ...(config.maintenance === undefined ? {} : { maintenance: config.maintenance }),
       ...(config.sessionSecret === undefined ? {} : { sessionSecret: config.sessionSecret }),

@@ -122,7 +122,16 @@ describe("parseConfig: operational options", () => {
         timeoutMs: 5000,
         consentSeconds: 3600,
       },
-      lifetimes: { accessToken: 600, refreshToken: 86400, authorizationCode: 30, session: 3600 },
+      lifetimes: {
+        accessToken: 600,
+        refreshToken: 86400,
+        authorizationCode: 30,
+        session: 3600,
+        refreshTokenReuseInterval: 0,
+        unusedRegistration: false,
+        registeredClientSecret: 2592000,
+      },
+      rememberConsentFor: ["desktop-app"],
     }
     expect(parseConfig(full, "test.json")).toEqual(full)
   })
@@ -325,6 +334,17 @@ describe("parseConfig and the library's resolve", () => {
       "lifetimes.authorizationCode: must be at most 60",
     ],
     ["a zero checkEvery", { signingKeys: { checkEvery: 0 } }, "signingKeys.checkEvery: must be positive"],
+    [
+      "a negative reuse interval",
+      { lifetimes: { refreshTokenReuseInterval: -1 } },
+      "lifetimes.refreshTokenReuseInterval: must not be negative",
+    ],
+    [
+      "an unusedRegistration that is neither seconds nor false",
+      { lifetimes: { unusedRegistration: true } },
+      "lifetimes.unusedRegistration: must be a number of seconds or false",
+    ],
+    ["a rememberConsentFor that is no list", { rememberConsentFor: "app" }, "rememberConsentFor: must be an array"],
     [
       "a rotateEvery not longer than the default publishAhead",
       { signingKeys: { rotateEvery: 600 } },

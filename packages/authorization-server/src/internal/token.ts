@@ -92,9 +92,7 @@ const authorizationCodeGrant = (config: ResolvedConfig, client: Client, form: Ma
     // identical; without it there, the client's one registered redirect URI was used.
     const redirectUri = form.get("redirect_uri")
     if (redirectUri === undefined && record.redirect_uri_sent === true) {
-      return yield* refuse(
-        err("invalid_grant", "redirect_uri is required: the authorization request carried one"),
-      )
+      return yield* refuse(err("invalid_grant", "redirect_uri is required: the authorization request carried one"))
     }
     if (redirectUri !== undefined && redirectUri !== record.redirect_uri) {
       return yield* refuse(err("invalid_grant", "redirect_uri does not match the authorization request"))
