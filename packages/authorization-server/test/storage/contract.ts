@@ -748,6 +748,14 @@ export const storageContract = (name: string, factory: StoresFactory): void => {
 
   describe(`${name}: GrantStore token requests in one transaction`, () => {
     const access = () => ({ jti: secret(), expires_at: NOW + 600 })
+    /** A rotating refresh by `clientId` at `now`, with a fresh access token and the given reuse interval. */
+    const rotateAs = (
+      grants: GrantStore["Service"],
+      clientId: string,
+      token: string,
+      now: number,
+      reuse_interval = 60,
+    ) => grants.refresh({ token, client_id: clientId, now, access_token: access(), rotation: { reuse_interval } })
     const isRevoked = (grants: GrantStore["Service"], jti: string) => grants.isAccessTokenRevoked(jti)
 
     it("finds a code without consuming it, and remembers whether redirect_uri was sent", () =>
@@ -933,14 +941,7 @@ export const storageContract = (name: string, factory: StoresFactory): void => {
       run(
         Effect.gen(function* () {
           const { grants, input, code, refreshToken, refresh } = yield* issued
-          const rotate = (token: string, now: number) =>
-            grants.refresh({
-              token,
-              client_id: input.client_id,
-              now,
-              access_token: access(),
-              rotation: { reuse_interval: 60 },
-            })
+          const rotate = (token: string, now: number) => rotateAs(grants, input.client_id, token, now)
           const first = yield* rotate(refreshToken, NOW + 10)
           const retry = yield* rotate(refreshToken, NOW + 70)
           expect(retry).toEqual({ ...first, replayed: true })
@@ -956,27 +957,15 @@ export const storageContract = (name: string, factory: StoresFactory): void => {
       run(
         Effect.gen(function* () {
           const { grants, input, code, refreshToken, refresh } = yield* issued
-          const rotate = (token: string, now: number, reuse_interval = 60) =>
-            grants.refresh({
-              token,
-              client_id: input.client_id,
-              now,
-              access_token: access(),
-              rotation: { reuse_interval },
-            })
+          const rotate = (token: string, now: number, reuse = 60) =>
+            rotateAs(grants, input.client_id, token, now, reuse)
           const second = yield* rotate(refreshToken, NOW + 10)
           yield* rotate(second.refresh_token ?? "", NOW + 11)
           expect(yield* failure(rotate(refreshToken, NOW + 12))).toEqual(
             new RefreshTokenReused({ family_id: refresh.family_id, grant_id: code.grant_id }),
           )
           const other = yield* issued
-          const next = yield* grants.refresh({
-            token: other.refreshToken,
-            client_id: other.input.client_id,
-            now: NOW + 10,
-            access_token: access(),
-            rotation: { reuse_interval: 0 },
-          })
+          const next = yield* rotateAs(grants, other.input.client_id, other.refreshToken, NOW + 10, 0)
           expect(next.refresh_token).toBeDefined()
           expect(yield* failure(rotate(other.refreshToken, NOW + 10, 0))).toEqual(
             new RefreshTokenReused({ family_id: other.refresh.family_id, grant_id: other.code.grant_id }),
@@ -989,15 +978,7 @@ export const storageContract = (name: string, factory: StoresFactory): void => {
         Effect.gen(function* () {
           const { grants, input, code, refreshToken, refresh } = yield* issued
           const attempt = (token: string, clientId: string, now: number) =>
-            failure(
-              grants.refresh({
-                token,
-                client_id: clientId,
-                now,
-                access_token: access(),
-                rotation: { reuse_interval: 60 },
-              }),
-            )
+            failure(rotateAs(grants, clientId, token, now))
           expect(yield* attempt(refreshToken, "client-b", NOW + 5)).toEqual(
             new RefreshTokenClientMismatch({ family_id: refresh.family_id, client_id: "client-b" }),
           )
@@ -1005,13 +986,7 @@ export const storageContract = (name: string, factory: StoresFactory): void => {
           expect(yield* attempt(refreshToken, input.client_id, NOW + 86_401)).toEqual(
             new RefreshTokenExpired({ family_id: refresh.family_id }),
           )
-          yield* grants.refresh({
-            token: refreshToken,
-            client_id: input.client_id,
-            now: NOW + 10,
-            access_token: access(),
-            rotation: { reuse_interval: 60 },
-          })
+          yield* rotateAs(grants, input.client_id, refreshToken, NOW + 10)
           expect(yield* attempt(refreshToken, "client-b", NOW + 11)).toEqual(
             new RefreshTokenReused({ family_id: refresh.family_id, grant_id: code.grant_id }),
           )
@@ -1026,15 +1001,7 @@ export const storageContract = (name: string, factory: StoresFactory): void => {
         Effect.gen(function* () {
           const { grants, input, refreshToken } = yield* issued
           const results = yield* Effect.all(
-            Array.from({ length: 50 }, () =>
-              grants.refresh({
-                token: refreshToken,
-                client_id: input.client_id,
-                now: NOW + 10,
-                access_token: access(),
-                rotation: { reuse_interval: 60 },
-              }),
-            ),
+            Array.from({ length: 50 }, () => rotateAs(grants, input.client_id, refreshToken, NOW + 10)),
             { concurrency: "unbounded" },
           )
           expect(new Set(results.map((r) => r.refresh_token)).size).toBe(1)
