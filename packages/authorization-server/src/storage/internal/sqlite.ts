@@ -128,6 +128,21 @@ export const MIGRATIONS: ReadonlyArray<{ readonly version: number; readonly name
       ALTER TABLE refresh_tokens ADD COLUMN successor_salt TEXT;
     `,
   },
+  {
+    version: 3,
+    name: "rate-limits",
+    // One row per abuse-limit bucket (a hashed account name, address, client ID or host): its count, the end of its
+    // lock (0 for none), and when it is forgotten (the purge deletes it then).
+    sql: `
+      CREATE TABLE rate_limits (
+        bucket TEXT PRIMARY KEY,
+        hits INTEGER NOT NULL,
+        blocked_until INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL
+      ) STRICT;
+      CREATE INDEX rate_limits_expires_at ON rate_limits (expires_at);
+    `,
+  },
 ]
 
 /** Runs `f` in one `BEGIN IMMEDIATE` transaction: the write lock is taken up front, so no upgrade deadlock. */
