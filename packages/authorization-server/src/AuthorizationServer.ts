@@ -5,7 +5,7 @@
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13 | OAuth 2.1}
  * @module
  */
-import { Context, Duration, Effect, Layer, ManagedRuntime } from "effect"
+import { Context, Duration, Effect, Layer, ManagedRuntime, Option } from "effect"
 import {
   type ClientOptions,
   type ConfigError,
@@ -22,6 +22,7 @@ import { MetadataDocuments } from "./internal/clients.js"
 import { nowSeconds } from "./internal/clock.js"
 import { CORS_HEADERS, json, preflight } from "./internal/http.js"
 import { introspectEndpoint } from "./internal/introspect.js"
+import { perAddress, perClient } from "./internal/limits.js"
 import { ProxyState, proxyAuthorizeGet, proxyConsentPost, UpstreamClient, upstreamCallback } from "./internal/proxy.js"
 import { type PolicyDecision, type RegistrationPolicy, registerEndpoint } from "./internal/register.js"
 import { revokeEndpoint } from "./internal/revoke.js"
@@ -32,6 +33,7 @@ import * as Metadata from "./Metadata.js"
 import * as NodeServer from "./NodeServer.js"
 import { OutboundFetch } from "./outbound/OutboundFetch.js"
 import { Resolver } from "./outbound/Resolver.js"
+import { makeMemory, RateLimiter, type RateLimiterService } from "./RateLimiter.js"
 import { type SigningAlgorithm, TokenSigner } from "./Signing.js"
 import type { StorageError } from "./storage/Errors.js"
 import { purgeJob } from "./storage/Purge.js"
@@ -125,7 +127,13 @@ const methodNotAllowed = (allow: string) =>
   new Response(null, { status: 405, headers: { Allow: allow, ...CORS_HEADERS } })
 
 /** Builds the router over the resolved configuration. */
-const router = (config: ResolvedConfig, sessions: Sessions, policy: RegistrationPolicy | undefined) => {
+const router = (
+  config: ResolvedConfig,
+  sessions: Sessions,
+  policy: RegistrationPolicy | undefined,
+  limiter: RateLimiterService,
+) => {
+  const limits = config.rateLimits
   const base = config.issuerUrl.pathname === "/" ? "" : config.issuerUrl.pathname.replace(/\/$/, "")
   const metadata = Metadata.document(config)
   const routes = new Map<string, Record<string, Route>>()
@@ -155,7 +163,7 @@ const router = (config: ResolvedConfig, sessions: Sessions, policy: Registration
   })
   if (config.upstream === undefined) {
     routes.set(`${base}/authorize`, { GET: (r) => authorizeGet(config, sessions, r) })
-    routes.set(`${base}/authorize/login`, { POST: (r) => loginPost(config, sessions, r) })
+    routes.set(`${base}/authorize/login`, { POST: (r) => loginPost(config, sessions, r, limiter) })
     routes.set(`${base}/authorize/consent`, { POST: (r) => consentPost(config, sessions, r) })
   } else {
     // Proxy mode: no local login; Keyway's consent for each client, then the upstream sign-in.
@@ -164,21 +172,29 @@ const router = (config: ResolvedConfig, sessions: Sessions, policy: Registration
     routes.set(`${base}/authorize/consent`, { POST: (r) => proxyConsentPost(config, sessions, proxy, r) })
     routes.set(`${base}/upstream/callback`, { GET: (r) => upstreamCallback(config, proxy, r) })
   }
+  // Abuse limits around the endpoints (see Config.RateLimitOptions): per claimed client on the back channel, per
+  // client address on registration.
   routes.set(`${base}/token`, {
-    POST: (r) => tokenEndpoint(config, r),
+    POST: perClient(config, limiter, "token", limits.token, "token requests", (r) => tokenEndpoint(config, r)),
     OPTIONS: () => Effect.succeed(preflight("POST, OPTIONS")),
   })
   routes.set(`${base}/revoke`, {
-    POST: (r) => revokeEndpoint(config, r),
+    POST: perClient(config, limiter, "revocation", limits.revocation, "revocation requests", (r) =>
+      revokeEndpoint(config, r),
+    ),
     OPTIONS: () => Effect.succeed(preflight("POST, OPTIONS")),
   })
   routes.set(`${base}/introspect`, {
-    POST: (r) => introspectEndpoint(config, r),
+    POST: perClient(config, limiter, "introspection", limits.introspection, "introspection requests", (r) =>
+      introspectEndpoint(config, r),
+    ),
     OPTIONS: () => Effect.succeed(preflight("POST, OPTIONS")),
   })
   if (config.registration) {
     routes.set(`${base}/register`, {
-      POST: (r) => registerEndpoint(config, r, policy),
+      POST: perAddress(config, limiter, "registration", limits.registration, "registrations", (r) =>
+        registerEndpoint(config, r, policy),
+      ),
       OPTIONS: () => Effect.succeed(preflight("POST, OPTIONS")),
     })
   }
@@ -262,10 +278,13 @@ export class AuthorizationServer extends Context.Service<
           }
         }
         const context = yield* Effect.context<StorageServices | TokenSigner | UserAuthenticator | MetadataDocuments>()
+        // The storage's limiter (shared through the database for SQLite and PostgreSQL), else one in this process.
+        const limiter = Option.getOrElse(yield* Effect.serviceOption(RateLimiter), () => RateLimiter.of(makeMemory()))
         const { route, allow } = router(
           config,
           new Sessions(config.secureCookies, config.sessionTtl, config.sessionSecret),
           options.registrationPolicy,
+          limiter,
         )
         const policy: RotationPolicy = {
           ...config.signingKeys,
@@ -274,7 +293,11 @@ export class AuthorizationServer extends Context.Service<
         }
         yield* Effect.forkScoped(rotationJob(policy, Duration.millis(config.signingKeys.checkEvery * 1000)))
         if (config.purgeEvery !== false) {
-          yield* Effect.forkScoped(purgeJob({ every: Duration.millis(config.purgeEvery * 1000) }))
+          yield* Effect.forkScoped(
+            purgeJob({ every: Duration.millis(config.purgeEvery * 1000) }).pipe(
+              Effect.provideService(RateLimiter, limiter),
+            ),
+          )
         }
         return AuthorizationServer.of({
           config,

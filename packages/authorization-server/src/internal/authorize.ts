@@ -1,6 +1,7 @@
 import { PayloadTooLarge } from "@keyway/http"
 import { Effect, Result } from "effect"
 import type { ResolvedConfig } from "../Config.js"
+import type { RateLimiterService } from "../RateLimiter.js"
 import type { StorageError } from "../storage/Errors.js"
 import { type ClientStore, GrantStore } from "../storage/Storage.js"
 import { UserAuthenticator } from "../UserAuthenticator.js"
@@ -16,6 +17,7 @@ import { type FoundClient, findClient, type MetadataDocuments } from "./clients.
 import { nowSeconds } from "./clock.js"
 import { randomToken } from "./crypto.js"
 import { mediaType, parseForm, readBody } from "./http.js"
+import { loginGate, waitText } from "./limits.js"
 import { consentPage, csrfRefused, errorPage, loginPage } from "./pages.js"
 import { describeRedirect, isLocalhostOnly } from "./redirect.js"
 import type { Session, Sessions } from "./session.js"
@@ -213,11 +215,16 @@ export const postedForm = (config: ResolvedConfig, sessions: Sessions, request: 
     return { form, session, query, valid: checked.success }
   })
 
-/** POST of the login form: CSRF check, then the user-authentication service. */
+/**
+ * POST of the login form: CSRF check, the sign-in limits (see {@link loginGate}), then the user-authentication service.
+ * A locked account or address is answered 429 with `Retry-After` and the form saying when to try again, without
+ * checking the password, whether or not the account exists.
+ */
 export const loginPost = (
   config: ResolvedConfig,
   sessions: Sessions,
   request: Request,
+  limiter: RateLimiterService,
 ): Effect.Effect<Response, StorageError, ClientStore | UserAuthenticator | MetadataDocuments> =>
   Effect.gen(function* () {
     const posted = yield* postedForm(config, sessions, request)
@@ -225,18 +232,26 @@ export const loginPost = (
     const { form, session, query, valid } = posted
     const authenticator = yield* UserAuthenticator
     const username = form.get("username") ?? ""
-    const user = yield* authenticator.authenticate({ username, password: form.get("password") ?? "" })
-    if (user === undefined) {
-      return loginPage({
+    const refused = (error: string, status: number, retryAfter?: number) =>
+      loginPage({
         action: config.endpoints.login,
         csrf: sessions.csrfToken(session!),
         request: query,
         clientName: valid.client.clientName ?? valid.client.clientId,
-        error: "Wrong username or password.",
+        error,
         username,
-        status: 401,
+        status,
+        ...(retryAfter === undefined ? {} : { headers: { "Retry-After": String(retryAfter) } }),
       })
+    const locked = (retryAfter: number) =>
+      refused(`Too many failed sign-in attempts. Try again in ${waitText(retryAfter)}.`, 429, retryAfter)
+    const gate = yield* loginGate(config, limiter, request, username)
+    if (!gate.allowed) return locked(gate.retryAfter)
+    const user = yield* authenticator.authenticate({ username, password: form.get("password") ?? "" })
+    if (user === undefined) {
+      return gate.lockIfFailed > 0 ? locked(gate.lockIfFailed) : refused("Wrong username or password.", 401)
     }
+    yield* gate.succeeded
     // A new session id at login, so an id planted before it is worthless afterwards.
     const fresh = yield* sessions.create(user)
     return redirect(`${config.endpoints.authorization}?${query}`, 303, { "Set-Cookie": sessions.cookie(fresh) })
