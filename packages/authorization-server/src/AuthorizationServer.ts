@@ -31,9 +31,9 @@ import { tokenEndpoint } from "./internal/token.js"
 import { type Rotation, type RotationPolicy, rotate, rotationJob } from "./KeyRotation.js"
 import * as Metadata from "./Metadata.js"
 import * as NodeServer from "./NodeServer.js"
-import { OutboundFetch } from "./outbound/OutboundFetch.js"
+import { OutboundFetch, OutboundRefused } from "./outbound/OutboundFetch.js"
 import { Resolver } from "./outbound/Resolver.js"
-import { makeMemory, RateLimiter, type RateLimiterService } from "./RateLimiter.js"
+import { bucket, makeMemory, RateLimiter, type RateLimiterService } from "./RateLimiter.js"
 import { type SigningAlgorithm, TokenSigner } from "./Signing.js"
 import type { StorageError } from "./storage/Errors.js"
 import { purgeJob } from "./storage/Purge.js"
@@ -64,8 +64,45 @@ export interface ServerOptions extends ConfigOptions {
   readonly clientMetadataResolver?: Layer.Layer<ClientMetadataResolver>
 }
 
+/**
+ * The outbound fetch behind `rateLimits.metadataFetches`: at most that many fetches per host (documents and `jwks_uri`
+ * key sets alike) in its window, counted in the storage's limiter when it provides one; a fetch over the limit is
+ * refused (`rate-limited`) without being sent, so a flood of made-up client IDs on one host cannot make this server
+ * hammer it.
+ */
+const perHost = (options: ServerOptions): Layer.Layer<OutboundFetch, ConfigError, OutboundFetch> =>
+  Layer.effect(
+    OutboundFetch,
+    Effect.gen(function* () {
+      const inner = yield* OutboundFetch
+      const rule = (yield* resolveEffect({ ...options, warn: () => undefined })).rateLimits.metadataFetches
+      if (rule === false) return inner
+      const limiter = Option.getOrElse(yield* Effect.serviceOption(RateLimiter), () => RateLimiter.of(makeMemory()))
+      return OutboundFetch.of({
+        fetchJson: (url, request) =>
+          Effect.gen(function* () {
+            const host = URL.parse(url)?.hostname.toLowerCase()
+            if (host === undefined) return yield* inner.fetchJson(url, request)
+            const decision = yield* limiter.hit(bucket("metadata-fetch", host), rule, yield* nowSeconds).pipe(
+              // The limit protects other hosts; a storage failure must not stop sign-ins, so the fetch goes ahead.
+              Effect.catchTag("StorageError", () => Effect.succeed({ allowed: true } as const)),
+            )
+            if (!decision.allowed) {
+              return yield* new OutboundRefused({
+                reason: "rate-limited",
+                url,
+                message: `too many fetches from ${host}; retry after ${decision.retryAfter} seconds`,
+                retryAfter: decision.retryAfter,
+              })
+            }
+            return yield* inner.fetchJson(url, request)
+          }),
+      })
+    }),
+  )
+
 /** The resolver the options describe: OS DNS, the SSRF-guarded fetch, and the trust policy. */
-const metadataDocumentsLayer = (options: ServerOptions): Layer.Layer<MetadataDocuments> => {
+const metadataDocumentsLayer = (options: ServerOptions): Layer.Layer<MetadataDocuments, ConfigError> => {
   // Same default as Config.resolve.
   if (options.clientIdMetadataDocuments?.enabled === false) return MetadataDocuments.disabled
   const cimd = options.clientIdMetadataDocuments ?? {}
@@ -74,10 +111,14 @@ const metadataDocumentsLayer = (options: ServerOptions): Layer.Layer<MetadataDoc
     options.clientMetadataResolver ??
     ClientMetadataResolver.layer(cimd).pipe(
       Layer.provide(
-        OutboundFetch.layer({
-          ...cimd.outbound,
-          ...(cimd.allowHttpLoopbackClientIds === true ? { allowInsecureLoopback: true } : {}),
-        }).pipe(Layer.provide(Resolver.layer)),
+        perHost(options).pipe(
+          Layer.provide(
+            OutboundFetch.layer({
+              ...cimd.outbound,
+              ...(cimd.allowHttpLoopbackClientIds === true ? { allowInsecureLoopback: true } : {}),
+            }).pipe(Layer.provide(Resolver.layer)),
+          ),
+        ),
       ),
       Layer.provide(
         typeof trust === "function" ? ClientTrustPolicy.layerFunction(trust) : ClientTrustPolicy.layer(trust),

@@ -1,4 +1,6 @@
 import { mkdtempSync, rmSync } from "node:fs"
+import { createServer } from "node:http"
+import type { AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { type PostgresServer, startPostgres } from "@keyway/testing"
@@ -273,6 +275,57 @@ for (const { name, fresh } of storages) {
         const server = await start(fresh().open, { registration: true, rateLimits: { registration: { max: 1 } } })
         expect((await register(server, "198.51.100.7")).status).toBe(201)
         await expectTooMany(await register(server, "203.0.113.1"), 3600, "too many registrations from this address")
+      })
+    })
+
+    describe("metadata-document fetches", () => {
+      it("per host: over the limit the authorization endpoint answers 429 temporarily_unavailable with Retry-After", async () => {
+        // A client ID metadata document host on loopback: every path is a client whose document names itself.
+        const documents = createServer((request, response) => {
+          fetched.push(request.url ?? "")
+          const clientId = `http://127.0.0.1:${(documents.address() as AddressInfo).port}${request.url}`
+          response.writeHead(200, { "content-type": "application/json", "cache-control": "max-age=3600" })
+          response.end(
+            JSON.stringify({
+              client_id: clientId,
+              client_name: "Document App",
+              redirect_uris: ["https://app.example.com/callback"],
+              token_endpoint_auth_method: "none",
+            }),
+          )
+        })
+        const fetched: Array<string> = []
+        await new Promise<void>((resolve) => documents.listen(0, "127.0.0.1", resolve))
+        try {
+          const host = `http://127.0.0.1:${(documents.address() as AddressInfo).port}`
+          const server = await start(fresh().open, {
+            clientIdMetadataDocuments: { allowHttpLoopbackClientIds: true },
+            rateLimits: { metadataFetches: { max: 2, window: 60 } },
+          })
+          const authorize = async (path: string) =>
+            fetch((await authorizeUrl(server, { client_id: `${host}${path}` })).url, { redirect: "manual" })
+          expect((await authorize("/a")).status).toBe(200)
+          expect((await authorize("/b")).status).toBe(200)
+          // A cached document costs no fetch.
+          expect((await authorize("/a")).status).toBe(200)
+          const refused = await authorize("/c")
+          expect(refused.status).toBe(429)
+          expect(refused.headers.get("retry-after")).toBe("60")
+          expect(refused.headers.get("location")).toBeNull()
+          expect(refused.headers.get("content-security-policy")).toContain("frame-ancestors 'none'")
+          expect(refused.headers.get("x-frame-options")).toBe("DENY")
+          const html = await refused.text()
+          expect(html).toContain('<code data-error="temporarily_unavailable">temporarily_unavailable</code>')
+          expect(html).toContain(
+            "<p data-error-description>the client ID metadata document could not be fetched: too many fetches from 127.0.0.1; retry after 60 seconds</p>",
+          )
+          expect(fetched).toEqual(["/a", "/b"])
+          await server.adjust(60)
+          expect((await authorize("/c")).status).toBe(200)
+          expect(fetched).toEqual(["/a", "/b", "/c"])
+        } finally {
+          await new Promise<void>((resolve) => documents.close(() => resolve()))
+        }
       })
     })
 

@@ -57,7 +57,16 @@ export const check = (config: ResolvedConfig, query: string) =>
         ? undefined
         : yield* findClient(clientId).pipe(Effect.catchTag("ClientMetadataError", (e) => Effect.succeed(e)))
     if (found !== undefined && "_tag" in found) {
-      // A document that cannot be used: the page shows why, and nothing goes to its (unvalidated) redirect URIs.
+      // A document that cannot be used: the page shows why, and nothing goes to its (unvalidated) redirect URIs. Its
+      // host over the fetch limit is temporarily_unavailable (RFC 6749 §4.1.2.1), answered 429 with Retry-After.
+      if (found.retryAfter !== undefined) {
+        return Result.fail<PageError>({
+          _tag: "PageError",
+          error: "temporarily_unavailable",
+          description: found.message,
+          retryAfter: found.retryAfter,
+        })
+      }
       return Result.fail<PageError>({ _tag: "PageError", error: found.error, description: found.message })
     }
     return validate(params, config, found === undefined ? undefined : toView(found))
@@ -66,7 +75,9 @@ export const check = (config: ResolvedConfig, query: string) =>
 /** Turns a failed check into its answer: an error page, or a redirect with `error`, `state` and `iss` (RFC 9207). */
 export const errorFor = (config: ResolvedConfig, failure: PageError | RedirectError, status: 302 | 303): Response =>
   failure._tag === "PageError"
-    ? errorPage(400, failure.error, failure.description)
+    ? failure.retryAfter === undefined
+      ? errorPage(400, failure.error, failure.description)
+      : errorPage(429, failure.error, failure.description, { "Retry-After": String(failure.retryAfter) })
     : redirect(
         redirectWith(failure.redirectUri, {
           error: failure.error,
