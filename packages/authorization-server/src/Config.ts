@@ -600,43 +600,61 @@ const backoffSchema = z.strictObject(
   },
   anObject,
 )
-const orOff = <T extends z.ZodType>(schema: T) =>
-  z.union([schema, z.literal(false)], {
-    // An object with a bad member keeps that member's own message (first branch); anything else gets one message.
-    error: (issue) =>
-      issue.code === "invalid_union" && typeof issue.input === "object" && issue.input !== null
-        ? (issue.errors[0]?.[0]?.message ?? "must be an object or false")
-        : "must be an object or false",
-  })
-
 /**
- * The schema of {@link RateLimitOptions}: whole seconds and counts, each limit an object or `false`. The members that
- * are functions (`clientAddress`) pass through.
+ * `schema` or `false` (a limit switched off). A problem inside the object keeps its own path and message
+ * (`rateLimits.token.max: must be a whole number`), which a plain union would lose.
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc6585.html#section-4 | RFC 6585 §4}
  */
-export const rateLimitsSchema = orOff(
-  z.strictObject(
-    {
-      login: orOff(
-        z.strictObject(
-          { account: orOff(backoffSchema).optional(), address: orOff(backoffSchema).optional() },
-          anObject,
-        ),
-      ).optional(),
-      registration: orOff(windowLimitSchema).optional(),
-      token: orOff(windowLimitSchema).optional(),
-      revocation: orOff(windowLimitSchema).optional(),
-      introspection: orOff(windowLimitSchema).optional(),
-      metadataFetches: orOff(windowLimitSchema).optional(),
-      clientAddress: z
-        .custom<(request: Request) => string | undefined>((value) => typeof value === "function", {
-          error: "must be a function",
-        })
-        .optional(),
-    },
-    anObject,
-  ),
+export const switchable = <T extends z.ZodType>(schema: T) =>
+  z.unknown().transform((value, ctx): z.output<T> | false => {
+    if (value === false) return false
+    if (typeof value !== "object" || value === null || Array.isArray(value)) {
+      ctx.addIssue({ code: "custom", message: "must be an object or false" })
+      return z.NEVER
+    }
+    const parsed = schema.safeParse(value)
+    if (parsed.success) return parsed.data
+    for (const issue of parsed.error.issues) ctx.addIssue({ ...issue })
+    return z.NEVER
+  })
+
+/**
+ * The data members of {@link RateLimitOptions} (what a JSON file can hold): whole seconds and counts, each limit an
+ * object or `false`.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc6585.html#section-4 | RFC 6585 §4}
+ */
+export const rateLimitsDataSchema = z.strictObject(
+  {
+    login: switchable(
+      z.strictObject(
+        { account: switchable(backoffSchema).optional(), address: switchable(backoffSchema).optional() },
+        anObject,
+      ),
+    ).optional(),
+    registration: switchable(windowLimitSchema).optional(),
+    token: switchable(windowLimitSchema).optional(),
+    revocation: switchable(windowLimitSchema).optional(),
+    introspection: switchable(windowLimitSchema).optional(),
+    metadataFetches: switchable(windowLimitSchema).optional(),
+  },
+  anObject,
+)
+
+/**
+ * The schema of {@link RateLimitOptions}, or `false`: {@link rateLimitsDataSchema} and the `clientAddress` function.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc6585.html#section-4 | RFC 6585 §4}
+ */
+export const rateLimitsSchema = switchable(
+  rateLimitsDataSchema.extend({
+    clientAddress: z
+      .custom<(request: Request) => string | undefined>((value) => typeof value === "function", {
+        error: "must be a function",
+      })
+      .optional(),
+  }),
 )
 
 /**
