@@ -392,6 +392,28 @@ for (const { name, fresh } of storages) {
         )
       })
 
+      it("a streamed body over maxBodyBytes still gets the endpoint's own 413", async () => {
+        const server = await start(fresh().open, { maxBodyBytes: 1024 })
+        const chunk = new TextEncoder().encode(`client_id=public-app&pad=${"a".repeat(1000)}`)
+        const response = await fetch(`${server.issuer}/token`, {
+          method: "POST",
+          headers: { "content-type": "application/x-www-form-urlencoded" },
+          body: new ReadableStream({
+            start(controller) {
+              controller.enqueue(chunk)
+              controller.enqueue(chunk)
+              controller.close()
+            },
+          }),
+          duplex: "half",
+        } as RequestInit)
+        expect(response.status).toBe(413)
+        expect(await response.json()).toEqual({
+          error: "invalid_request",
+          error_description: "the body exceeds 1024 bytes",
+        })
+      })
+
       it("with a limit off, that endpoint is not counted", async () => {
         const server = await start(fresh().open, { rateLimits: { token: false } })
         for (let i = 0; i < 30; i++) await expectInvalidGrant(await refresh(server, "public-app"))

@@ -4,7 +4,6 @@
  */
 import { isIPv4, isIPv6 } from "node:net"
 import { ClientAuth } from "@keyway/core"
-import { PayloadTooLarge } from "@keyway/http"
 import { clientAddress as peerAddress } from "@keyway/http/node"
 import { Effect } from "effect"
 import { decodeJwt } from "jose"
@@ -12,7 +11,7 @@ import type { ResolvedConfig } from "../Config.js"
 import { bucket, type RateLimiterService, type WindowRule } from "../RateLimiter.js"
 import type { StorageError } from "../storage/Errors.js"
 import { nowSeconds } from "./clock.js"
-import { CORS_HEADERS, json, mediaType, parseForm, readBody } from "./http.js"
+import { CORS_HEADERS, json, mediaType, parseForm } from "./http.js"
 
 const expand = (address: string): Array<string> | undefined => {
   const halves = address.split("::")
@@ -51,6 +50,36 @@ export const addressOf = (config: ResolvedConfig, request: Request): string | un
 }
 
 /**
+ * The body of a clone of `request` as UTF-8 text, or `undefined` past `limit` bytes or for malformed UTF-8. Past the
+ * limit the clone is cancelled without waiting: a cancelled branch of a teed body settles only once the other branch
+ * is cancelled too, which happens only after the endpoint has read (and refused) the original.
+ */
+const readClone = async (request: Request, limit: number): Promise<string | undefined> => {
+  const declared = request.headers.get("content-length")
+  if (declared !== null && Number(declared) > limit) return undefined
+  const body = request.clone().body
+  if (body === null) return ""
+  const reader = body.getReader()
+  const parts: Array<Uint8Array> = []
+  let size = 0
+  for (;;) {
+    const { done, value } = await reader.read()
+    if (done) break
+    size += value.byteLength
+    if (size > limit) {
+      reader.cancel().catch(() => undefined)
+      return undefined
+    }
+    parts.push(value)
+  }
+  try {
+    return new TextDecoder("utf-8", { fatal: true }).decode(Buffer.concat(parts))
+  } catch {
+    return undefined
+  }
+}
+
+/**
  * The client a back-channel request claims to be, read before it is authenticated: the Basic credentials' id, else
  * the `sub` (or `iss`) of a `client_assertion`, else the form's `client_id`. Read from a clone, so the endpoint still
  * reads the body; `undefined` when there is no such claim (the endpoint refuses the request anyway).
@@ -61,14 +90,10 @@ export const claimedClient = async (request: Request, maxBytes: number): Promise
     return ClientAuth.decodeClientSecretBasic(authorization)?.clientId
   }
   if (mediaType(request) !== "application/x-www-form-urlencoded" || request.body === null) return undefined
-  let form: ReturnType<typeof parseForm>
-  try {
-    form = parseForm(await readBody(request.clone(), maxBytes))
-  } catch (error) {
-    // Too large or not UTF-8: the endpoint gives its own answer.
-    if (error instanceof PayloadTooLarge || error instanceof TypeError) return undefined
-    throw error
-  }
+  const text = await readClone(request, maxBytes)
+  // Too large or not UTF-8: no claim, and the endpoint gives its own answer.
+  if (text === undefined) return undefined
+  const form = parseForm(text)
   if (!(form instanceof Map)) return undefined
   const assertion = form.get("client_assertion")
   if (assertion !== undefined) {
