@@ -171,8 +171,8 @@ export interface RateLimiterService {
 const MAX_MEMORY_BUCKETS = 100_000
 
 /**
- * The in-memory limiter over a map: one process only. Bounded to {@link MAX_MEMORY_BUCKETS} buckets, so a flood of
- * made-up names cannot grow it without end.
+ * The in-memory limiter over a map: one process only. Bounded to `maxBuckets` buckets (100 000 by default), so a
+ * flood of made-up names cannot grow it without end.
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc6585.html#section-4 | RFC 6585 §4}
  */
