@@ -560,7 +560,9 @@ export interface SqliteOptions {
  * All three stores in one SQLite database through `node:sqlite`: WAL journal, `synchronous = FULL`, foreign keys,
  * a busy timeout, versioned migrations applied on open (a no-op for an up-to-date file), and every multi-step change
  * in one `BEGIN IMMEDIATE` transaction, so several processes can share the file; the {@link RateLimiter} in the same
- * file, so they share its limits too. The connection closes when the layer's scope closes.
+ * file, so they share its limits too, on a second connection whose commits are not flushed one by one
+ * (`synchronous = NORMAL`: a power loss may forget the last counts). The connections close when the layer's scope
+ * closes.
  *
  * @see {@link https://www.sqlite.org/lang_transaction.html | SQLite transactions}
  */
@@ -581,7 +583,18 @@ export const layerSqlite = (options: SqliteOptions): Layer.Layer<Stores | RateLi
         }),
         (db) => Effect.sync(() => db.isOpen && db.close()),
       )
-      return allStores(Sqlite.driver(db))
+      const counters = yield* Effect.acquireRelease(
+        Effect.try({
+          try: () => Sqlite.openLimiterConnection(options, db),
+          catch: (error) =>
+            new StorageError({
+              operation: "open",
+              message: error instanceof Error ? error.message : String(error),
+            }),
+        }),
+        (counters) => Effect.sync(() => counters !== db && counters.isOpen && counters.close()),
+      )
+      return stores(Sqlite.driver(db)).pipe(Context.add(RateLimiter, makeRateLimiter(Sqlite.driver(counters))))
     }),
   )
 

@@ -179,6 +179,26 @@ export const open = (options: SqliteOptions, now: number): DatabaseSync => {
   }
 }
 
+/**
+ * A second connection to an opened (so migrated) file for the rate limiter, with `synchronous = NORMAL`: in WAL mode
+ * its commits are not flushed to disk one by one, which takes most of the cost of counting every token request. A
+ * power loss may forget the last counts, never corrupt the file; codes and tokens keep their own `FULL` connection.
+ * A `:memory:` database cannot be shared between connections: the store's own connection is used.
+ */
+export const openLimiterConnection = (options: SqliteOptions, store: DatabaseSync): DatabaseSync => {
+  if (options.path === ":memory:" || options.path === "") return store
+  const timeout = options.busyTimeoutMs ?? 5000
+  const db = new DatabaseSync(options.path, { timeout })
+  try {
+    db.exec(`PRAGMA busy_timeout = ${Math.max(0, Math.trunc(timeout))}`)
+    db.exec("PRAGMA synchronous = NORMAL")
+    return db
+  } catch (error) {
+    db.close()
+    throw error
+  }
+}
+
 const migrate = (db: DatabaseSync, now: number) => {
   db.exec(
     "CREATE TABLE IF NOT EXISTS keyway_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)",
