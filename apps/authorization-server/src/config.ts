@@ -71,6 +71,12 @@ export interface AppConfig
     Config.ConfigOptions,
     "defaultResource" | "lifetimes" | "signingKeys" | "maintenance" | "sessionSecret" | "rememberConsentFor"
   > {
+  /**
+   * Abuse limits: the library's `rateLimits` in the forms a JSON file can hold, `false` to turn them all off; instead
+   * of the `clientAddress` function, `clientAddressHeader` names the header a reverse proxy in front of the app
+   * writes the client's address in.
+   */
+  readonly rateLimits?: RateLimitsConfig | false
   /** Default `http://<host>:<port>` (http is accepted only on a loopback host, and logged loudly). */
   readonly issuer?: string
   /** Default "127.0.0.1". */
@@ -103,6 +109,21 @@ export interface AppConfig
   readonly sessionSecret?: string
   readonly upstream?: UpstreamConfig
   readonly development?: DevelopmentConfig
+}
+
+/**
+ * Abuse limits as a configuration file holds them: the library's `Config.RateLimitOptions` without the
+ * `clientAddress` function, plus `clientAddressHeader`.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc6585.html#section-4 | RFC 6585 §4 (429 Too Many Requests)}
+ */
+export interface RateLimitsConfig extends Omit<Config.RateLimitOptions, "clientAddress"> {
+  /**
+   * Behind a reverse proxy: the header it sets to the client's address (`X-Real-IP`, or `X-Forwarded-For`, whose last
+   * entry is taken: the one the proxy appended). Only for a proxy that always writes it, or clients could choose
+   * their own address. Without it, the address is the TCP peer's (the proxy's, behind one).
+   */
+  readonly clientAddressHeader?: string
 }
 
 /** Defaults of the app's own settings (the library's options take the library's defaults, `Config.defaults`). */
@@ -162,6 +183,11 @@ export const appConfigSchema = z
       rememberConsentFor: library.rememberConsentFor,
       signingKeys: library.signingKeys,
       maintenance: library.maintenance,
+      rateLimits: Config.switchable(
+        Config.rateLimitsDataSchema.extend({
+          clientAddressHeader: nonEmpty.regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, "must be a header name").optional(),
+        }),
+      ).optional(),
       sessionSecret: library.sessionSecret,
       upstream: Config.upstreamSchema.extend({ subjectFrom: Config.subjectSourceNameSchema.optional() }).optional(),
       // allowHttpLoopbackIssuer follows from the issuer.

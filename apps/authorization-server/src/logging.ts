@@ -138,6 +138,11 @@ const events = async (
     const about = describeAuthorization(authorizationRequest(form))
     if (status === 303 && response.headers.get("set-cookie") !== null) return [`login ok: ${username} (${about})`]
     if (status === 401) return [`login failed: ${username} (wrong username or password)`]
+    if (status === 429) {
+      return [
+        `login refused: ${username} (too many failed attempts; retry after ${response.headers.get("retry-after")} s)`,
+      ]
+    }
     if (status === 403) return ["login refused: the form's CSRF check failed"]
     return []
   }

@@ -8,12 +8,13 @@ import { mkdir } from "node:fs/promises"
 import { dirname, join, resolve } from "node:path"
 import {
   type AuthorizationServer,
+  type Config,
   createAuthorizationServer,
   NodeServer,
   UserAuthenticator,
 } from "@keyway/authorization-server"
 import { SecureUrl } from "@keyway/core"
-import { type AppConfig, ConfigFileError, DEFAULTS, parseConfig } from "./config.js"
+import { type AppConfig, ConfigFileError, DEFAULTS, parseConfig, type RateLimitsConfig } from "./config.js"
 import { isPostgres, redactConnectionString } from "./internal/database.js"
 import { defaultLog, type Log, withRequestLog } from "./logging.js"
 
@@ -77,6 +78,24 @@ const users = async (config: AppConfig, log: Log) =>
     }),
   )
 
+/**
+ * The library's `rateLimits` from the file's: `clientAddressHeader` becomes the `clientAddress` function, reading the
+ * last entry of that header (the one the proxy in front wrote).
+ */
+export const rateLimits = (config: RateLimitsConfig | false): Config.RateLimitOptions | false => {
+  if (config === false) return false
+  const { clientAddressHeader, ...limits } = config
+  if (clientAddressHeader === undefined) return limits
+  return {
+    ...limits,
+    clientAddress: (request) => {
+      const entries = request.headers.get(clientAddressHeader)?.split(",") ?? []
+      const last = entries.at(-1)?.trim()
+      return last === undefined || last === "" ? undefined : last
+    },
+  }
+}
+
 const describeError = (e: unknown): string =>
   typeof e === "object" && e !== null && "message" in e ? String((e as { message: unknown }).message) : String(e)
 
@@ -128,6 +147,7 @@ export const startAuthorizationServer = async (
       ...(config.rememberConsentFor === undefined ? {} : { rememberConsentFor: config.rememberConsentFor }),
       ...(config.signingKeys === undefined ? {} : { signingKeys: config.signingKeys }),
       ...(config.maintenance === undefined ? {} : { maintenance: config.maintenance }),
+      ...(config.rateLimits === undefined ? {} : { rateLimits: rateLimits(config.rateLimits) }),
       ...(config.sessionSecret === undefined ? {} : { sessionSecret: config.sessionSecret }),
       ...(config.upstream === undefined ? {} : { upstream: config.upstream }),
       registration: config.registration ?? DEFAULTS.registration,

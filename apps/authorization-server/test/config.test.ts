@@ -311,6 +311,35 @@ describe("parseConfig: operational options", () => {
   })
 })
 
+describe("parseConfig: rateLimits", () => {
+  it("accepts the library's limits, false for one or all, and clientAddressHeader", () => {
+    const rateLimits = {
+      login: { account: { freeAttempts: 3, delay: 30 }, address: false },
+      registration: { max: 5, window: 600 },
+      token: false,
+      metadataFetches: { max: 1 },
+      clientAddressHeader: "X-Forwarded-For",
+    }
+    expect(parseConfig({ ...minimal, rateLimits }, "test.json")).toEqual({ ...minimal, rateLimits })
+    expect(parseConfig({ ...minimal, rateLimits: false }, "test.json")).toEqual({ ...minimal, rateLimits: false })
+  })
+
+  it.each([
+    ["a zero delay", { login: { account: { delay: 0 } } }, "rateLimits.login.account.delay: must be positive"],
+    ["a fractional max", { token: { max: 1.5 } }, "rateLimits.token.max: must be a whole number"],
+    ["true for a limit", { revocation: true }, "rateLimits.revocation: must be an object or false"],
+    ["an unknown limit", { logins: false }, 'rateLimits: unknown field "logins"'],
+    ["the library's function", { clientAddress: "x" }, 'rateLimits: unknown field "clientAddress"'],
+    [
+      "a header name with a space",
+      { clientAddressHeader: "x real ip" },
+      "rateLimits.clientAddressHeader: must be a header name",
+    ],
+  ])("refuses %s, naming the field", (_name, rateLimits, message) => {
+    expect(problems({ ...minimal, rateLimits })).toBe(`invalid configuration in test.json:\n  ${message}`)
+  })
+})
+
 describe("parseConfig and the library's resolve", () => {
   const libraryProblem = (value: object): string => {
     try {

@@ -280,6 +280,37 @@ describe("operational options reach the library", () => {
     await eventually(() => revokedIds() === 0, "the expired record purged")
   })
 
+  it("rateLimits: registrations counted per the address the proxy wrote in clientAddressHeader", async () => {
+    const as = await start({
+      ...base(await dir()),
+      rateLimits: { registration: { max: 1, window: 600 }, clientAddressHeader: "x-forwarded-for" },
+    })
+    const register = (forwardedFor: string) =>
+      fetch(`${as.issuer}/register`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-forwarded-for": forwardedFor },
+        body: JSON.stringify({ redirect_uris: [REDIRECT_URI], token_endpoint_auth_method: "none" }),
+      })
+    expect((await register("10.0.0.1, 198.51.100.7")).status).toBe(201)
+    // The last entry is the one the proxy appended: what a client wrote before it does not matter.
+    const refused = await register("203.0.113.9, 198.51.100.7")
+    expect(refused.status).toBe(429)
+    expect(refused.headers.get("retry-after")).toBe("600")
+    expect(await refused.json()).toEqual({
+      error: "invalid_request",
+      error_description: "too many registrations from this address; retry after 600 seconds",
+    })
+    expect((await register("198.51.100.8")).status).toBe(201)
+  })
+
+  it("rateLimits: a locked sign-in is answered 429 and logged as refused", async () => {
+    const log: Array<string> = []
+    const as = await start({ ...base(await dir()), rateLimits: { login: { account: { freeAttempts: 1 } } } }, log)
+    const clientId = await registerClient(as.issuer)
+    await expect(login(as.issuer, clientId, "wrong")).rejects.toThrow("login answered 429")
+    expect(log).toContain('login refused: "alice" (too many failed attempts; retry after 60 s)')
+  })
+
   it("sessionSecret: a login session outlives a restart with the same secret, and not without one", async () => {
     const dataDir = await dir()
     const sessionSecret = "an-app-test-secret-of-32-characters-or-more"

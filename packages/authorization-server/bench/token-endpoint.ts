@@ -57,6 +57,8 @@ const measure = async (storage: Layer.Layer<Storage.Stores, Storage.StorageError
       warn: () => undefined,
       resources: [{ uri: RESOURCE, scopes: { read: "Read" } }],
       clients: [{ clientId: "bench", redirectUris: [REDIRECT] }],
+      // One client sends every request here, far over the per-client limit a real client would meet.
+      rateLimits: { token: false },
     }).pipe(Layer.provideMerge(Layer.merge(storage, UserAuthenticator.UserAuthenticator.layerUsers([])))),
   )
   handler = (request) => runtime.runPromise(AuthorizationServer.AuthorizationServer.use((s) => s.handle(request)))

@@ -5,7 +5,7 @@
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13 | OAuth 2.1}
  * @module
  */
-import { Context, Duration, Effect, Layer, ManagedRuntime } from "effect"
+import { Context, Duration, Effect, Layer, ManagedRuntime, Option } from "effect"
 import {
   type ClientOptions,
   type ConfigError,
@@ -22,6 +22,7 @@ import { MetadataDocuments } from "./internal/clients.js"
 import { nowSeconds } from "./internal/clock.js"
 import { CORS_HEADERS, json, preflight } from "./internal/http.js"
 import { introspectEndpoint } from "./internal/introspect.js"
+import { perAddress, perClient } from "./internal/limits.js"
 import { ProxyState, proxyAuthorizeGet, proxyConsentPost, UpstreamClient, upstreamCallback } from "./internal/proxy.js"
 import { type PolicyDecision, type RegistrationPolicy, registerEndpoint } from "./internal/register.js"
 import { revokeEndpoint } from "./internal/revoke.js"
@@ -30,8 +31,9 @@ import { tokenEndpoint } from "./internal/token.js"
 import { type Rotation, type RotationPolicy, rotate, rotationJob } from "./KeyRotation.js"
 import * as Metadata from "./Metadata.js"
 import * as NodeServer from "./NodeServer.js"
-import { OutboundFetch } from "./outbound/OutboundFetch.js"
+import { OutboundFetch, OutboundRefused } from "./outbound/OutboundFetch.js"
 import { Resolver } from "./outbound/Resolver.js"
+import { bucket, makeMemory, RateLimiter, type RateLimiterService } from "./RateLimiter.js"
 import { type SigningAlgorithm, TokenSigner } from "./Signing.js"
 import type { StorageError } from "./storage/Errors.js"
 import { purgeJob } from "./storage/Purge.js"
@@ -62,8 +64,45 @@ export interface ServerOptions extends ConfigOptions {
   readonly clientMetadataResolver?: Layer.Layer<ClientMetadataResolver>
 }
 
+/**
+ * The outbound fetch behind `rateLimits.metadataFetches`: at most that many fetches per host (documents and `jwks_uri`
+ * key sets alike) in its window, counted in the storage's limiter when it provides one; a fetch over the limit is
+ * refused (`rate-limited`) without being sent, so a flood of made-up client IDs on one host cannot make this server
+ * hammer it.
+ */
+const perHost = (options: ServerOptions): Layer.Layer<OutboundFetch, ConfigError, OutboundFetch> =>
+  Layer.effect(
+    OutboundFetch,
+    Effect.gen(function* () {
+      const inner = yield* OutboundFetch
+      const rule = (yield* resolveEffect({ ...options, warn: () => undefined })).rateLimits.metadataFetches
+      if (rule === false) return inner
+      const limiter = Option.getOrElse(yield* Effect.serviceOption(RateLimiter), () => RateLimiter.of(makeMemory()))
+      return OutboundFetch.of({
+        fetchJson: (url, request) =>
+          Effect.gen(function* () {
+            const host = URL.parse(url)?.hostname.toLowerCase()
+            if (host === undefined) return yield* inner.fetchJson(url, request)
+            const decision = yield* limiter.hit(bucket("metadata-fetch", host), rule, yield* nowSeconds).pipe(
+              // The limit protects other hosts; a storage failure must not stop sign-ins, so the fetch goes ahead.
+              Effect.catchTag("StorageError", () => Effect.succeed({ allowed: true } as const)),
+            )
+            if (!decision.allowed) {
+              return yield* new OutboundRefused({
+                reason: "rate-limited",
+                url,
+                message: `too many fetches from ${host}; retry after ${decision.retryAfter} seconds`,
+                retryAfter: decision.retryAfter,
+              })
+            }
+            return yield* inner.fetchJson(url, request)
+          }),
+      })
+    }),
+  )
+
 /** The resolver the options describe: OS DNS, the SSRF-guarded fetch, and the trust policy. */
-const metadataDocumentsLayer = (options: ServerOptions): Layer.Layer<MetadataDocuments> => {
+const metadataDocumentsLayer = (options: ServerOptions): Layer.Layer<MetadataDocuments, ConfigError> => {
   // Same default as Config.resolve.
   if (options.clientIdMetadataDocuments?.enabled === false) return MetadataDocuments.disabled
   const cimd = options.clientIdMetadataDocuments ?? {}
@@ -72,10 +111,14 @@ const metadataDocumentsLayer = (options: ServerOptions): Layer.Layer<MetadataDoc
     options.clientMetadataResolver ??
     ClientMetadataResolver.layer(cimd).pipe(
       Layer.provide(
-        OutboundFetch.layer({
-          ...cimd.outbound,
-          ...(cimd.allowHttpLoopbackClientIds === true ? { allowInsecureLoopback: true } : {}),
-        }).pipe(Layer.provide(Resolver.layer)),
+        perHost(options).pipe(
+          Layer.provide(
+            OutboundFetch.layer({
+              ...cimd.outbound,
+              ...(cimd.allowHttpLoopbackClientIds === true ? { allowInsecureLoopback: true } : {}),
+            }).pipe(Layer.provide(Resolver.layer)),
+          ),
+        ),
       ),
       Layer.provide(
         typeof trust === "function" ? ClientTrustPolicy.layerFunction(trust) : ClientTrustPolicy.layer(trust),
@@ -125,7 +168,13 @@ const methodNotAllowed = (allow: string) =>
   new Response(null, { status: 405, headers: { Allow: allow, ...CORS_HEADERS } })
 
 /** Builds the router over the resolved configuration. */
-const router = (config: ResolvedConfig, sessions: Sessions, policy: RegistrationPolicy | undefined) => {
+const router = (
+  config: ResolvedConfig,
+  sessions: Sessions,
+  policy: RegistrationPolicy | undefined,
+  limiter: RateLimiterService,
+) => {
+  const limits = config.rateLimits
   const base = config.issuerUrl.pathname === "/" ? "" : config.issuerUrl.pathname.replace(/\/$/, "")
   const metadata = Metadata.document(config)
   const routes = new Map<string, Record<string, Route>>()
@@ -155,7 +204,7 @@ const router = (config: ResolvedConfig, sessions: Sessions, policy: Registration
   })
   if (config.upstream === undefined) {
     routes.set(`${base}/authorize`, { GET: (r) => authorizeGet(config, sessions, r) })
-    routes.set(`${base}/authorize/login`, { POST: (r) => loginPost(config, sessions, r) })
+    routes.set(`${base}/authorize/login`, { POST: (r) => loginPost(config, sessions, r, limiter) })
     routes.set(`${base}/authorize/consent`, { POST: (r) => consentPost(config, sessions, r) })
   } else {
     // Proxy mode: no local login; Keyway's consent for each client, then the upstream sign-in.
@@ -164,21 +213,29 @@ const router = (config: ResolvedConfig, sessions: Sessions, policy: Registration
     routes.set(`${base}/authorize/consent`, { POST: (r) => proxyConsentPost(config, sessions, proxy, r) })
     routes.set(`${base}/upstream/callback`, { GET: (r) => upstreamCallback(config, proxy, r) })
   }
+  // Abuse limits around the endpoints (see Config.RateLimitOptions): per claimed client on the back channel, per
+  // client address on registration.
   routes.set(`${base}/token`, {
-    POST: (r) => tokenEndpoint(config, r),
+    POST: perClient(config, limiter, "token", limits.token, "token requests", (r) => tokenEndpoint(config, r)),
     OPTIONS: () => Effect.succeed(preflight("POST, OPTIONS")),
   })
   routes.set(`${base}/revoke`, {
-    POST: (r) => revokeEndpoint(config, r),
+    POST: perClient(config, limiter, "revocation", limits.revocation, "revocation requests", (r) =>
+      revokeEndpoint(config, r),
+    ),
     OPTIONS: () => Effect.succeed(preflight("POST, OPTIONS")),
   })
   routes.set(`${base}/introspect`, {
-    POST: (r) => introspectEndpoint(config, r),
+    POST: perClient(config, limiter, "introspection", limits.introspection, "introspection requests", (r) =>
+      introspectEndpoint(config, r),
+    ),
     OPTIONS: () => Effect.succeed(preflight("POST, OPTIONS")),
   })
   if (config.registration) {
     routes.set(`${base}/register`, {
-      POST: (r) => registerEndpoint(config, r, policy),
+      POST: perAddress(config, limiter, "registration", limits.registration, "registrations", (r) =>
+        registerEndpoint(config, r, policy),
+      ),
       OPTIONS: () => Effect.succeed(preflight("POST, OPTIONS")),
     })
   }
@@ -262,10 +319,13 @@ export class AuthorizationServer extends Context.Service<
           }
         }
         const context = yield* Effect.context<StorageServices | TokenSigner | UserAuthenticator | MetadataDocuments>()
+        // The storage's limiter (shared through the database for SQLite and PostgreSQL), else one in this process.
+        const limiter = Option.getOrElse(yield* Effect.serviceOption(RateLimiter), () => RateLimiter.of(makeMemory()))
         const { route, allow } = router(
           config,
           new Sessions(config.secureCookies, config.sessionTtl, config.sessionSecret),
           options.registrationPolicy,
+          limiter,
         )
         const policy: RotationPolicy = {
           ...config.signingKeys,
@@ -274,7 +334,11 @@ export class AuthorizationServer extends Context.Service<
         }
         yield* Effect.forkScoped(rotationJob(policy, Duration.millis(config.signingKeys.checkEvery * 1000)))
         if (config.purgeEvery !== false) {
-          yield* Effect.forkScoped(purgeJob({ every: Duration.millis(config.purgeEvery * 1000) }))
+          yield* Effect.forkScoped(
+            purgeJob({ every: Duration.millis(config.purgeEvery * 1000) }).pipe(
+              Effect.provideService(RateLimiter, limiter),
+            ),
+          )
         }
         return AuthorizationServer.of({
           config,

@@ -13,6 +13,7 @@ import type { PolicyFunction, PolicyOptions } from "./cimd/TrustPolicy.js"
 import { resolveUpstream } from "./internal/upstreamOptions.js"
 import type { Options as OutboundOptions } from "./outbound/OutboundFetch.js"
 import type { ResolvedUpstream, UpstreamIdentityFunction, UpstreamOptions } from "./proxy/UpstreamProvider.js"
+import type { BackoffRule, WindowRule } from "./RateLimiter.js"
 
 /**
  * A protected MCP server this authorization server issues access tokens for, identified by its canonical URI.
@@ -179,6 +180,69 @@ export interface MaintenanceOptions {
 }
 
 /**
+ * A fixed-window limit: at most `max` requests per bucket in `window` seconds.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc6585.html#section-4 | RFC 6585 §4 (429 Too Many Requests)}
+ */
+export interface WindowLimitOptions {
+  readonly max?: number
+  /** Seconds. */
+  readonly window?: number
+}
+
+/**
+ * Growing delays after failed sign-ins: the failure that makes `freeAttempts` locks the bucket for `delay` seconds,
+ * each further failure for twice as long, at most `maxDelay`; the count is forgotten `forgetAfter` seconds after the
+ * last attempt.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-7.6 | OAuth 2.1 §7.6}
+ */
+export interface BackoffOptions {
+  readonly freeAttempts?: number
+  /** Seconds. */
+  readonly delay?: number
+  /** Seconds. */
+  readonly maxDelay?: number
+  /** Seconds. */
+  readonly forgetAfter?: number
+}
+
+/**
+ * Abuse limits, each answered with HTTP 429 and `Retry-After`. Every limit is on by default and can be tuned (a
+ * partial object keeps the defaults of the members left out) or switched off with `false`; `rateLimits: false`
+ * switches them all off. Counts live in the storage's `RateLimiter` (in the database for SQLite and PostgreSQL,
+ * so instances sharing it enforce one limit together).
+ *
+ * The client address is the TCP peer's address from the node:http bridge; behind a reverse proxy that is the proxy's,
+ * so set `clientAddress` to read the proxy's header. Where no address is known (a Web handler mounted outside the
+ * bridge, without `clientAddress`), the per-address limits do not apply: sign-in is then limited per account only,
+ * and registration not at all.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc6585.html#section-4 | RFC 6585 §4 (429 Too Many Requests)}
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-7.6 | OAuth 2.1 §7.6}
+ */
+export interface RateLimitOptions {
+  /** Failed sign-ins on the login page, per account (the submitted username) and per client address. */
+  readonly login?: false | { readonly account?: false | BackoffOptions; readonly address?: false | BackoffOptions }
+  /** Dynamic registrations per client address. */
+  readonly registration?: false | WindowLimitOptions
+  /** Token requests per client (the client ID the request claims, counted before authentication). */
+  readonly token?: false | WindowLimitOptions
+  /** Revocation requests per client. */
+  readonly revocation?: false | WindowLimitOptions
+  /** Introspection requests per client. */
+  readonly introspection?: false | WindowLimitOptions
+  /** Fetches of client ID metadata documents and their `jwks_uri` key sets, per host. */
+  readonly metadataFetches?: false | WindowLimitOptions
+  /**
+   * The client address of a request, for deployments behind a reverse proxy: for example the last entry of
+   * `X-Forwarded-For` as your proxy writes it. Off by default (the TCP peer's address); never trust a header a client
+   * could send past your proxy.
+   */
+  readonly clientAddress?: (request: Request) => string | undefined
+}
+
+/**
  * The parts of the configuration that are plain data (every face shares them).
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-2 | RFC 8414 §2}
@@ -232,6 +296,8 @@ export interface ConfigOptions {
   readonly signingKeys?: SigningKeyOptions
   /** Background purge of expired records (see {@link MaintenanceOptions}); every 5 minutes by default. */
   readonly maintenance?: MaintenanceOptions
+  /** Abuse limits (see {@link RateLimitOptions}); all on by default; `false` turns them all off. */
+  readonly rateLimits?: RateLimitOptions | false
 }
 
 /**
@@ -283,6 +349,24 @@ export interface ResolvedConfig {
   readonly sessionSecret: string | undefined
   /** Seconds between purges, or false when the purge is off. */
   readonly purgeEvery: number | false
+  /** The abuse limits; `false` for a limit that is off. */
+  readonly rateLimits: ResolvedRateLimits
+}
+
+/**
+ * The abuse limits after defaults; `false` for a limit that is off.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc6585.html#section-4 | RFC 6585 §4}
+ */
+export interface ResolvedRateLimits {
+  readonly login: { readonly account: BackoffRule | false; readonly address: BackoffRule | false }
+  readonly registration: WindowRule | false
+  readonly token: WindowRule | false
+  readonly revocation: WindowRule | false
+  readonly introspection: WindowRule | false
+  readonly metadataFetches: WindowRule | false
+  /** The configured address function; `undefined` uses the node:http bridge's peer address. */
+  readonly clientAddress: ((request: Request) => string | undefined) | undefined
 }
 
 /**
@@ -349,6 +433,17 @@ export const defaults = {
   maxBodyBytes: 64 * 1024,
   registration: false,
   rotateConfidentialRefreshTokens: true,
+  rateLimits: {
+    login: {
+      account: { freeAttempts: 5, delay: 60, maxDelay: 900, forgetAfter: 3600 },
+      address: { freeAttempts: 20, delay: 60, maxDelay: 900, forgetAfter: 3600 },
+    },
+    registration: { max: 20, window: 3600 },
+    token: { max: 1200, window: 60 },
+    revocation: { max: 600, window: 60 },
+    introspection: { max: 6000, window: 60 },
+    metadataFetches: { max: 20, window: 60 },
+  },
 } as const
 
 /**
@@ -537,6 +632,73 @@ export const maintenanceSchema = z.strictObject(
   anObject,
 )
 
+const windowLimitSchema = z.strictObject({ max: positiveWhole.optional(), window: positiveWhole.optional() }, anObject)
+const backoffSchema = z.strictObject(
+  {
+    freeAttempts: positiveWhole.optional(),
+    delay: positiveWhole.optional(),
+    maxDelay: positiveWhole.optional(),
+    forgetAfter: positiveWhole.optional(),
+  },
+  anObject,
+)
+/**
+ * `schema` or `false` (a limit switched off). A problem inside the object keeps its own path and message
+ * (`rateLimits.token.max: must be a whole number`), which a plain union would lose.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc6585.html#section-4 | RFC 6585 §4}
+ */
+export const switchable = <T extends z.ZodType>(schema: T) =>
+  z.unknown().transform((value, ctx): z.output<T> | false => {
+    if (value === false) return false
+    if (typeof value !== "object" || value === null || Array.isArray(value)) {
+      ctx.addIssue({ code: "custom", message: "must be an object or false" })
+      return z.NEVER
+    }
+    const parsed = schema.safeParse(value)
+    if (parsed.success) return parsed.data
+    for (const issue of parsed.error.issues) ctx.addIssue({ ...issue })
+    return z.NEVER
+  })
+
+/**
+ * The data members of {@link RateLimitOptions} (what a JSON file can hold): whole seconds and counts, each limit an
+ * object or `false`.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc6585.html#section-4 | RFC 6585 §4}
+ */
+export const rateLimitsDataSchema = z.strictObject(
+  {
+    login: switchable(
+      z.strictObject(
+        { account: switchable(backoffSchema).optional(), address: switchable(backoffSchema).optional() },
+        anObject,
+      ),
+    ).optional(),
+    registration: switchable(windowLimitSchema).optional(),
+    token: switchable(windowLimitSchema).optional(),
+    revocation: switchable(windowLimitSchema).optional(),
+    introspection: switchable(windowLimitSchema).optional(),
+    metadataFetches: switchable(windowLimitSchema).optional(),
+  },
+  anObject,
+)
+
+/**
+ * The schema of {@link RateLimitOptions}, or `false`: {@link rateLimitsDataSchema} and the `clientAddress` function.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc6585.html#section-4 | RFC 6585 §4}
+ */
+export const rateLimitsSchema = switchable(
+  rateLimitsDataSchema.extend({
+    clientAddress: z
+      .custom<(request: Request) => string | undefined>((value) => typeof value === "function", {
+        error: "must be a function",
+      })
+      .optional(),
+  }),
+)
+
 /**
  * The schema of {@link DevelopmentOptions}.
  *
@@ -620,6 +782,7 @@ export const configSchema = z.object(
       .optional(),
     signingKeys: signingKeysSchema.optional(),
     maintenance: maintenanceSchema.optional(),
+    rateLimits: rateLimitsSchema.optional(),
   },
   { error: "must be an object" },
 )
@@ -826,6 +989,48 @@ export const resolve = (options: ConfigOptions): ResolvedConfig => {
     },
     sessionSecret: options.sessionSecret,
     purgeEvery: options.maintenance?.purgeEvery ?? defaults.maintenance.purgeEvery,
+    rateLimits: resolveRateLimits(options.rateLimits),
+  }
+}
+
+const windowRule = (option: false | WindowLimitOptions | undefined, fallback: WindowRule): WindowRule | false =>
+  option === false ? false : { max: option?.max ?? fallback.max, window: option?.window ?? fallback.window }
+
+const backoffRule = (option: false | BackoffOptions | undefined, fallback: BackoffRule): BackoffRule | false =>
+  option === false
+    ? false
+    : {
+        freeAttempts: option?.freeAttempts ?? fallback.freeAttempts,
+        delay: option?.delay ?? fallback.delay,
+        maxDelay: option?.maxDelay ?? fallback.maxDelay,
+        forgetAfter: option?.forgetAfter ?? fallback.forgetAfter,
+      }
+
+const resolveRateLimits = (options: RateLimitOptions | false | undefined): ResolvedRateLimits => {
+  const d = defaults.rateLimits
+  if (options === false) {
+    return {
+      login: { account: false, address: false },
+      registration: false,
+      token: false,
+      revocation: false,
+      introspection: false,
+      metadataFetches: false,
+      clientAddress: undefined,
+    }
+  }
+  const login = options?.login
+  return {
+    login: {
+      account: login === false ? false : backoffRule(login?.account, d.login.account),
+      address: login === false ? false : backoffRule(login?.address, d.login.address),
+    },
+    registration: windowRule(options?.registration, d.registration),
+    token: windowRule(options?.token, d.token),
+    revocation: windowRule(options?.revocation, d.revocation),
+    introspection: windowRule(options?.introspection, d.introspection),
+    metadataFetches: windowRule(options?.metadataFetches, d.metadataFetches),
+    clientAddress: options?.clientAddress,
   }
 }
 

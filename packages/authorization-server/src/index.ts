@@ -1,7 +1,7 @@
 /**
  * OAuth 2.1 authorization server for MCP: metadata, authorization code with PKCE, login and consent, token endpoint
  * with refresh rotation, JWT access tokens, dynamic client registration; storage in memory, SQLite or
- * PostgreSQL, signing-key rotation and background purge.
+ * PostgreSQL, signing-key rotation, background purge and abuse limits.
  *
  * @packageDocumentation
  */
@@ -37,6 +37,8 @@ export * as UpstreamProvider from "./proxy/UpstreamProvider.js"
  * @deprecated Use {@link UpstreamProvider}; this alias is removed in the next minor release.
  */
 export * as Upstream from "./proxy/UpstreamProvider.js"
+/** Abuse limits: the counters behind the 429 answers (fixed windows, growing delays), in memory or in the store. */
+export * as RateLimiter from "./RateLimiter.js"
 /** Access-token signing keys and the JWK Set. */
 export * as Signing from "./Signing.js"
 /** Storage services (clients, grants, keys) and their implementations. */

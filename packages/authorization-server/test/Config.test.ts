@@ -185,3 +185,66 @@ describe("Config.defaults, Config.limits and publishAheadConflict", () => {
     expect(publishAheadConflict(options)).toBe(expected)
   })
 })
+
+describe("rateLimits", () => {
+  it("every limit is on with the defaults when left out; the client address comes from the bridge", () => {
+    expect(resolve(base).rateLimits).toEqual({ ...defaults.rateLimits, clientAddress: undefined })
+    expect(defaults.rateLimits).toEqual({
+      login: {
+        account: { freeAttempts: 5, delay: 60, maxDelay: 900, forgetAfter: 3600 },
+        address: { freeAttempts: 20, delay: 60, maxDelay: 900, forgetAfter: 3600 },
+      },
+      registration: { max: 20, window: 3600 },
+      token: { max: 1200, window: 60 },
+      revocation: { max: 600, window: 60 },
+      introspection: { max: 6000, window: 60 },
+      metadataFetches: { max: 20, window: 60 },
+    })
+  })
+
+  it("a partial limit keeps the defaults of what it leaves out; false turns one limit, login, or all off", () => {
+    const clientAddress = (request: Request) => request.headers.get("x-real-ip") ?? undefined
+    const config = resolve({
+      ...base,
+      rateLimits: {
+        login: { account: { delay: 10 }, address: false },
+        token: false,
+        registration: { max: 3 },
+        clientAddress,
+      },
+    })
+    expect(config.rateLimits).toEqual({
+      ...defaults.rateLimits,
+      login: { account: { ...defaults.rateLimits.login.account, delay: 10 }, address: false },
+      token: false,
+      registration: { max: 3, window: 3600 },
+      clientAddress,
+    })
+    expect(resolve({ ...base, rateLimits: { login: false } }).rateLimits.login).toEqual({
+      account: false,
+      address: false,
+    })
+    expect(resolve({ ...base, rateLimits: false }).rateLimits).toEqual({
+      login: { account: false, address: false },
+      registration: false,
+      token: false,
+      revocation: false,
+      introspection: false,
+      metadataFetches: false,
+      clientAddress: undefined,
+    })
+  })
+
+  it.each([
+    [{ token: { max: 0 } }, "rateLimits.token.max: must be positive"],
+    [{ login: { address: { forgetAfter: 1.5 } } }, "rateLimits.login.address.forgetAfter: must be a whole number"],
+    [{ introspection: true }, "rateLimits.introspection: must be an object or false"],
+    [{ metadataFetches: { max: 1, burst: 2 } }, 'rateLimits.metadataFetches: unknown field "burst"'],
+    [{ clientAddress: "x-real-ip" }, "rateLimits.clientAddress: must be a function"],
+    ["on", "rateLimits: must be an object or false"],
+  ])("refuses %j with the field and the reason", (rateLimits, message) => {
+    const error = thrown(() => resolve({ ...base, rateLimits } as never))
+    expect(error).toBeInstanceOf(ConfigError)
+    expect((error as ConfigError).message).toBe(message)
+  })
+})

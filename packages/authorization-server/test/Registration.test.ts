@@ -5,6 +5,8 @@ let server: TestServer
 beforeAll(async () => {
   server = await startServer({
     registration: true,
+    // Every test here registers from 127.0.0.1; the limit itself is tested in RateLimits.test.ts.
+    rateLimits: { registration: { max: 1000 } },
     registrationPolicy: async (metadata) =>
       metadata.client_name === "Blocked App"
         ? { allow: false, description: "this client name is not allowed here" }

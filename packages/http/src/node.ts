@@ -328,6 +328,21 @@ class NodeRequest extends Request {
   }
 }
 
+// The peer address of each request the bridge made, for clientAddress: a Web Request has no place for it, and a
+// header would be something a caller could forge.
+const addresses = new WeakMap<Request, string>()
+
+/**
+ * The address of the peer that sent `request` (the TCP socket's remote address, e.g. `127.0.0.1` or `::1`), for a
+ * request made by this bridge; `undefined` for any other `Request` (one built by another runtime, or a clone). It never
+ * reads a header: behind a reverse proxy it is the proxy's address, and taking the client's from `Forwarded` or
+ * `X-Forwarded-For` is a decision for the deployment, which alone knows which proxies to trust.
+ *
+ * @see {@link https://nodejs.org/api/net.html#socketremoteaddress | node:net socket.remoteAddress}
+ * @see {@link https://www.rfc-editor.org/rfc/rfc7239.html#section-8.1 | RFC 7239 §8.1 (Forwarded can be forged)}
+ */
+export const clientAddress = (request: Request): string | undefined => addresses.get(request)
+
 /**
  * Turns a node:http request into a Web `Request` after the checks of this module; `undefined` when it answered the
  * request itself (a refusal).
@@ -408,7 +423,10 @@ const toRequest = (
     }
   }
   try {
-    return new NodeRequest(`${origin}${target.path}`, init, res)
+    const request = new NodeRequest(`${origin}${target.path}`, init, res)
+    const address = req.socket.remoteAddress
+    if (address !== undefined) addresses.set(request, address)
+    return request
   } catch {
     refuse(res, 400, "the request-target does not form a valid URL", { close: true })
     return undefined

@@ -2,7 +2,14 @@ import { request as httpRequest } from "node:http"
 import { connect } from "node:net"
 import { rawRequest } from "@keyway/testing/raw"
 import { afterEach, describe, expect, it } from "vitest"
-import { createNodeServer, listen, type RunningServer, toNodeListener, type WebHandler } from "../src/node.js"
+import {
+  clientAddress,
+  createNodeServer,
+  listen,
+  type RunningServer,
+  toNodeListener,
+  type WebHandler,
+} from "../src/node.js"
 
 const running: Array<RunningServer> = []
 afterEach(async () => {
@@ -349,6 +356,23 @@ describe("the node:http bridge", () => {
       server.close(() => resolve())
       server.closeAllConnections()
     })
+  })
+
+  it("tells the handler the peer's address (IPv4 and IPv6), never one taken from a header", async () => {
+    const handler: WebHandler = (request) => Response.json({ address: clientAddress(request) ?? null })
+    const v4 = await start(handler)
+    const answer = await rawRequest(
+      v4.port,
+      "GET / HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: 203.0.113.9\r\nForwarded: for=203.0.113.9\r\n\r\n",
+    )
+    expect(JSON.parse(answer.body)).toEqual({ address: "127.0.0.1" })
+    const v6 = await start(handler, { host: "::1" })
+    const fromV6 = await fetch(`http://[::1]:${v6.port}/`)
+    expect(await fromV6.json()).toEqual({ address: "::1" })
+  })
+
+  it("knows no address for a Request it did not make", () => {
+    expect(clientAddress(new Request("http://a/"))).toBeUndefined()
   })
 
   it("refuses bad options", () => {

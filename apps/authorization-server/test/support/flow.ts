@@ -144,7 +144,11 @@ export const eventually = async (condition: () => boolean | Promise<boolean>, wh
  * The first half of the code flow: the login page and a successful login. Returns the session cookie and the
  * consent page URL the login redirects to.
  */
-export const login = async (issuer: string, clientId: string): Promise<{ cookie: string; consentUrl: string }> => {
+export const login = async (
+  issuer: string,
+  clientId: string,
+  password = PASSWORD,
+): Promise<{ cookie: string; consentUrl: string }> => {
   const pkce = await Pkce.generate()
   const url = new URL(`${issuer}/authorize`)
   for (const [k, v] of Object.entries({
@@ -165,7 +169,7 @@ export const login = async (issuer: string, clientId: string): Promise<{ cookie:
     csrf_token: csrfOf(await page.text()),
     request: url.search.slice(1),
     username: "alice",
-    password: PASSWORD,
+    password,
   })
   if (response.status !== 303) throw new Error(`login answered ${response.status}`)
   return {

@@ -65,6 +65,8 @@ export class ClientMetadataError extends Schema.TaggedError<ClientMetadataError>
   fetch: Schema.optionalKey(RefusalReason),
   /** The offending document field, when `reason` is `document`. */
   path: Schema.optionalKey(Schema.String),
+  /** Seconds until the host may be fetched again, when `fetch` is `rate-limited`. */
+  retryAfter: Schema.optionalKey(Schema.Number),
 }) {
   /** The OAuth error (`invalid_client` or `invalid_request`) with this message as its description. */
   toOAuthError(): OAuthError.OAuthError {
@@ -174,6 +176,7 @@ const fetchFailed = (clientId: string, what: string) => (refused: OutboundRefuse
     client_id: clientId,
     fetch: refused.reason,
     message: `${what} could not be fetched: ${refused.message}`,
+    ...(refused.retryAfter === undefined ? {} : { retryAfter: refused.retryAfter }),
   })
 
 /** A failure of another client's `jwks_uri` fetch, repeated during its back-off in this client's name. */
@@ -185,6 +188,7 @@ const inTheNameOf = (clientId: string, e: ClientMetadataError) =>
     message: e.message,
     ...(e.fetch === undefined ? {} : { fetch: e.fetch }),
     ...(e.path === undefined ? {} : { path: e.path }),
+    ...(e.retryAfter === undefined ? {} : { retryAfter: e.retryAfter }),
   })
 
 /**

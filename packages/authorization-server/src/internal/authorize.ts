@@ -1,6 +1,7 @@
 import { PayloadTooLarge } from "@keyway/http"
 import { Effect, Result } from "effect"
 import type { ResolvedConfig } from "../Config.js"
+import type { RateLimiterService } from "../RateLimiter.js"
 import type { StorageError } from "../storage/Errors.js"
 import { type ClientStore, GrantStore } from "../storage/Storage.js"
 import { UserAuthenticator } from "../UserAuthenticator.js"
@@ -16,6 +17,7 @@ import { type FoundClient, findClient, type MetadataDocuments } from "./clients.
 import { nowSeconds } from "./clock.js"
 import { randomToken } from "./crypto.js"
 import { mediaType, parseForm, readBody } from "./http.js"
+import { loginGate, waitText } from "./limits.js"
 import { consentPage, csrfRefused, errorPage, loginPage } from "./pages.js"
 import { describeRedirect, isLocalhostOnly } from "./redirect.js"
 import type { Session, Sessions } from "./session.js"
@@ -66,7 +68,16 @@ export const check = (config: ResolvedConfig, query: string) =>
         ? undefined
         : yield* findClient(clientId).pipe(Effect.catchTag("ClientMetadataError", (e) => Effect.succeed(e)))
     if (found !== undefined && "_tag" in found) {
-      // A document that cannot be used: the page shows why, and nothing goes to its (unvalidated) redirect URIs.
+      // A document that cannot be used: the page shows why, and nothing goes to its (unvalidated) redirect URIs. Its
+      // host over the fetch limit is temporarily_unavailable (RFC 6749 §4.1.2.1), answered 429 with Retry-After.
+      if (found.retryAfter !== undefined) {
+        return Result.fail<PageError>({
+          _tag: "PageError",
+          error: "temporarily_unavailable",
+          description: found.message,
+          retryAfter: found.retryAfter,
+        })
+      }
       return Result.fail<PageError>({ _tag: "PageError", error: found.error, description: found.message })
     }
     return validate(params, config, found === undefined ? undefined : toView(found))
@@ -75,7 +86,9 @@ export const check = (config: ResolvedConfig, query: string) =>
 /** Turns a failed check into its answer: an error page, or a redirect with `error`, `state` and `iss` (RFC 9207). */
 export const errorFor = (config: ResolvedConfig, failure: PageError | RedirectError, status: 302 | 303): Response =>
   failure._tag === "PageError"
-    ? errorPage(400, failure.error, failure.description)
+    ? failure.retryAfter === undefined
+      ? errorPage(400, failure.error, failure.description)
+      : errorPage(429, failure.error, failure.description, { "Retry-After": String(failure.retryAfter) })
     : redirect(
         redirectWith(failure.redirectUri, {
           error: failure.error,
@@ -227,11 +240,16 @@ export const postedForm = (config: ResolvedConfig, sessions: Sessions, request: 
     return { form, session, query, valid: checked.success }
   })
 
-/** POST of the login form: CSRF check, then the user-authentication service. */
+/**
+ * POST of the login form: CSRF check, the sign-in limits (see {@link loginGate}), then the user-authentication service.
+ * A locked account or address is answered 429 with `Retry-After` and the form saying when to try again, without
+ * checking the password, whether or not the account exists.
+ */
 export const loginPost = (
   config: ResolvedConfig,
   sessions: Sessions,
   request: Request,
+  limiter: RateLimiterService,
 ): Effect.Effect<Response, StorageError, ClientStore | UserAuthenticator | MetadataDocuments> =>
   Effect.gen(function* () {
     const posted = yield* postedForm(config, sessions, request)
@@ -239,18 +257,26 @@ export const loginPost = (
     const { form, session, query, valid } = posted
     const authenticator = yield* UserAuthenticator
     const username = form.get("username") ?? ""
-    const user = yield* authenticator.authenticate({ username, password: form.get("password") ?? "" })
-    if (user === undefined) {
-      return loginPage({
+    const refused = (error: string, status: number, retryAfter?: number) =>
+      loginPage({
         action: config.endpoints.login,
         csrf: sessions.csrfToken(session!),
         request: query,
         clientName: valid.client.clientName ?? valid.client.clientId,
-        error: "Wrong username or password.",
+        error,
         username,
-        status: 401,
+        status,
+        ...(retryAfter === undefined ? {} : { headers: { "Retry-After": String(retryAfter) } }),
       })
+    const locked = (retryAfter: number) =>
+      refused(`Too many failed sign-in attempts. Try again in ${waitText(retryAfter)}.`, 429, retryAfter)
+    const gate = yield* loginGate(config, limiter, request, username)
+    if (!gate.allowed) return locked(gate.retryAfter)
+    const user = yield* authenticator.authenticate({ username, password: form.get("password") ?? "" })
+    if (user === undefined) {
+      return gate.lockIfFailed > 0 ? locked(gate.lockIfFailed) : refused("Wrong username or password.", 401)
     }
+    yield* gate.succeeded
     // A new session id at login, so an id planted before it is worthless afterwards.
     const fresh = yield* sessions.create(user)
     return redirect(`${config.endpoints.authorization}?${query}`, 303, { "Set-Cookie": sessions.cookie(fresh) })

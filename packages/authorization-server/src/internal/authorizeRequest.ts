@@ -31,8 +31,10 @@ export interface ValidAuthorizationRequest {
 /** Error shown on a page: the redirect URI is not (yet) trusted. */
 export interface PageError {
   readonly _tag: "PageError"
-  readonly error: "invalid_request" | "invalid_client"
+  readonly error: "invalid_request" | "invalid_client" | "temporarily_unavailable"
   readonly description: string
+  /** Set for `temporarily_unavailable`: answered 429 with this `Retry-After`. */
+  readonly retryAfter?: number
 }
 
 /** Error sent back to the (trusted) redirect URI. */

@@ -60,14 +60,19 @@ ${body}
 }
 
 /** The page shown when the redirect URI cannot be trusted: the error is never sent to it. */
-export const errorPage = (status: number, error: string, description: string): Response =>
+export const errorPage = (
+  status: number,
+  error: string,
+  description: string,
+  headers?: Record<string, string>,
+): Response =>
   page(
     "Authorization error",
     html`<h1>This request cannot be completed</h1>
 <div class="error" role="alert"><p><strong>Error:</strong> <code data-error="${error}">${error}</code></p>
 <p data-error-description>${description}</p></div>
 <p class="muted">The application that sent you here made a request this server cannot accept. You can close this page.</p>`,
-    { status },
+    headers === undefined ? { status } : { status, headers },
   )
 
 /** Login form. `request` is the original authorization request's query string, carried through unchanged. */

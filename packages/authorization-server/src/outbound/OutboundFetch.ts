@@ -28,7 +28,9 @@ import { type ResolvedAddress, Resolver, type ResolverService } from "./Resolver
  * - `content-type`: not `application/json` or an `application/*+json` type;
  * - `status`: a final status other than 200;
  * - `json`: the body is not valid JSON;
- * - `network`: resolution, connection, TLS or protocol failure.
+ * - `network`: resolution, connection, TLS or protocol failure;
+ * - `rate-limited`: the authorization server's per-host limit on these fetches is reached (`retryAfter` says for how
+ *   long); nothing was sent.
  *
  * @see {@link https://www.ietf.org/archive/id/draft-ietf-oauth-client-id-metadata-document-02.html#section-5 | draft-ietf-oauth-client-id-metadata-document-02 §5}
  */
@@ -44,6 +46,7 @@ export const RefusalReason = Schema.Literals([
   "status",
   "json",
   "network",
+  "rate-limited",
 ])
 /** @see {@link RefusalReason} */
 export type RefusalReason = typeof RefusalReason.Type
@@ -58,6 +61,8 @@ export class OutboundRefused extends Schema.TaggedError<OutboundRefused>()("Outb
   reason: RefusalReason,
   url: Schema.String,
   message: Schema.String,
+  /** Seconds until the host may be fetched again, when `reason` is `rate-limited`. */
+  retryAfter: Schema.optionalKey(Schema.Number),
 }) {}
 
 /**

@@ -1,11 +1,13 @@
 /**
  * The periodic purge: expired codes, access-token ids, assertion ids, refresh tokens, dead families and empty grants,
- * expired cached clients and retired signing keys are deleted on a schedule instead of by hand.
+ * expired cached clients, retired signing keys and forgotten rate-limit buckets are deleted on a schedule instead of by
+ * hand.
  *
  * @module
  */
-import { type Duration, Effect, Layer, Schedule } from "effect"
+import { type Duration, Effect, Layer, Option, Schedule } from "effect"
 import { nowSeconds } from "../internal/clock.js"
+import { RateLimiter } from "../RateLimiter.js"
 import type { StorageError } from "./Errors.js"
 import { ClientStore, GrantStore, KeyStore, type Stores } from "./Storage.js"
 
@@ -18,10 +20,13 @@ export interface PurgeCounts {
   readonly clients: number
   readonly grants: number
   readonly keys: number
+  /** Forgotten rate-limit buckets (0 when no {@link RateLimiter} is provided). */
+  readonly rateLimits: number
 }
 
 /**
- * Runs `purgeExpired` once on all three stores at `now` (NumericDate seconds).
+ * Runs `purgeExpired` once on all three stores at `now` (NumericDate seconds), and on the {@link RateLimiter} when one
+ * is provided.
  *
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.2 | OAuth 2.1 §4.1.2}
  */
@@ -30,7 +35,9 @@ export const purgeExpired = (now: number): Effect.Effect<PurgeCounts, StorageErr
     const clients = yield* (yield* ClientStore).purgeExpired(now)
     const grants = yield* (yield* GrantStore).purgeExpired(now)
     const keys = yield* (yield* KeyStore).purgeExpired(now)
-    return { clients, grants, keys }
+    const limiter = yield* Effect.serviceOption(RateLimiter)
+    const rateLimits = Option.isSome(limiter) ? yield* limiter.value.purgeExpired(now) : 0
+    return { clients, grants, keys, rateLimits }
   })
 
 /**

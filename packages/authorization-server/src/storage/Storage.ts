@@ -18,6 +18,7 @@
 import { Context, Effect, Layer, type Option } from "effect"
 import { z } from "zod"
 import { nowSeconds } from "../internal/clock.js"
+import { makeMemory, RateLimiter } from "../RateLimiter.js"
 import {
   type ClientAlreadyExists,
   type ClientNotFound,
@@ -36,6 +37,7 @@ import {
   type RefreshTokenRevoked,
   StorageError,
 } from "./Errors.js"
+import { makeRateLimiter } from "./internal/rateLimits.js"
 import type { Driver } from "./internal/sql.js"
 import * as Store from "./internal/store.js"
 
@@ -52,11 +54,14 @@ const memoryDriver = Effect.gen(function* () {
   return Sqlite.driver(db)
 })
 
-const allStores = (driver: Driver) =>
+const stores = (driver: Driver) =>
   Context.make(ClientStore, Store.makeClientStore(driver)).pipe(
     Context.add(GrantStore, Store.makeGrantStore(driver)),
     Context.add(KeyStore, Store.makeKeyStore(driver)),
   )
+
+// The stores and the rate limiter in the database, shared by every instance that opens it.
+const allStores = (driver: Driver) => stores(driver).pipe(Context.add(RateLimiter, makeRateLimiter(driver)))
 
 // ---------------------------------------------------------------------------------------------------------------------
 // Clients
@@ -642,11 +647,13 @@ export type Stores = ClientStore | GrantStore | KeyStore
 
 /**
  * All three stores in memory, empty, independent of any other instance of the layer: one private SQLite `:memory:`
- * database, so memory behaves exactly as a SQLite file does.
+ * database, so memory behaves exactly as a SQLite file does; and the in-memory {@link RateLimiter} (one process).
  *
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13 | OAuth 2.1}
  */
-export const layerMemory: Layer.Layer<Stores> = Layer.effectContext(Effect.map(memoryDriver, allStores))
+export const layerMemory: Layer.Layer<Stores | RateLimiter> = Layer.effectContext(
+  Effect.map(memoryDriver, (driver) => stores(driver).pipe(Context.add(RateLimiter, RateLimiter.of(makeMemory())))),
+)
 
 /**
  * Options for {@link layerSqlite}.
@@ -663,12 +670,14 @@ export interface SqliteOptions {
 /**
  * All three stores in one SQLite database through `node:sqlite`: WAL journal, `synchronous = FULL`, foreign keys,
  * a busy timeout, versioned migrations applied on open (a no-op for an up-to-date file), and every multi-step change
- * in one `BEGIN IMMEDIATE` transaction, so several processes can share the file. The connection closes when the
- * layer's scope closes.
+ * in one `BEGIN IMMEDIATE` transaction, so several processes can share the file; the {@link RateLimiter} in the same
+ * file, so they share its limits too, on a second connection whose commits are not flushed one by one
+ * (`synchronous = NORMAL`: a power loss may forget the last counts). The connections close when the layer's scope
+ * closes.
  *
  * @see {@link https://www.sqlite.org/lang_transaction.html | SQLite transactions}
  */
-export const layerSqlite = (options: SqliteOptions): Layer.Layer<Stores, StorageError> =>
+export const layerSqlite = (options: SqliteOptions): Layer.Layer<Stores | RateLimiter, StorageError> =>
   Layer.effectContext(
     Effect.gen(function* () {
       // Loaded on demand so in-memory users never load node:sqlite.
@@ -685,7 +694,18 @@ export const layerSqlite = (options: SqliteOptions): Layer.Layer<Stores, Storage
         }),
         (db) => Effect.sync(() => db.isOpen && db.close()),
       )
-      return allStores(Sqlite.driver(db))
+      const counters = yield* Effect.acquireRelease(
+        Effect.try({
+          try: () => Sqlite.openLimiterConnection(options, db),
+          catch: (error) =>
+            new StorageError({
+              operation: "open",
+              message: error instanceof Error ? error.message : String(error),
+            }),
+        }),
+        (counters) => Effect.sync(() => counters !== db && counters.isOpen && counters.close()),
+      )
+      return stores(Sqlite.driver(db)).pipe(Context.add(RateLimiter, makeRateLimiter(Sqlite.driver(counters))))
     }),
   )
 
@@ -775,13 +795,14 @@ export type PostgresOptions = PostgresConnectionOptions | PostgresPoolOptions
  * under a transaction-level advisory lock (`pg_advisory_xact_lock`), so instances starting together migrate once and
  * an up-to-date schema is left as it is. Every multi-step change is one transaction, and the check-then-write
  * operations (`consumeCode`, `rotate`) lock the row they check (`SELECT ... FOR UPDATE`), so exactly one of any
- * number of concurrent callers, in any process, wins. A pool created from `connectionString` ends when the layer's
- * scope closes; a pool passed in is left open.
+ * number of concurrent callers, in any process, wins. The {@link RateLimiter} lives in the same database, so every
+ * instance counts in the same buckets. A pool created from `connectionString` ends when the layer's scope closes; a
+ * pool passed in is left open.
  *
  * @see {@link https://www.postgresql.org/docs/current/explicit-locking.html#ADVISORY-LOCKS | PostgreSQL advisory locks}
  * @see {@link https://www.postgresql.org/docs/current/sql-select.html#SQL-FOR-UPDATE-SHARE | PostgreSQL SELECT FOR UPDATE}
  */
-export const layerPostgres = (options: PostgresOptions): Layer.Layer<Stores, StorageError> =>
+export const layerPostgres = (options: PostgresOptions): Layer.Layer<Stores | RateLimiter, StorageError> =>
   Layer.effectContext(
     Effect.gen(function* () {
       // Loaded on demand so users of the other backends never load the driver.

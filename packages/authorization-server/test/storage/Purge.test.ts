@@ -2,6 +2,7 @@ import { it } from "@effect/vitest"
 import { Clock, Context, Effect, Layer, Logger } from "effect"
 import { TestClock } from "effect/testing"
 import { describe, expect } from "vitest"
+import { RateLimiter } from "../../src/RateLimiter.js"
 import {
   ClientStore,
   CodeExpired,
@@ -19,7 +20,7 @@ import { NOW, newClient, newCode, signingKey } from "./contract.js"
 const seconds = Effect.map(Clock.currentTimeMillis, (millis) => Math.floor(millis / 1000))
 
 describe("purgeExpired", () => {
-  it("purges all three stores and reports what each removed", () =>
+  it("purges all three stores and the rate limiter, and reports what each removed", () =>
     Effect.runPromise(
       Effect.gen(function* () {
         yield* (yield* ClientStore).create(
@@ -27,9 +28,10 @@ describe("purgeExpired", () => {
         )
         yield* (yield* KeyStore).add(signingKey("old", { status: "retired", retires_at: NOW + 10 }))
         yield* (yield* GrantStore).createCode(newCode({ expires_at: NOW + 10 }))
-        expect(yield* purgeExpired(NOW + 9)).toEqual({ clients: 0, grants: 0, keys: 0 })
+        yield* (yield* RateLimiter).hit("bucket", { max: 1, window: 10 }, NOW)
+        expect(yield* purgeExpired(NOW + 9)).toEqual({ clients: 0, grants: 0, keys: 0, rateLimits: 0 })
         // The code and the grant it leaves empty.
-        expect(yield* purgeExpired(NOW + 10)).toEqual({ clients: 1, grants: 2, keys: 1 })
+        expect(yield* purgeExpired(NOW + 10)).toEqual({ clients: 1, grants: 2, keys: 1, rateLimits: 1 })
       }).pipe(Effect.provide(layerMemory)),
     ))
 })

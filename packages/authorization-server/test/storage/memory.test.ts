@@ -1,4 +1,10 @@
-import { layerMemory } from "../../src/storage/index.js"
+import { RateLimiter } from "../../src/RateLimiter.js"
+import { layerMemory, layerSqlite } from "../../src/storage/index.js"
 import { storageContract } from "./contract.js"
+import { rateLimitContract } from "./rateLimitContract.js"
 
 storageContract("memory", () => layerMemory)
+rateLimitContract("memory", () => RateLimiter.layerMemory)
+rateLimitContract("memory storage", () => layerMemory)
+// The SQL limiter's own statements, on a private database.
+rateLimitContract("sqlite :memory:", () => layerSqlite({ path: ":memory:" }))

@@ -16,6 +16,7 @@ import {
 } from "../../src/storage/index.js"
 import { MIGRATIONS } from "../../src/storage/internal/postgres.js"
 import { NOW, newClient, newCode, runWith, secret, signingKey, storageContract } from "./contract.js"
+import { rateLimitContract } from "./rateLimitContract.js"
 
 let server: PostgresServer
 /** One database for the contract suite; every test gets its own schema in it, so each starts empty. */
@@ -29,6 +30,7 @@ afterAll(() => server?.stop())
 
 let schemas = 0
 storageContract("postgres", () => layerPostgres({ connectionString: contractUrl, schema: `contract_${++schemas}` }))
+rateLimitContract("postgres", () => layerPostgres({ connectionString: contractUrl, schema: `contract_${++schemas}` }))
 
 let databases = 0
 const freshDatabase = () => server.createDatabase(`keyway_${++databases}`)
@@ -131,6 +133,7 @@ describe("postgres: migrations, pools, schemas", () => {
       "consents",
       "grants",
       "keyway_migrations",
+      "rate_limits",
       "refresh_families",
       "refresh_tokens",
       "revoked_access_tokens",
@@ -305,10 +308,10 @@ describe("postgres: migrations, pools, schemas", () => {
         const live = newCode({ expires_at: NOW + 100 })
         yield* grants.createCode(live)
 
-        expect(yield* purgeExpired(NOW + 9)).toEqual({ clients: 0, grants: 0, keys: 0 })
+        expect(yield* purgeExpired(NOW + 9)).toEqual({ clients: 0, grants: 0, keys: 0, rateLimits: 0 })
         // The expired code and the grant it leaves empty.
-        expect(yield* purgeExpired(NOW + 10)).toEqual({ clients: 1, grants: 2, keys: 1 })
-        expect(yield* purgeExpired(NOW + 10)).toEqual({ clients: 0, grants: 0, keys: 0 })
+        expect(yield* purgeExpired(NOW + 10)).toEqual({ clients: 1, grants: 2, keys: 1, rateLimits: 0 })
+        expect(yield* purgeExpired(NOW + 10)).toEqual({ clients: 0, grants: 0, keys: 0, rateLimits: 0 })
         expect((yield* grants.consumeCode(live.code, NOW + 11)).expires_at).toBe(NOW + 100)
         expect((yield* (yield* ClientStore).list()).map((c) => c.client_id)).toEqual(["registered"])
         expect((yield* (yield* KeyStore).list()).map((k) => k.kid)).toEqual(["new"])

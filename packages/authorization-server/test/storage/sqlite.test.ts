@@ -17,6 +17,7 @@ import {
 } from "../../src/storage/index.js"
 import { MIGRATIONS } from "../../src/storage/internal/sqlite.js"
 import { NOW, newClient, newCode, runWith, secret, signingKey, storageContract } from "./contract.js"
+import { rateLimitContract } from "./rateLimitContract.js"
 
 const dir = mkdtempSync(join(tmpdir(), "keyway-storage-"))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -25,6 +26,7 @@ let files = 0
 const freshPath = () => join(dir, `store-${++files}.sqlite`)
 
 storageContract("sqlite", () => layerSqlite({ path: freshPath() }))
+rateLimitContract("sqlite", () => layerSqlite({ path: freshPath() }))
 
 /** The three stores of one connection, kept open for the rest of the scope. */
 const connect = (path: string) =>

@@ -137,6 +137,23 @@ export const MIGRATIONS: ReadonlyArray<{ readonly version: number; readonly name
       ALTER TABLE refresh_tokens ADD COLUMN successor_salt text;
     `,
   },
+  {
+    version: 3,
+    name: "rate-limits",
+    // One row per abuse-limit bucket (a hashed account name, address, client ID or host): its count, the end of its
+    // lock (0 for none), and when it is forgotten (the purge deletes it then). UNLOGGED: a count written on every token
+    // request does not wait for a WAL flush; a crash empties the table (and standbys do not have it), which only
+    // forgets counts.
+    sql: `
+      CREATE UNLOGGED TABLE rate_limits (
+        bucket text COLLATE "C" PRIMARY KEY,
+        hits bigint NOT NULL,
+        blocked_until bigint NOT NULL,
+        expires_at bigint NOT NULL
+      );
+      CREATE INDEX rate_limits_expires_at ON rate_limits (expires_at);
+    `,
+  },
 ]
 
 const quote = (identifier: string): string => `"${identifier.replaceAll('"', '""')}"`
@@ -161,6 +178,7 @@ const tables = (schema: string) => {
     consents: `${s}.consents`,
     assertionJtis: `${s}.assertion_jtis`,
     keys: `${s}.signing_keys`,
+    rateLimits: `${s}.rate_limits`,
     migrations: `${s}.keyway_migrations`,
   }
 }

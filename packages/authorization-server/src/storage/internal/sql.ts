@@ -57,6 +57,7 @@ export interface Tables {
   readonly consents: string
   readonly assertionJtis: string
   readonly keys: string
+  readonly rateLimits: string
 }
 
 /** The table names as they are in a database whose tables are on the search path. */
@@ -71,6 +72,7 @@ export const bareTables: Tables = {
   consents: "consents",
   assertionJtis: "assertion_jtis",
   keys: "signing_keys",
+  rateLimits: "rate_limits",
 }
 
 /** An open database as the store sees it. */

@@ -128,6 +128,21 @@ export const MIGRATIONS: ReadonlyArray<{ readonly version: number; readonly name
       ALTER TABLE refresh_tokens ADD COLUMN successor_salt TEXT;
     `,
   },
+  {
+    version: 3,
+    name: "rate-limits",
+    // One row per abuse-limit bucket (a hashed account name, address, client ID or host): its count, the end of its
+    // lock (0 for none), and when it is forgotten (the purge deletes it then).
+    sql: `
+      CREATE TABLE rate_limits (
+        bucket TEXT PRIMARY KEY,
+        hits INTEGER NOT NULL,
+        blocked_until INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL
+      ) STRICT;
+      CREATE INDEX rate_limits_expires_at ON rate_limits (expires_at);
+    `,
+  },
 ]
 
 /** Runs `f` in one `BEGIN IMMEDIATE` transaction: the write lock is taken up front, so no upgrade deadlock. */
@@ -157,6 +172,26 @@ export const open = (options: SqliteOptions, now: number): DatabaseSync => {
     db.exec("PRAGMA synchronous = FULL")
     db.exec("PRAGMA foreign_keys = ON")
     migrate(db, now)
+    return db
+  } catch (error) {
+    db.close()
+    throw error
+  }
+}
+
+/**
+ * A second connection to an opened (so migrated) file for the rate limiter, with `synchronous = NORMAL`: in WAL mode
+ * its commits are not flushed to disk one by one, which takes most of the cost of counting every token request. A
+ * power loss may forget the last counts, never corrupt the file; codes and tokens keep their own `FULL` connection.
+ * A `:memory:` database cannot be shared between connections: the store's own connection is used.
+ */
+export const openLimiterConnection = (options: SqliteOptions, store: DatabaseSync): DatabaseSync => {
+  if (options.path === ":memory:" || options.path === "") return store
+  const timeout = options.busyTimeoutMs ?? 5000
+  const db = new DatabaseSync(options.path, { timeout })
+  try {
+    db.exec(`PRAGMA busy_timeout = ${Math.max(0, Math.trunc(timeout))}`)
+    db.exec("PRAGMA synchronous = NORMAL")
     return db
   } catch (error) {
     db.close()
