@@ -192,7 +192,7 @@ describe("rateLimits", () => {
     expect(defaults.rateLimits).toEqual({
       login: {
         account: { freeAttempts: 5, delay: 60, maxDelay: 900, forgetAfter: 3600 },
-        address: { freeAttempts: 20, delay: 60, maxDelay: 900, forgetAfter: 3600 },
+        address: { freeAttempts: 5, delay: 60, maxDelay: 900, forgetAfter: 3600 },
       },
       registration: { max: 20, window: 3600 },
       token: { max: 1200, window: 60 },
