@@ -60,6 +60,15 @@ export const typecheck = async (dir: string): Promise<Ran> => {
   return run(process.execPath, [join(ROOT, "node_modules", "typescript", "bin", "tsc"), "-p", dir], { cwd: dir })
 }
 
+/**
+ * The environment the examples run in: the test's, without what asks Node for colours (Nx sets FORCE_COLOR, and
+ * `console.log` would then colour the numbers the test reads), plus `extra`.
+ */
+export const exampleEnv = (extra: Readonly<Record<string, string>> = {}): NodeJS.ProcessEnv => {
+  const { FORCE_COLOR: _, ...env } = process.env
+  return { ...env, NO_COLOR: "1", ...extra }
+}
+
 /** A free loopback port (listened on and released; the servers then bind it). */
 export const freePort = (): Promise<number> =>
   new Promise((resolve, reject) => {
@@ -84,7 +93,7 @@ export const start = (dir: string, file: string, env: Readonly<Record<string, st
   new Promise((resolve, reject) => {
     const child: ChildProcess = spawn(process.execPath, [file], {
       cwd: dir,
-      env: { ...process.env, ...env },
+      env: exampleEnv(env),
       stdio: ["ignore", "pipe", "pipe"],
     })
     let stdout = ""

@@ -4,7 +4,7 @@ import { join } from "node:path"
 import { publint } from "publint"
 import { formatMessage } from "publint/utils"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { freePort, newProject, npmInstall, type Started, start, typecheck } from "../src/consumer.js"
+import { exampleEnv, freePort, newProject, npmInstall, type Started, start, typecheck } from "../src/consumer.js"
 import { installedPackages, type Packed, packAll, run, sizeOf } from "../src/pack.js"
 import { publishable, ROOT, readManifest } from "../src/workspace.js"
 
@@ -209,18 +209,21 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
 
   it("Express: the test user signs in on the embedded authorization server and the client gets through", async () => {
     const resource = await stack("express.ts")
-    const ran = await run(process.execPath, ["test-user.ts", resource], { cwd: projectDir("client") })
+    const ran = await run(process.execPath, ["test-user.ts", resource], {
+      cwd: projectDir("client"),
+      env: exampleEnv(),
+    })
     expect(ran.stderr).toBe("")
     expect(ran.stdout).toBe('200 {"hello":"alice"}\n')
   })
 
-  it("Hono: the five-line CLI with the system browser (a stand-in for $BROWSER) and a token file", async () => {
+  it("Hono: the CLI example with the system browser (a stand-in for $BROWSER) and a token file", async () => {
     const resource = await stack("hono.ts")
     const home = join(work, "home")
     mkdirSync(home, { recursive: true })
     const ran = await run(process.execPath, ["cli.ts", resource], {
       cwd: projectDir("client"),
-      env: { ...process.env, HOME: home, BROWSER: `${process.execPath} ${join(projectDir("client"), "browser.mjs")}` },
+      env: exampleEnv({ HOME: home, BROWSER: `${process.execPath} ${join(projectDir("client"), "browser.mjs")}` }),
       timeoutMs: 60_000,
     })
     expect(ran.stdout).toBe('200 {"hello":"alice"}\n')
@@ -229,7 +232,10 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
 
   it("plain node:http: the resource server's own quick start", async () => {
     const resource = await stack("node.ts")
-    const ran = await run(process.execPath, ["test-user.ts", resource], { cwd: projectDir("client") })
+    const ran = await run(process.execPath, ["test-user.ts", resource], {
+      cwd: projectDir("client"),
+      env: exampleEnv(),
+    })
     expect(ran.stdout).toBe('200 {"hello":"alice"}\n')
   })
 
@@ -237,7 +243,7 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
     const resource = await stack("mcp.ts")
     const ran = await run(process.execPath, ["sdk.ts", resource], {
       cwd: projectDir("client"),
-      env: { ...process.env, BROWSER: `${process.execPath} ${join(projectDir("client"), "browser.mjs")}` },
+      env: exampleEnv({ BROWSER: `${process.execPath} ${join(projectDir("client"), "browser.mjs")}` }),
       timeoutMs: 60_000,
     })
     expect(ran.stderr).toBe("")
@@ -247,7 +253,7 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
 
   it("errors: a failure is a KeywayAuthError that names its step, reason and URL", async () => {
     const url = `http://127.0.0.1:${await freePort()}/mcp`
-    const ran = await run(process.execPath, ["errors.ts", url], { cwd: projectDir("client") })
+    const ran = await run(process.execPath, ["errors.ts", url], { cwd: projectDir("client"), env: exampleEnv() })
     expect(ran.stdout.split("\n")[0]).toBe(`true request network-error ${url}`)
   })
 })
