@@ -6,7 +6,7 @@
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#authorization-flow-steps | MCP authorization flow}
  * @module
  */
-import { CanonicalUri, Challenge, McpOperation, Scope } from "@keyway/core"
+import { CanonicalUri, Challenge, McpOperation, Scope, type Wire } from "@keyway/core"
 import { Clock, Context, Deferred, Effect, Layer, ManagedRuntime, Result } from "effect"
 import { AuthError } from "./AuthError.js"
 import { buildRequest, selectScope, validateCallback } from "./Authorization.js"
@@ -271,6 +271,24 @@ const make = Effect.gen(function* () {
   const authorizeShared = (key: string, serverUrl: string, options: AuthorizeOptions) =>
     singleFlight(authorizing, key, authorize(serverUrl, options))
 
+  /**
+   * The authorization server to refresh at: the token endpoint kept with the tokens (validated metadata when they
+   * were obtained), so a refresh after a restart costs one request; tokens stored without it rediscover.
+   */
+  const serverForRefresh = (stale: Tokens): Effect.Effect<DiscoveredAuthorizationServer, AuthError> => {
+    if (stale.token_endpoint !== undefined) {
+      const metadata = {
+        issuer: stale.issuer,
+        token_endpoint: stale.token_endpoint,
+      } as Wire.AuthorizationServerMetadata
+      return Effect.succeed({ issuer: stale.issuer, metadata, metadataUrl: undefined })
+    }
+    // Tokens stored before the legacy flag existed were legacy exactly when their issuer was the origin.
+    const legacy =
+      config.legacyFallback && (stale.legacy === true || stale.issuer === authorizationBaseUrl(stale.resource))
+    return rediscover(stale.issuer, stale.resource, legacy)
+  }
+
   /** Refreshes the tokens of a server; concurrent callers share one refresh. Undefined means re-authorize. */
   const refreshShared = (key: string, stale: Tokens): Effect.Effect<Tokens | undefined, AuthError> =>
     singleFlight(
@@ -280,10 +298,7 @@ const make = Effect.gen(function* () {
         const current = yield* readTokens(key)
         // Someone else already replaced the token: use theirs rather than spending the refresh token again.
         if (current !== undefined && current.access_token !== stale.access_token) return current
-        // Tokens stored before the legacy flag existed were legacy exactly when their issuer was the origin.
-        const legacy =
-          config.legacyFallback && (stale.legacy === true || stale.issuer === authorizationBaseUrl(stale.resource))
-        const server = yield* rediscover(stale.issuer, stale.resource, legacy)
+        const server = yield* serverForRefresh(stale)
         const client = yield* provide(findClient(stale.issuer, stale.client_id))
         if (client === undefined || stale.refresh_token === undefined) {
           yield* store.delete(tokensKey(key))

@@ -53,6 +53,35 @@ export const selectScope = (inputs: ScopeInputs): ReadonlyArray<string> => {
 }
 
 /**
+ * The `prompt` to send with an authorization request: `consent` when `offline_access` is requested from an OpenID
+ * provider, undefined otherwise. OpenID Connect Core §11 has a provider ignore `offline_access` unless `prompt`
+ * contains `consent` (oidc-provider does so by default), and then no refresh token is issued. When the server
+ * publishes `prompt_values_supported`, that list decides. Otherwise a server is an OpenID provider when its metadata
+ * was found at the OpenID Connect Discovery location, or carries the members that OpenID Connect Discovery §3
+ * requires of every OpenID provider (`subject_types_supported` and `id_token_signing_alg_values_supported`; many
+ * providers serve the same document at the RFC 8414 location, which the client tries first). Plain OAuth servers get
+ * no `prompt`: OAuth 2.1 defines none.
+ *
+ * @see {@link https://openid.net/specs/openid-connect-core-1_0.html#OfflineAccess | OpenID Connect Core §11}
+ * @see {@link https://openid.net/specs/openid-connect-discovery-1_0.html#ProviderMetadata | OpenID Connect Discovery §3}
+ * @see {@link https://openid.net/specs/openid-connect-prompt-create-1_0.html#section-4.1 | OpenID Connect prompt=create §4.1 (prompt_values_supported)}
+ */
+export const promptFor = (
+  scope: ReadonlyArray<string>,
+  server: DiscoveredAuthorizationServer,
+): "consent" | undefined => {
+  if (!scope.includes("offline_access")) return undefined
+  const metadata = server.metadata as Record<string, unknown>
+  const advertised = metadata.prompt_values_supported
+  if (Array.isArray(advertised)) return advertised.includes("consent") ? "consent" : undefined
+  const at = server.metadataUrl === undefined ? undefined : URL.parse(server.metadataUrl)
+  if (at?.pathname.includes("/.well-known/openid-configuration") === true) return "consent"
+  const openIdMembers =
+    Array.isArray(metadata.subject_types_supported) && Array.isArray(metadata.id_token_signing_alg_values_supported)
+  return openIdMembers ? "consent" : undefined
+}
+
+/**
  * An authorization request ready to open in a user agent, with the state to keep until the callback.
  *
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.1 | OAuth 2.1 §4.1.1}
@@ -64,7 +93,8 @@ export interface AuthorizationRequest {
 
 /**
  * Builds the authorization URL: `response_type=code`, `client_id`, `redirect_uri`, PKCE S256, a fresh `state`,
- * `resource` exactly as the protected resource metadata publishes it, and `scope` when any. Existing query
+ * `resource` exactly as the protected resource metadata publishes it, `scope` when any, and `prompt=consent` when
+ * {@link promptFor} says so. Existing query
  * parameters of the authorization endpoint are kept. The expected issuer is recorded with the verifier and state.
  *
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.1 | OAuth 2.1 §4.1.1}
@@ -100,6 +130,8 @@ export const buildRequest = Effect.fn("Authorization.buildRequest")(function* (i
   params.set("resource", input.resource.resource)
   const scope = Scope.format(input.scope)
   if (scope !== "") params.set("scope", scope)
+  const prompt = promptFor(input.scope, input.server)
+  if (prompt !== undefined) params.set("prompt", prompt)
   const pending: Pending = {
     state,
     code_verifier: pkce.verifier,

@@ -152,6 +152,7 @@ const toTokens = (
     readonly resource: string
     readonly issuer: string
     readonly clientId: string
+    readonly tokenEndpoint: string
     readonly previousRefreshToken?: string | undefined
     readonly legacy: boolean
   },
@@ -167,6 +168,7 @@ const toTokens = (
     resource: context.resource,
     issuer: context.issuer,
     client_id: context.clientId,
+    token_endpoint: context.tokenEndpoint,
     ...(context.legacy ? { legacy: true } : {}),
     obtained_at: now,
   }
@@ -197,6 +199,7 @@ export const exchangeCode = Effect.fn("TokenEndpoint.exchangeCode")(function* (
     resource: pending.resource,
     issuer: server.issuer,
     clientId: client.client_id,
+    tokenEndpoint: server.metadata.token_endpoint as string,
     legacy: pending.legacy === true,
   })
 })
@@ -232,6 +235,7 @@ export const refresh = Effect.fn("TokenEndpoint.refresh")(function* (
     resource: tokens.resource,
     issuer: server.issuer,
     clientId: client.client_id,
+    tokenEndpoint: server.metadata.token_endpoint as string,
     previousRefreshToken: refreshToken,
     legacy: tokens.legacy === true,
   })

@@ -39,6 +39,11 @@ export interface Tokens {
   /** The issuer of the authorization server that issued the token. */
   readonly issuer: string
   readonly client_id: string
+  /**
+   * The token endpoint of the issuer's validated metadata when the tokens were obtained, so that a refresh (after a
+   * restart too) needs no new discovery. Absent in tokens stored by earlier versions: those refresh after discovery.
+   */
+  readonly token_endpoint?: string
   /** True when the authorization server was found by the 2025-03-26 fallback (refresh finds it the same way). */
   readonly legacy?: boolean
   /** Milliseconds since the epoch. */

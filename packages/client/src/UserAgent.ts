@@ -1,7 +1,8 @@
 /**
  * How the authorization request reaches the user and the response comes back: a system browser with a loopback
  * redirect listener (CLIs, desktop apps), a headless agent that follows redirects itself (automation, tests, servers
- * that approve without interaction), or two phases for web apps (begin returns the URL, complete takes the callback).
+ * that approve without interaction), a test user that also signs in and consents on Keyway's authorization server
+ * (tests and automation only), or two phases for web apps (begin returns the URL, complete takes the callback).
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc8252.html | RFC 8252 (OAuth 2.0 for native apps)}
  * @module
@@ -9,9 +10,11 @@
 import { spawn } from "node:child_process"
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
-import { Context, Duration, Effect, Layer } from "effect"
+import { Clock, Context, Duration, Effect, Layer } from "effect"
 import { AuthError } from "./AuthError.js"
 import { DEFAULT_SUCCESS_PAGE, openerCommand } from "./internal/browser.js"
+import { type Jar, makeJar } from "./internal/cookies.js"
+import { alertOf, firstForm, titleOf } from "./internal/forms.js"
 import { type FetchLike, send } from "./internal/http.js"
 
 /**
@@ -38,6 +41,9 @@ export class UserAgent extends Context.Service<
     readonly open: Effect.Effect<Session, AuthError>
   }
 >()("@keyway/client/UserAgent") {
+  /** The test user; see {@link testUser}. Not for production. */
+  static readonly layerTestUser = (options: TestUserOptions): Layer.Layer<UserAgent> =>
+    Layer.succeed(UserAgent, testUser(options))
   /** A headless agent; see {@link headless}. */
   static readonly layerHeadless = (options: HeadlessOptions = {}): Layer.Layer<UserAgent> =>
     Layer.succeed(UserAgent, headless(options))
@@ -65,65 +71,190 @@ export interface HeadlessOptions {
   readonly redirectUri?: string
   /** Redirects to follow before giving up (default 10). */
   readonly maxRedirects?: number
-  /** The fetch to use (default the global fetch). */
+  /**
+   * The fetch the agent loads the authorization server's pages with (default the global fetch): a test's
+   * recording fetch, or one that reaches a server by another route.
+   */
   readonly fetch?: FetchLike
 }
 
+/** A page the agent stopped on: a response that is not a redirect. */
+interface Page {
+  readonly url: URL
+  readonly status: number
+  readonly html: string
+}
+
+/** What the agent sends next: a GET of a redirect's target, or a form post. */
+type Hop = { readonly url: URL; readonly body?: URLSearchParams }
+
 /**
- * A user agent without a user: GETs the authorization URL, follows `Location` headers by hand (carrying cookies
- * per host) until one points at the redirect URI, and returns that URL. A page that needs interaction, or more
- * redirects than allowed, fails with a typed error.
+ * Loads the authorization URL and follows redirects (carrying the agent's cookies) until one points at the
+ * redirect URI; a page that is not a redirect goes to `answer`, which returns the form post to send, or fails.
+ */
+const drive = Effect.fnUntraced(function* (
+  authorizationUrl: string,
+  settings: {
+    readonly redirectUri: string
+    readonly maxHops: number
+    readonly fetch: FetchLike
+    readonly jar: Jar
+    readonly answer: (page: Page) => Effect.Effect<Hop, AuthError>
+  },
+) {
+  const target = new URL(settings.redirectUri)
+  let next: Hop = { url: new URL(authorizationUrl) }
+  for (let hop = 0; hop <= settings.maxHops; hop++) {
+    const current = next.url
+    const headers = new Headers()
+    const cookie = settings.jar.header(current)
+    if (cookie !== undefined) headers.set("cookie", cookie)
+    if (next.body !== undefined) {
+      headers.set("content-type", "application/x-www-form-urlencoded")
+      // What a browser sends with a form post; authorization servers refuse cross-origin ones.
+      headers.set("origin", current.origin)
+    }
+    const response = yield* send(settings.fetch, "authorization", current.href, {
+      method: next.body === undefined ? "GET" : "POST",
+      headers,
+      ...(next.body === undefined ? {} : { body: next.body.toString() }),
+    })
+    settings.jar.store(current, response.headers.getSetCookie(), yield* Clock.currentTimeMillis)
+    const location = response.headers.get("location")
+    if (response.status >= 300 && response.status <= 399 && location !== null) {
+      yield* Effect.promise(() => response.body?.cancel() ?? Promise.resolve())
+      const to = URL.parse(location, current)
+      if (to === null) break
+      if (isRedirectTarget(to, target)) return to.href
+      next = { url: to }
+      continue
+    }
+    const html = yield* Effect.promise(() => response.text().catch(() => ""))
+    next = yield* settings.answer({ url: current, status: response.status, html })
+  }
+  return yield* new AuthError({
+    step: "authorization",
+    reason: "redirect-loop",
+    url: authorizationUrl.split("?")[0] ?? authorizationUrl,
+    message: `the authorization request did not come back to ${settings.redirectUri} within ${settings.maxHops} redirects; the authorization server is redirecting in a loop`,
+  })
+})
+
+const needsPerson = (page: Page, what: string) =>
+  new AuthError({
+    step: "authorization",
+    reason: "interaction-required",
+    url: page.url.href,
+    status: page.status,
+    message: `${page.url.origin}${page.url.pathname} answered HTTP ${page.status} instead of redirecting; ${what}`,
+  })
+
+/**
+ * A user agent without a user: GETs the authorization URL, follows `Location` headers by hand until one points at
+ * the redirect URI, and returns that URL. It keeps cookies per host for its whole lifetime, like a browser: a later
+ * authorization (a step-up) finds the session of an earlier one. A page that needs interaction, or more redirects
+ * than allowed, fails with a typed error; {@link testUser} is the agent that also signs in and consents.
  *
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.2 | OAuth 2.1 §4.1.2}
  */
 export const headless = (options: HeadlessOptions = {}): UserAgent["Service"] => {
   const redirectUri = options.redirectUri ?? "http://127.0.0.1/callback"
-  const maxRedirects = options.maxRedirects ?? 10
-  const fetchFn: FetchLike = options.fetch ?? ((input, init) => globalThis.fetch(input, init))
-  const run = Effect.fnUntraced(function* (authorizationUrl: string) {
-    const target = new URL(redirectUri)
-    const cookies = new Map<string, Map<string, string>>()
-    let current = new URL(authorizationUrl)
-    for (let hop = 0; hop <= maxRedirects; hop++) {
-      const jar = cookies.get(current.host)
-      const cookie = jar === undefined ? undefined : [...jar].map(([k, v]) => `${k}=${v}`).join("; ")
-      const response = yield* send(fetchFn, "authorization", current.href, {
-        headers: cookie !== undefined ? { cookie } : {},
-      })
-      yield* Effect.promise(() => response.body?.cancel() ?? Promise.resolve())
-      for (const line of response.headers.getSetCookie()) {
-        const [pair] = line.split(";")
-        const eq = pair?.indexOf("=") ?? -1
-        if (pair === undefined || eq <= 0) continue
-        const store = cookies.get(current.host) ?? new Map<string, string>()
-        store.set(pair.slice(0, eq).trim(), pair.slice(eq + 1).trim())
-        cookies.set(current.host, store)
-      }
-      const location = response.headers.get("location")
-      if (response.status < 300 || response.status > 399 || location === null) {
-        return yield* new AuthError({
-          step: "authorization",
-          reason: "interaction-required",
-          url: current.href,
-          status: response.status,
-          message: `${current.origin}${current.pathname} answered HTTP ${response.status} instead of redirecting; the authorization server needs a person, use the browser user agent`,
-        })
-      }
-      const next = URL.parse(location, current)
-      if (next === null) break
-      if (isRedirectTarget(next, target)) return next.href
-      current = next
-    }
-    return yield* new AuthError({
-      step: "authorization",
-      reason: "redirect-loop",
-      url: authorizationUrl.split("?")[0] ?? authorizationUrl,
-      message: `the authorization request did not come back to ${redirectUri} within ${maxRedirects} redirects; the authorization server is redirecting in a loop`,
-    })
-  })
+  const jar = makeJar()
+  const settings = {
+    redirectUri,
+    maxHops: options.maxRedirects ?? 10,
+    fetch: options.fetch ?? ((input, init) => globalThis.fetch(input, init)),
+    jar,
+    answer: (page: Page) =>
+      Effect.fail(needsPerson(page, "the authorization server needs a person, use the browser user agent")),
+  } satisfies Parameters<typeof drive>[1]
   return UserAgent.of({
-    open: Effect.succeed({ redirectUri, run, close: Effect.void }),
+    open: Effect.succeed({ redirectUri, run: (url: string) => drive(url, settings), close: Effect.void }),
   })
+}
+
+/**
+ * Options of {@link testUser}.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1 | OAuth 2.1 §4.1}
+ */
+export interface TestUserOptions extends HeadlessOptions {
+  /** The user to sign in as. */
+  readonly username: string
+  readonly password: string
+  /** What the user answers on the consent page (default "approve"). */
+  readonly decision?: "approve" | "deny"
+}
+
+/**
+ * **For tests and automation only, never in production.** A headless user that signs in and answers the consent
+ * page of Keyway's authorization server (`@keyway/authorization-server` and the runnable server), so tests, CI and
+ * scripted agents can run the whole authorization code flow without a browser. It is {@link headless} (cookies kept
+ * across authorizations, so a step-up does not sign in again) plus two answers: on a page whose form has a password
+ * field it fills in the username (the form's `username` field, else its first text or email field) and password and
+ * submits; on a page whose form has submit buttons it presses `decision=approve` (or `deny`), else the first button.
+ * A sign-in that comes back with the login form again fails with the page's alert text; any other page fails with
+ * `interaction-required`. It reads server-rendered forms with regular expressions, runs no script, and sends the
+ * password to whatever page asks for it: give it test credentials only.
+ *
+ * @example
+ * ```ts
+ * const auth = createAuthClient({ userAgent: UserAgent.testUser({ username: "alice", password: "test password" }) })
+ * ```
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.1 | OAuth 2.1 §4.1.1}
+ */
+export const testUser = (options: TestUserOptions): UserAgent["Service"] => {
+  const redirectUri = options.redirectUri ?? "http://127.0.0.1/callback"
+  const jar = makeJar()
+  const decision = options.decision ?? "approve"
+  const run = (authorizationUrl: string) => {
+    let signIns = 0
+    const answer = (page: Page): Effect.Effect<Hop, AuthError> => {
+      const form = firstForm(page.html)
+      if (form === undefined || form.method !== "post") {
+        const title = titleOf(page.html)
+        return Effect.fail(
+          needsPerson(page, `the test user found no form to answer${title === undefined ? "" : ` on "${title}"`}`),
+        )
+      }
+      const action = URL.parse(form.action === "" ? page.url.href : form.action, page.url)
+      if (action === null) return Effect.fail(needsPerson(page, `the form's action "${form.action}" is not a URL`))
+      const body = new URLSearchParams()
+      for (const input of form.inputs) body.append(input.name, input.value)
+      if (form.inputs.some((input) => input.type === "password")) {
+        signIns += 1
+        if (signIns > 1) {
+          return Effect.fail(
+            new AuthError({
+              step: "authorization",
+              reason: "user-agent-failed",
+              url: `${page.url.origin}${page.url.pathname}`,
+              message: `the test user could not sign in as "${options.username}": ${alertOf(page.html) ?? "the login form came back"}`,
+            }),
+          )
+        }
+        const login =
+          form.inputs.find((input) => input.name === "username") ??
+          form.inputs.find((input) => input.type === "text" || input.type === "email")
+        if (login !== undefined) body.set(login.name, options.username)
+        for (const input of form.inputs) if (input.type === "password") body.set(input.name, options.password)
+        return Effect.succeed({ url: action, body })
+      }
+      const button =
+        form.buttons.find((candidate) => candidate.name === "decision" && candidate.value === decision) ??
+        form.buttons[0]
+      if (button?.name !== undefined) body.set(button.name, button.value)
+      return Effect.succeed({ url: action, body })
+    }
+    return drive(authorizationUrl, {
+      redirectUri,
+      maxHops: options.maxRedirects ?? 20,
+      fetch: options.fetch ?? ((input, init) => globalThis.fetch(input, init)),
+      jar,
+      answer,
+    })
+  }
+  return UserAgent.of({ open: Effect.succeed({ redirectUri, run, close: Effect.void }) })
 }
 
 /**

@@ -2,12 +2,12 @@ import { Pkce } from "@keyway/core"
 import { json, listen, rpc } from "@keyway/testing/peers"
 import { Effect, Layer } from "effect"
 import { describe, expect, it } from "vitest"
-import { AuthClient } from "../src/AuthClient.js"
+import { AuthClient, createAuthClient } from "../src/AuthClient.js"
 import type { AuthError } from "../src/AuthError.js"
 import { ClientConfig } from "../src/ClientConfig.js"
 import { DiscoveryCache } from "../src/DiscoveryCache.js"
-import { TokenStore } from "../src/TokenStore.js"
-import { UserAgent } from "../src/UserAgent.js"
+import { memory, TokenStore } from "../src/TokenStore.js"
+import { headless, UserAgent } from "../src/UserAgent.js"
 import { rejection, track, world } from "./support/world.js"
 
 const post = (body: string) => ({ method: "POST", headers: { "content-type": "application/json" }, body })
@@ -135,6 +135,34 @@ describe("refresh", () => {
     expect(after?.access_token).not.toBe(before.access_token)
     // The only request went out with the refreshed token; the stale one was never sent.
     expect(rs.requests.map((r) => [r.status, r.authorization])).toEqual([[200, `Bearer ${after?.access_token}`]])
+  })
+
+  it("after a restart, refreshes with the token endpoint kept with the tokens: no discovery, one token request", async () => {
+    const store = memory()
+    const { as, rs, client } = await world({ as: { expiresIn: 30, refreshExpiresIn: 3600 }, client: { store } })
+    const before = await client.authorize(rs.url)
+    expect(before.token_endpoint).toBe(`${as.issuer}/token`)
+    const asSeen = as.paths.length
+    const rsSeen = rs.requests.length
+    const restarted = createAuthClient({ userAgent: headless(), store })
+    track(restarted.dispose)
+    const response = await restarted.fetch(rs.url, post(rpc("tools/list")))
+    expect(response.status).toBe(200)
+    expect(as.paths.slice(asSeen)).toEqual(["/token"])
+    expect(rs.requests.slice(rsSeen).map((r) => r.status)).toEqual([200])
+    expect(await restarted.tokens(rs.url)).toMatchObject({ token_endpoint: `${as.issuer}/token` })
+  })
+
+  it("refreshes tokens stored without a token endpoint (earlier versions) after discovering it", async () => {
+    const store = memory()
+    const { as, rs, client } = await world({ as: { expiresIn: 30, refreshExpiresIn: 3600 }, client: { store } })
+    const { token_endpoint: _, ...older } = await client.authorize(rs.url)
+    await store.set(`tokens:${rs.url}`, older)
+    const asSeen = as.paths.length
+    const restarted = createAuthClient({ userAgent: headless(), store })
+    track(restarted.dispose)
+    expect((await restarted.fetch(rs.url, post(rpc("tools/list")))).status).toBe(200)
+    expect(as.paths.slice(asSeen)).toEqual(["/.well-known/oauth-authorization-server", "/token"])
   })
 
   it("keeps using a still-valid token when an early refresh fails for another reason than invalid_grant", async () => {

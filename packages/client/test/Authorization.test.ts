@@ -1,7 +1,8 @@
+import type { Wire } from "@keyway/core"
 import { rpc } from "@keyway/testing/peers"
 import { describe, expect, it } from "vitest"
 import type { AuthError } from "../src/AuthError.js"
-import { selectScope } from "../src/Authorization.js"
+import { promptFor, selectScope } from "../src/Authorization.js"
 import { headless } from "../src/UserAgent.js"
 import { rejection, world } from "./support/world.js"
 
@@ -179,5 +180,65 @@ describe("scope selection", () => {
       selectScope({ serverMetadata: { issuer: "https://as.example" }, resourceMetadata, offlineAccess: true }),
     ).toEqual(["r1", "r2"])
     expect(selectScope({ serverMetadata, offlineAccess: true })).toEqual([])
+  })
+})
+
+describe("prompt=consent with offline_access for OpenID providers (OpenID Connect Core §11)", () => {
+  const server = (metadataUrl: string | undefined, extra: Record<string, unknown> = {}) => ({
+    issuer: "https://as.example",
+    metadata: { issuer: "https://as.example", ...extra } as Wire.AuthorizationServerMetadata,
+    metadataUrl,
+  })
+  const OPENID = "https://as.example/.well-known/openid-configuration"
+  const OAUTH = "https://as.example/.well-known/oauth-authorization-server"
+
+  it.each([
+    ["OpenID metadata, offline_access", ["r", "offline_access"], server(OPENID), "consent"],
+    [
+      "OpenID metadata appended to a path issuer",
+      ["offline_access"],
+      server("https://as.example/tenant/.well-known/openid-configuration"),
+      "consent",
+    ],
+    ["OpenID metadata without offline_access", ["r"], server(OPENID), undefined],
+    ["RFC 8414 metadata", ["r", "offline_access"], server(OAUTH), undefined],
+    [
+      "RFC 8414 metadata listing prompt consent",
+      ["offline_access"],
+      server(OAUTH, { prompt_values_supported: ["none", "consent"] }),
+      "consent",
+    ],
+    [
+      "OpenID metadata whose prompt values lack consent",
+      ["offline_access"],
+      server(OPENID, { prompt_values_supported: ["none", "login"] }),
+      undefined,
+    ],
+    ["2025-03-26 default endpoints", ["offline_access"], server(undefined), undefined],
+    [
+      "an OpenID provider's document at the RFC 8414 location",
+      ["offline_access"],
+      server(OAUTH, { subject_types_supported: ["public"], id_token_signing_alg_values_supported: ["RS256"] }),
+      "consent",
+    ],
+    [
+      "RFC 8414 metadata with only one of the OpenID members",
+      ["offline_access"],
+      server(OAUTH, { subject_types_supported: ["public"] }),
+      undefined,
+    ],
+  ] as const)("%s", (_name, scope, discovered, expected) => {
+    expect(promptFor(scope, discovered)).toBe(expected)
+  })
+
+  it("sends prompt=consent to a server found through OpenID Connect Discovery, none to an RFC 8414 one", async () => {
+    const openid = await world({ as: { metadataAt: ["openid"] } })
+    await openid.client.fetch(openid.rs.url, initialize)
+    expect(openid.as.authorizations[0]?.get("scope")).toBe("tools:read offline_access")
+    expect(openid.as.authorizations[0]?.get("prompt")).toBe("consent")
+    const oauth = await world({ as: { metadataAt: ["oauth"] } })
+    await oauth.client.fetch(oauth.rs.url, initialize)
+    expect(oauth.as.authorizations[0]?.get("scope")).toBe("tools:read offline_access")
+    expect(oauth.as.authorizations[0]?.has("prompt")).toBe(false)
   })
 })

@@ -2,7 +2,7 @@ import { mkdtemp, rm } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { it } from "@effect/vitest"
-import { rpc } from "@keyway/testing/peers"
+import { listen, rpc } from "@keyway/testing/peers"
 import { Effect, Fiber, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import { describe, expect } from "vitest"
@@ -13,7 +13,7 @@ import { DiscoveryCache } from "../src/DiscoveryCache.js"
 import { DEFAULT_SUCCESS_PAGE, openerCommand } from "../src/internal/browser.js"
 import { PENDING_LIFETIME_MS } from "../src/internal/storage.js"
 import { TokenStore } from "../src/TokenStore.js"
-import { browser, openSystemBrowser, twoPhase, UserAgent } from "../src/UserAgent.js"
+import { browser, headless, openSystemBrowser, testUser, twoPhase, UserAgent } from "../src/UserAgent.js"
 import { rejection, track, world } from "./support/world.js"
 
 const post = (body: string) => ({ method: "POST", headers: { "content-type": "application/json" }, body })
@@ -240,5 +240,154 @@ describe("system browser opener", () => {
       if (saved === undefined) delete process.env.BROWSER
       else process.env.BROWSER = saved
     }
+  })
+})
+
+describe("headless agents keep their cookies", () => {
+  /**
+   * A sign-in page in miniature: /authorize redirects to the callback when the session cookie is there, else to
+   * /login, which sets it (and deletes a stale one) and sends the browser back to /authorize.
+   */
+  const signInServer = async () => {
+    const logins: Array<string | undefined> = []
+    const server = await listen((request, url) => {
+      const cookie = request.headers.cookie
+      if (url.pathname === "/authorize") {
+        if (cookie?.includes("session=ok") === true) {
+          return { status: 302, headers: { location: `${CALLBACK}?code=c&state=${url.searchParams.get("state")}` } }
+        }
+        return { status: 302, headers: { location: `/login?state=${url.searchParams.get("state")}` } }
+      }
+      logins.push(cookie)
+      return {
+        status: 302,
+        headers: {
+          location: `/authorize?state=${url.searchParams.get("state")}`,
+          "set-cookie": ["session=ok; Path=/; HttpOnly", "stale=1; Max-Age=0"],
+        },
+      }
+    })
+    track(server.close)
+    return { server, logins }
+  }
+  const CALLBACK = "http://127.0.0.1/callback"
+
+  it("a later authorization of the same agent finds the session of an earlier one (a step-up signs in once)", async () => {
+    const { server, logins } = await signInServer()
+    const session = await Effect.runPromise(headless().open)
+    const first = await Effect.runPromise(session.run(`${server.origin}/authorize?state=one`))
+    const second = await Effect.runPromise(session.run(`${server.origin}/authorize?state=two`))
+    expect(first).toBe(`${CALLBACK}?code=c&state=one`)
+    expect(second).toBe(`${CALLBACK}?code=c&state=two`)
+    expect(logins).toEqual([undefined])
+  })
+
+  it("drops a cookie the server expires", async () => {
+    const seen: Array<string | undefined> = []
+    const server = await listen((request, url) => {
+      seen.push(request.headers.cookie)
+      if (url.pathname === "/set") return { status: 302, headers: { location: "/clear", "set-cookie": "a=1" } }
+      if (url.pathname === "/clear") {
+        return {
+          status: 302,
+          headers: { location: "/check", "set-cookie": "a=; Expires=Thu, 01 Jan 1970 00:00:00 GMT" },
+        }
+      }
+      return { status: 302, headers: { location: CALLBACK } }
+    })
+    track(server.close)
+    const session = await Effect.runPromise(headless().open)
+    expect(await Effect.runPromise(session.run(`${server.origin}/set`))).toBe(CALLBACK)
+    expect(seen).toEqual([undefined, "a=1", undefined])
+  })
+
+  it("the headless agent still refuses a page that needs a person", async () => {
+    const server = await listen(() => ({
+      status: 200,
+      headers: { "content-type": "text/html" },
+      body: "<form></form>",
+    }))
+    track(server.close)
+    const session = await Effect.runPromise(headless().open)
+    const error = await Effect.runPromise(Effect.flip(session.run(`${server.origin}/authorize?x=1`)))
+    expect(error).toMatchObject({ step: "authorization", reason: "interaction-required", status: 200 })
+    expect(error.message).toBe(
+      `${server.origin}/authorize answered HTTP 200 instead of redirecting; the authorization server needs a person, use the browser user agent`,
+    )
+  })
+})
+
+describe("the test user", () => {
+  const page = (form: string) => ({
+    status: 200,
+    headers: { "content-type": "text/html; charset=utf-8" },
+    body: `<!doctype html><html><head><title>Page</title></head><body><main>${form}</main></body></html>`,
+  })
+  const LOGIN = `<form method="post" action="/login"><input type="hidden" name="csrf_token" value="t&amp;1"><input type="text" name="username" value=""><input type="password" name="password"><button type="submit">Sign in</button></form>`
+  const CONSENT = `<form method="post" action="/consent"><input type="hidden" name="csrf_token" value="t2"><button type="submit" name="decision" value="approve">Approve</button><button type="submit" name="decision" value="deny">Deny</button></form>`
+  const CALLBACK = "http://127.0.0.1/callback"
+
+  const formServer = async (accept: (username: string, password: string) => boolean) => {
+    const posts: Array<{ path: string; body: Record<string, string>; origin: string | undefined }> = []
+    const server = await listen((request, url, body) => {
+      if (request.method === "POST") {
+        const fields = Object.fromEntries(new URLSearchParams(body))
+        posts.push({ path: url.pathname, body: fields, origin: request.headers.origin })
+        if (url.pathname === "/login") {
+          if (!accept(fields.username ?? "", fields.password ?? "")) {
+            return page(`<div class="error" role="alert"><p>Wrong username or password.</p></div>${LOGIN}`)
+          }
+          return { status: 303, headers: { location: "/consent", "set-cookie": "session=s" } }
+        }
+        return { status: 303, headers: { location: `${CALLBACK}?decision=${fields.decision}` } }
+      }
+      if (url.pathname === "/consent") return page(CONSENT)
+      return request.headers.cookie === "session=s" ? page(CONSENT) : page(LOGIN)
+    })
+    track(server.close)
+    return { server, posts }
+  }
+
+  it("signs in, approves, and comes back to the redirect URI; a second authorization skips the login", async () => {
+    const { server, posts } = await formServer((u, p) => u === "alice" && p === "secret")
+    const session = await Effect.runPromise(testUser({ username: "alice", password: "secret" }).open)
+    expect(session.redirectUri).toBe(CALLBACK)
+    expect(await Effect.runPromise(session.run(`${server.origin}/authorize`))).toBe(`${CALLBACK}?decision=approve`)
+    expect(posts).toEqual([
+      {
+        path: "/login",
+        body: { csrf_token: "t&1", username: "alice", password: "secret" },
+        origin: server.origin,
+      },
+      { path: "/consent", body: { csrf_token: "t2", decision: "approve" }, origin: server.origin },
+    ])
+    expect(await Effect.runPromise(session.run(`${server.origin}/authorize`))).toBe(`${CALLBACK}?decision=approve`)
+    expect(posts.map((post) => post.path)).toEqual(["/login", "/consent", "/consent"])
+  })
+
+  it("denies when told to", async () => {
+    const { server } = await formServer(() => true)
+    const session = await Effect.runPromise(testUser({ username: "a", password: "b", decision: "deny" }).open)
+    expect(await Effect.runPromise(session.run(`${server.origin}/authorize`))).toBe(`${CALLBACK}?decision=deny`)
+  })
+
+  it("fails with the page's alert when the sign-in is refused", async () => {
+    const { server, posts } = await formServer(() => false)
+    const session = await Effect.runPromise(testUser({ username: "alice", password: "wrong" }).open)
+    const error = await Effect.runPromise(Effect.flip(session.run(`${server.origin}/authorize`)))
+    expect(error).toMatchObject({ step: "authorization", reason: "user-agent-failed", url: `${server.origin}/login` })
+    expect(error.message).toBe('the test user could not sign in as "alice": Wrong username or password.')
+    expect(posts).toHaveLength(1)
+  })
+
+  it("fails with interaction-required on a page without a form", async () => {
+    const server = await listen(() => page("<p>Choose an account</p>"))
+    track(server.close)
+    const session = await Effect.runPromise(testUser({ username: "a", password: "b" }).open)
+    const error = await Effect.runPromise(Effect.flip(session.run(`${server.origin}/authorize?x=1`)))
+    expect(error).toMatchObject({ step: "authorization", reason: "interaction-required", status: 200 })
+    expect(error.message).toBe(
+      `${server.origin}/authorize answered HTTP 200 instead of redirecting; the test user found no form to answer on "Page"`,
+    )
   })
 })

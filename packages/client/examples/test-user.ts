@@ -1,0 +1,15 @@
+import { createAuthClient, UserAgent } from "@keyway/client"
+
+const serverUrl = process.argv[2] ?? "https://mcp.example.com/mcp"
+// Tests and automation only: signs in with test credentials and approves on Keyway's authorization server.
+const auth = createAuthClient({
+  clientName: "my-tests",
+  userAgent: UserAgent.testUser({ username: "alice", password: "correct horse battery staple" }),
+})
+const response = await auth.fetch(serverUrl, {
+  method: "POST",
+  headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
+  body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }),
+})
+console.log(response.status, await response.text())
+await auth.dispose()

@@ -1,0 +1,18 @@
+import { createNodeServer, createProtectedResource, jwt } from "@keyway/resource-server"
+
+// Your MCP server's canonical URI and its authorization server.
+const resource = process.env.MCP_RESOURCE ?? "https://mcp.example.com/mcp"
+const issuer = process.env.ISSUER ?? "https://auth.example.com"
+
+const protectedResource = createProtectedResource({
+  resource,
+  authorizationServers: [issuer],
+  scopesSupported: ["notes:read"],
+  verifier: jwt(), // signing keys from the issuer's metadata (jwks_uri)
+})
+const handler = protectedResource.protect((_request, { token }) => Response.json({ hello: token.subject }))
+// Behind your TLS-terminating proxy: request URLs are built from publicUrl, never from the Host header.
+const port = Number(process.env.PORT ?? 3000)
+createNodeServer(handler, { publicUrl: new URL(resource).origin }).listen(port, "127.0.0.1", () =>
+  console.log(`MCP server ${resource}`),
+)
