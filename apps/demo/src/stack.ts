@@ -69,9 +69,24 @@ export const LOOPBACK_REDIRECT = "http://127.0.0.1/callback"
  * on any failure whatever started is stopped again.
  */
 export const startStack = async (options: StackOptions = {}): Promise<Stack> => {
+  const chosen = (port: number | undefined) => (port !== undefined && port !== 0 ? port : undefined)
+  // A port found free may be taken by another process before the server binds it: with ports of our choosing, try
+  // again with new ones (a few times); a port the caller asked for is the caller's to free.
+  for (let attempt = 1; ; attempt++) {
+    const asPort = chosen(options.asPort) ?? (await freePort())
+    const mcpPort = chosen(options.mcpPort) ?? (await freePort())
+    try {
+      return await startOn(options, asPort, mcpPort)
+    } catch (error) {
+      const taken = (error as { code?: unknown } | null)?.code === "EADDRINUSE"
+      const ours = chosen(options.asPort) === undefined || chosen(options.mcpPort) === undefined
+      if (!taken || !ours || attempt >= 5) throw error
+    }
+  }
+}
+
+const startOn = async (options: StackOptions, asPort: number, mcpPort: number): Promise<Stack> => {
   const log = options.log ?? (() => {})
-  const asPort = options.asPort !== undefined && options.asPort !== 0 ? options.asPort : await freePort()
-  const mcpPort = options.mcpPort !== undefined && options.mcpPort !== 0 ? options.mcpPort : await freePort()
   const issuer = `http://127.0.0.1:${asPort}`
   const mcpUrl = `http://127.0.0.1:${mcpPort}/mcp`
   const user: DemoUser = {
