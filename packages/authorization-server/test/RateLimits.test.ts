@@ -5,7 +5,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { type PostgresServer, startPostgres } from "@keyway/testing"
 import type { Layer } from "effect"
-import { SignJWT } from "jose"
+import { exportJWK, generateKeyPair, SignJWT } from "jose"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import type { ServerOptions, StorageServices } from "../src/AuthorizationServer.js"
 import type { StorageError } from "../src/storage/Errors.js"
@@ -323,6 +323,68 @@ for (const { name, fresh } of storages) {
           await server.adjust(60)
           expect((await authorize("/c")).status).toBe(200)
           expect(fetched).toEqual(["/a", "/b", "/c"])
+        } finally {
+          await new Promise<void>((resolve) => documents.close(() => resolve()))
+        }
+      })
+
+      it("per host: a jwks_uri the token endpoint may not fetch yet is answered 429 with Retry-After", async () => {
+        const pair = await generateKeyPair("ES256", { extractable: true })
+        const jwk = { ...(await exportJWK(pair.publicKey)), kid: "k1", alg: "ES256" }
+        const fetched: Array<string> = []
+        const documents = createServer((request, response) => {
+          fetched.push(request.url ?? "")
+          const base = `http://127.0.0.1:${(documents.address() as AddressInfo).port}`
+          response.writeHead(200, { "content-type": "application/json", "cache-control": "max-age=3600" })
+          response.end(
+            JSON.stringify(
+              request.url === "/jwks.json"
+                ? { keys: [jwk] }
+                : {
+                    client_id: `${base}${request.url}`,
+                    client_name: "Key App",
+                    redirect_uris: ["https://app.example.com/callback"],
+                    token_endpoint_auth_method: "private_key_jwt",
+                    jwks_uri: `${base}/jwks.json`,
+                  },
+            ),
+          )
+        })
+        await new Promise<void>((resolve) => documents.listen(0, "127.0.0.1", resolve))
+        try {
+          const clientId = `http://127.0.0.1:${(documents.address() as AddressInfo).port}/client.json`
+          const server = await start(fresh().open, {
+            clientIdMetadataDocuments: { allowHttpLoopbackClientIds: true },
+            // The document is one fetch; its key set would be the second.
+            rateLimits: { metadataFetches: { max: 1, window: 60 } },
+          })
+          const assertion = await new SignJWT({ jti: crypto.randomUUID() })
+            .setProtectedHeader({ alg: "ES256", kid: "k1" })
+            .setIssuer(clientId)
+            .setSubject(clientId)
+            .setAudience(`${server.issuer}/token`)
+            .setIssuedAt(START)
+            .setExpirationTime(START + 60)
+            .sign(pair.privateKey)
+          const refused = await fetch(`${server.issuer}/token`, {
+            method: "POST",
+            headers: { "content-type": "application/x-www-form-urlencoded" },
+            body: new URLSearchParams({
+              grant_type: "authorization_code",
+              code: "not-a-code",
+              code_verifier: "v".repeat(43),
+              client_assertion_type: "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+              client_assertion: assertion,
+            }),
+          })
+          expect(refused.status).toBe(429)
+          expect(refused.headers.get("retry-after")).toBe("60")
+          expect(refused.headers.get("www-authenticate")).toBeNull()
+          expect(await refused.json()).toEqual({
+            error: "invalid_request",
+            error_description: `the client's jwks_uri could not be fetched: too many fetches from 127.0.0.1; retry after 60 seconds`,
+          })
+          expect(fetched).toEqual(["/client.json"])
         } finally {
           await new Promise<void>((resolve) => documents.close(() => resolve()))
         }

@@ -1,6 +1,7 @@
 import { ClientAuth } from "@keyway/core"
 import { Effect, Schema } from "effect"
 import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, type JSONWebKeySet, jwtVerify } from "jose"
+import type { ClientMetadataError } from "../cimd/ClientMetadataResolver.js"
 import { CLIENT_ASSERTION_ALGORITHMS } from "../Metadata.js"
 import type { StorageError } from "../storage/Errors.js"
 import { matchesHash, secretLive } from "../storage/internal/common.js"
@@ -21,14 +22,28 @@ export interface AuthenticatedClient {
 export class ClientAuthFailure extends Schema.TaggedError<ClientAuthFailure>()("ClientAuthFailure", {
   code: Schema.Literals(["invalid_client", "invalid_request"]),
   description: Schema.String,
+  /** Set when the client's document or key set may not be fetched yet (the per-host limit): answered 429. */
+  retryAfter: Schema.optionalKey(Schema.Number),
 }) {}
+
+/** A failure to use a client ID metadata document or its key set, as the client-authentication failure. */
+const metadataFailure = (e: ClientMetadataError): ClientAuthFailure =>
+  new ClientAuthFailure({
+    code: "invalid_client",
+    description: e.message,
+    ...(e.retryAfter === undefined ? {} : { retryAfter: e.retryAfter }),
+  })
 
 /**
  * The client's public keys: its inline `jwks`, else the set at its `jwks_uri` (client ID metadata documents, fetched
  * through the SSRF guard and cached), fetched again once when the assertion names a `kid` the cached set lacks.
- * Fails with the description of an `invalid_client`.
+ * Fails with the description of an `invalid_client`, or the failure of the key set's fetch.
  */
-const clientKeys = (client: Client, assertion: string, now: number): Effect.Effect<JwkSet, string, MetadataDocuments> =>
+const clientKeys = (
+  client: Client,
+  assertion: string,
+  now: number,
+): Effect.Effect<JwkSet, string | ClientAuthFailure, MetadataDocuments> =>
   Effect.gen(function* () {
     if (client.jwks !== undefined) return client.jwks
     if (client.jwks_uri === undefined) return yield* Effect.fail("this client has neither jwks nor jwks_uri")
@@ -44,7 +59,7 @@ const clientKeys = (client: Client, assertion: string, now: number): Effect.Effe
     }
     const uri = client.jwks_uri
     const get = (refresh: boolean) =>
-      jwks(client.client_id, uri, now, { refresh }).pipe(Effect.mapError((e) => e.message))
+      jwks(client.client_id, uri, now, { refresh }).pipe(Effect.mapError(metadataFailure))
     const cached = yield* get(false)
     if (kid === undefined || cached.keys.some((key) => key.kid === kid)) return cached
     return yield* get(true)
@@ -76,7 +91,7 @@ export const authenticateClient = (
 
     const lookup = (clientId: string) =>
       findClient(clientId).pipe(
-        Effect.catchTag("ClientMetadataError", (e) => fail("invalid_client", e.message)),
+        Effect.catchTag("ClientMetadataError", (e) => Effect.fail(metadataFailure(e))),
         Effect.flatMap((found) =>
           found === undefined ? fail("invalid_client", "client authentication failed") : Effect.succeed(found.client),
         ),
@@ -138,7 +153,9 @@ export const authenticateClient = (
         return yield* fail("invalid_client", `this client must authenticate with ${client.token_endpoint_auth_method}`)
       }
       const keys = yield* clientKeys(client, assertion, now).pipe(
-        Effect.mapError((description) => new ClientAuthFailure({ code: "invalid_client", description })),
+        Effect.mapError((e) =>
+          typeof e === "string" ? new ClientAuthFailure({ code: "invalid_client", description: e }) : e,
+        ),
       )
       const verified = yield* Effect.tryPromise({
         try: () =>

@@ -5,6 +5,7 @@ import type { ResolvedConfig } from "../Config.js"
 import type { StorageError } from "../storage/Errors.js"
 import type { ClientAuthFailure } from "./clientAuth.js"
 import { mediaType, oauthError, parseForm, payloadTooLarge, readBody } from "./http.js"
+import { tooManyRequestsSaying } from "./limits.js"
 
 /**
  * Reads the form body of a back-channel endpoint (token, revocation, introspection): form media type only,
@@ -52,10 +53,12 @@ export const answerFailures =
         BodyTooLargeFailure: () => Effect.succeed(payloadTooLarge("invalid_request", config.maxBodyBytes)),
         ClientAuthFailure: (e) =>
           Effect.succeed(
-            oauthError(
-              OAuthError.make(e.code, e.description),
-              e.code === "invalid_client" ? { "WWW-Authenticate": `Basic realm="${realm}"` } : {},
-            ),
+            e.retryAfter !== undefined
+              ? tooManyRequestsSaying(e.retryAfter, e.description)
+              : oauthError(
+                  OAuthError.make(e.code, e.description),
+                  e.code === "invalid_client" ? { "WWW-Authenticate": `Basic realm="${realm}"` } : {},
+                ),
           ),
         OAuthError: (e) => Effect.succeed(oauthError(e)),
       }),

@@ -124,8 +124,12 @@ export const waitText = (seconds: number): string => {
  * less often" to a device-flow client; the status, `Retry-After` and the description carry what happened.
  */
 export const tooManyRequests = (retryAfter: number, description: string): Response =>
+  tooManyRequestsSaying(retryAfter, `${description}; retry after ${retryAfter} seconds`)
+
+/** {@link tooManyRequests} with a description that already says when to retry. */
+export const tooManyRequestsSaying = (retryAfter: number, description: string): Response =>
   json(
-    { error: "invalid_request", error_description: `${description}; retry after ${retryAfter} seconds` },
+    { error: "invalid_request", error_description: description },
     {
       status: 429,
       headers: {
