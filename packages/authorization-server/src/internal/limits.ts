@@ -143,48 +143,67 @@ export const tooManyRequestsSaying = (retryAfter: number, description: string): 
 type Handler<R> = (request: Request) => Effect.Effect<Response, StorageError, R>
 
 /**
- * `handler` behind a per-client window limit (the client the request claims, checked before authentication, which
- * also slows the guessing of secrets); `what` names the requests in the 429's description.
+ * `handler` behind a window limit on the bucket `key` finds for a request (requests it finds none for are not
+ * counted); `refusal` is the 429's description.
  */
-export const perClient =
+const windowLimited =
   <R>(
-    config: ResolvedConfig,
     limiter: RateLimiterService,
     kind: string,
     rule: WindowRule | false,
-    what: string,
+    refusal: string,
+    key: (request: Request) => Effect.Effect<string | undefined>,
     handler: Handler<R>,
   ): Handler<R> =>
   (request) =>
     rule === false
       ? handler(request)
       : Effect.gen(function* () {
-          const client = yield* Effect.promise(() => claimedClient(request, config.maxBodyBytes))
-          if (client === undefined) return yield* handler(request)
-          const decision = yield* limiter.hit(bucket(kind, client), rule, yield* nowSeconds)
-          if (!decision.allowed) return tooManyRequests(decision.retryAfter, `too many ${what} for this client`)
+          const name = yield* key(request)
+          if (name === undefined) return yield* handler(request)
+          const decision = yield* limiter.hit(bucket(kind, name), rule, yield* nowSeconds)
+          if (!decision.allowed) return tooManyRequests(decision.retryAfter, refusal)
           return yield* handler(request)
         })
 
+/**
+ * `handler` behind a per-client window limit (the client the request claims, checked before authentication, which
+ * also slows the guessing of secrets); `what` names the requests in the 429's description.
+ */
+export const perClient = <R>(
+  config: ResolvedConfig,
+  limiter: RateLimiterService,
+  kind: string,
+  rule: WindowRule | false,
+  what: string,
+  handler: Handler<R>,
+): Handler<R> =>
+  windowLimited(
+    limiter,
+    kind,
+    rule,
+    `too many ${what} for this client`,
+    (request) => Effect.promise(() => claimedClient(request, config.maxBodyBytes)),
+    handler,
+  )
+
 /** `handler` behind a per-address window limit; requests whose address is unknown are not counted. */
-export const perAddress =
-  <R>(
-    config: ResolvedConfig,
-    limiter: RateLimiterService,
-    kind: string,
-    rule: WindowRule | false,
-    what: string,
-    handler: Handler<R>,
-  ): Handler<R> =>
-  (request) => {
-    const address = rule === false ? undefined : addressOf(config, request)
-    if (rule === false || address === undefined) return handler(request)
-    return Effect.gen(function* () {
-      const decision = yield* limiter.hit(bucket(kind, address), rule, yield* nowSeconds)
-      if (!decision.allowed) return tooManyRequests(decision.retryAfter, `too many ${what} from this address`)
-      return yield* handler(request)
-    })
-  }
+export const perAddress = <R>(
+  config: ResolvedConfig,
+  limiter: RateLimiterService,
+  kind: string,
+  rule: WindowRule | false,
+  what: string,
+  handler: Handler<R>,
+): Handler<R> =>
+  windowLimited(
+    limiter,
+    kind,
+    rule,
+    `too many ${what} from this address`,
+    (request) => Effect.sync(() => addressOf(config, request)),
+    handler,
+  )
 
 /** The outcome of {@link loginGate}. */
 export type LoginGate =
