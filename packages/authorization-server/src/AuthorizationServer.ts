@@ -8,7 +8,7 @@
 import { Context, Duration, Effect, Layer, ManagedRuntime, Option } from "effect"
 import {
   type ClientOptions,
-  type ConfigError,
+  ConfigError,
   type ConfigOptions,
   clientAuthMethod,
   type ResolvedConfig,
@@ -17,6 +17,7 @@ import {
 } from "./Config.js"
 import { ClientMetadataResolver } from "./cimd/ClientMetadataResolver.js"
 import { ClientTrustPolicy } from "./cimd/TrustPolicy.js"
+import { Extensions } from "./Extension.js"
 import { authorizeGet, consentPost, loginPost } from "./internal/authorize.js"
 import { MetadataDocuments } from "./internal/clients.js"
 import { nowSeconds } from "./internal/clock.js"
@@ -307,7 +308,14 @@ export class AuthorizationServer extends Context.Service<
     Layer.effect(
       AuthorizationServer,
       Effect.gen(function* () {
-        const config = yield* resolveEffect(options)
+        const layered = Option.getOrElse(yield* Effect.serviceOption(Extensions), () => [])
+        const config = yield* resolveEffect(
+          layered.length === 0 ? options : { ...options, extensions: [...(options.extensions ?? []), ...layered] },
+        )
+        for (const extension of config.extensions) {
+          const problem = extension.validate?.(config)
+          if (problem !== undefined) return yield* new ConfigError({ message: `${extension.id}: ${problem}` })
+        }
         const clients = yield* ClientStore
         const now = yield* nowSeconds
         for (const c of config.clients) yield* clients.upsert(staticClient(c, now))
@@ -467,6 +475,10 @@ const storageLayer = (option: StorageOption | undefined): Layer.Layer<StorageSer
 export const createAuthorizationServer = (options: AuthorizationServerOptions): AuthorizationServerInstance => {
   // Validates (and warns about development relaxations) now, not at the first request.
   const config = resolve(options)
+  for (const extension of config.extensions) {
+    const problem = extension.validate?.(config)
+    if (problem !== undefined) throw new ConfigError({ message: `${extension.id}: ${problem}` })
+  }
   const users =
     options.authenticate === undefined
       ? UserAuthenticator.layerUsers(config.users)

@@ -10,6 +10,7 @@ import { Effect, Schema } from "effect"
 import { z } from "zod"
 import type { ResolverOptions } from "./cimd/ClientMetadataResolver.js"
 import type { PolicyFunction, PolicyOptions } from "./cimd/TrustPolicy.js"
+import type { AuthorizationServerExtension } from "./Extension.js"
 import { resolveUpstream } from "./internal/upstreamOptions.js"
 import type { Options as OutboundOptions } from "./outbound/OutboundFetch.js"
 import type { ResolvedUpstream, UpstreamIdentityFunction, UpstreamOptions } from "./proxy/UpstreamProvider.js"
@@ -37,11 +38,12 @@ export interface ResourceOptions {
 export type TokenEndpointAuthMethod = "none" | "client_secret_basic" | "client_secret_post" | "private_key_jwt"
 
 /**
- * The grant types this server implements.
+ * A grant type: `authorization_code` and `refresh_token` are built in; extensions add others (for example
+ * `client_credentials`).
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc7591.html#section-2 | RFC 7591 §2 (grant_types)}
  */
-export type GrantType = "authorization_code" | "refresh_token"
+export type GrantType = "authorization_code" | "refresh_token" | (string & {})
 
 /**
  * A pre-registered client, from configuration.
@@ -60,7 +62,10 @@ export interface ClientOptions {
   readonly jwks?: { readonly keys: ReadonlyArray<Record<string, unknown>> }
   /** Scopes this client may request; any scope of the resource when omitted. */
   readonly scope?: string
-  /** Grant types this client may use; both by default. */
+  /**
+   * Grant types this client may use; `authorization_code` and `refresh_token` by default. Others need the extension
+   * that registers them.
+   */
   readonly grantTypes?: ReadonlyArray<GrantType>
 }
 
@@ -298,6 +303,8 @@ export interface ConfigOptions {
   readonly maintenance?: MaintenanceOptions
   /** Abuse limits (see {@link RateLimitOptions}); all on by default; `false` turns them all off. */
   readonly rateLimits?: RateLimitOptions | false
+  /** Extensions: further grant types, client-authentication methods and token bindings (see `Extension`). */
+  readonly extensions?: ReadonlyArray<AuthorizationServerExtension>
 }
 
 /**
@@ -351,6 +358,8 @@ export interface ResolvedConfig {
   readonly purgeEvery: number | false
   /** The abuse limits; `false` for a limit that is off. */
   readonly rateLimits: ResolvedRateLimits
+  /** The extensions, in the order given. */
+  readonly extensions: ReadonlyArray<AuthorizationServerExtension>
 }
 
 /**
@@ -543,12 +552,7 @@ export const clientSchema = z.strictObject(
     tokenEndpointAuthMethod: tokenEndpointAuthMethodSchema.optional(),
     scope: aString.optional(),
     jwks: z.object({ keys: z.array(z.record(z.string(), z.unknown()), anArray) }, anObject).optional(),
-    grantTypes: z
-      .array(
-        z.enum(["authorization_code", "refresh_token"], { error: "must be authorization_code or refresh_token" }),
-        anArray,
-      )
-      .optional(),
+    grantTypes: z.array(nonEmpty, anArray).optional(),
   },
   anObject,
 )
@@ -897,12 +901,31 @@ export const resolve = (options: ConfigOptions): ResolvedConfig => {
       throw new ConfigError({ message: "defaultResource must be one of the configured resources" })
     defaultResource = canonical
   }
+  const extensions = options.extensions ?? []
+  const extensionIds = new Set<string>()
+  for (const e of extensions) {
+    if (extensionIds.has(e.id)) throw new ConfigError({ message: `extensions: ${e.id} is given twice` })
+    extensionIds.add(e.id)
+  }
+  const grantTypes = new Set<string>([
+    "authorization_code",
+    "refresh_token",
+    ...extensions.flatMap((e) => (e.grants ?? []).map((g) => g.grantType)),
+  ])
   const clientIds = new Set<string>()
   for (const c of options.clients ?? []) {
     if (clientIds.has(c.clientId)) throw new ConfigError({ message: `client ${c.clientId} is configured twice` })
     clientIds.add(c.clientId)
-    // A client with no grant (a resource server that only introspects) never reaches the authorization endpoint.
-    if (c.redirectUris.length === 0 && (c.grantTypes === undefined || c.grantTypes.length > 0))
+    for (const g of c.grantTypes ?? []) {
+      if (!grantTypes.has(g)) {
+        throw new ConfigError({
+          message: `client ${c.clientId}: grant type ${g} is not supported (supported: ${[...grantTypes].join(", ")}; others need the extension that adds them)`,
+        })
+      }
+    }
+    // Only the authorization code grant sends a browser to a redirect URI: a client without it (a resource server
+    // that only introspects, a machine client) needs none.
+    if (c.redirectUris.length === 0 && (c.grantTypes ?? ["authorization_code"]).includes("authorization_code"))
       throw new ConfigError({ message: `client ${c.clientId} needs at least one redirect URI` })
     const method = clientAuthMethod(c)
     // The store hashes secrets with plain SHA-256, which is only safe for high-entropy values.
@@ -990,6 +1013,7 @@ export const resolve = (options: ConfigOptions): ResolvedConfig => {
     sessionSecret: options.sessionSecret,
     purgeEvery: options.maintenance?.purgeEvery ?? defaults.maintenance.purgeEvery,
     rateLimits: resolveRateLimits(options.rateLimits),
+    extensions,
   }
 }
 

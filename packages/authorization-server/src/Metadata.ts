@@ -6,6 +6,7 @@
  * @module
  */
 import type { ResolvedConfig } from "./Config.js"
+import { mergeMetadata } from "./Extension.js"
 
 /**
  * Signature algorithms accepted for `private_key_jwt` client assertions.
@@ -29,7 +30,13 @@ const AUTH_METHODS = ["none", "client_secret_basic", "client_secret_post", "priv
 export const document = (config: ResolvedConfig): Record<string, unknown> => {
   const scopes = new Set<string>()
   for (const resource of config.resources.values()) for (const scope of resource.scopes.keys()) scopes.add(scope)
-  return {
+  const grantTypes = new Set(["authorization_code", "refresh_token"])
+  for (const extension of config.extensions) for (const grant of extension.grants ?? []) grantTypes.add(grant.grantType)
+  const authMethods = [
+    ...AUTH_METHODS,
+    ...config.extensions.flatMap((e) => (e.clientAuthenticationMethods ?? []).map((m) => m.name)),
+  ]
+  const own: Record<string, unknown> = {
     issuer: config.issuer,
     authorization_endpoint: config.endpoints.authorization,
     token_endpoint: config.endpoints.token,
@@ -38,15 +45,15 @@ export const document = (config: ResolvedConfig): Record<string, unknown> => {
     scopes_supported: [...scopes],
     response_types_supported: ["code"],
     response_modes_supported: ["query"],
-    grant_types_supported: ["authorization_code", "refresh_token"],
-    token_endpoint_auth_methods_supported: AUTH_METHODS,
+    grant_types_supported: [...grantTypes],
+    token_endpoint_auth_methods_supported: authMethods,
     token_endpoint_auth_signing_alg_values_supported: CLIENT_ASSERTION_ALGORITHMS,
     revocation_endpoint: config.endpoints.revocation,
-    revocation_endpoint_auth_methods_supported: AUTH_METHODS,
+    revocation_endpoint_auth_methods_supported: authMethods,
     revocation_endpoint_auth_signing_alg_values_supported: CLIENT_ASSERTION_ALGORITHMS,
     introspection_endpoint: config.endpoints.introspection,
     // Public clients (`none`) cannot introspect.
-    introspection_endpoint_auth_methods_supported: AUTH_METHODS.filter((m) => m !== "none"),
+    introspection_endpoint_auth_methods_supported: authMethods.filter((m) => m !== "none"),
     introspection_endpoint_auth_signing_alg_values_supported: CLIENT_ASSERTION_ALGORITHMS,
     code_challenge_methods_supported: ["S256"],
     authorization_response_iss_parameter_supported: true,
@@ -54,6 +61,10 @@ export const document = (config: ResolvedConfig): Record<string, unknown> => {
     subject_types_supported: ["public"],
     id_token_signing_alg_values_supported: ["ES256"],
   }
+  return config.extensions.reduce(
+    (doc, e) => (e.metadata === undefined ? doc : mergeMetadata(doc, e.metadata(config))),
+    own,
+  )
 }
 
 /**

@@ -20,6 +20,8 @@ export * as ClientIdMetadata from "./cimd/index.js"
  * @deprecated Use {@link ClientIdMetadata}; this alias is removed in the next minor release.
  */
 export * as ClientMetadata from "./cimd/index.js"
+/** The extension seams: grant handlers, client-authentication methods, token bindings, metadata fields. */
+export * as Extension from "./Extension.js"
 /** Signing-key rotation: publish ahead, retire after the last token expires, on a schedule and on demand. */
 export * as KeyRotation from "./KeyRotation.js"
 /** The metadata document and its well-known locations (RFC 8414, OpenID Discovery). */

@@ -7,7 +7,7 @@
  * @module
  */
 import { CanonicalUri, Challenge, McpOperation, Scope, type Wire } from "@keyway/core"
-import { Clock, Context, Deferred, Effect, Layer, ManagedRuntime, Result } from "effect"
+import { Clock, Context, Deferred, Effect, Layer, ManagedRuntime, Option, Result } from "effect"
 import { AuthError } from "./AuthError.js"
 import { buildRequest, selectScope, validateCallback } from "./Authorization.js"
 import { ClientConfig, type ClientInformation, type ClientOptions, type FetchLike } from "./ClientConfig.js"
@@ -17,12 +17,13 @@ import {
   discoverProtectedResource,
 } from "./Discovery.js"
 import { DiscoveryCache } from "./DiscoveryCache.js"
+import { Extensions, type TokenStrategy } from "./Extension.js"
 import { stateMissing } from "./internal/callback.js"
 import { send } from "./internal/http.js"
 import { authorizationBaseUrl } from "./internal/legacy.js"
 import { PENDING_LIFETIME_MS, pendingKey, tokensKey } from "./internal/storage.js"
 import { findClient, obtainClient } from "./Registration.js"
-import { exchangeCode, refresh } from "./TokenEndpoint.js"
+import { exchangeCode, refresh, request as tokenRequest, toTokens } from "./TokenEndpoint.js"
 import { type Backend, file as fileBackend, memory, type Pending, TokenStore, type Tokens } from "./TokenStore.js"
 import { browser, UserAgent } from "./UserAgent.js"
 
@@ -114,6 +115,9 @@ const make = Effect.gen(function* () {
   const store = yield* TokenStore
   const cache = yield* DiscoveryCache
   const userAgent = yield* UserAgent
+  const extensions = [...config.extensions, ...Option.getOrElse(yield* Effect.serviceOption(Extensions), () => [])]
+  const strategies = extensions.filter((e) => e.strategy !== undefined)
+  const strategy: TokenStrategy | undefined = strategies[0]?.strategy
   const provide = <A, E>(
     effect: Effect.Effect<A, E, ClientConfig | TokenStore | DiscoveryCache>,
   ): Effect.Effect<A, E, never> =>
@@ -198,7 +202,58 @@ const make = Effect.gen(function* () {
     return tokens
   })
 
-  const authorize = Effect.fn("AuthClient.authorize")(function* (serverUrl: string, options: AuthorizeOptions = {}) {
+  /**
+   * Obtains tokens with an extension's strategy instead of the authorization code flow: the same discovery, scope
+   * selection, `resource` and issuer binding, no registration and no user agent.
+   */
+  const acquire = Effect.fn("AuthClient.acquire")(function* (
+    chosen: TokenStrategy,
+    serverUrl: string,
+    options: AuthorizeOptions,
+  ) {
+    const key = yield* serverKey(serverUrl)
+    if (strategies.length > 1) {
+      return yield* new AuthError({
+        step: "token",
+        reason: "invalid-input",
+        url: serverUrl,
+        message: `the extensions ${strategies.map((e) => e.id).join(" and ")} each obtain tokens their own way; configure only one of them`,
+      })
+    }
+    const force = options.force ?? false
+    const resource = yield* provide(discoverProtectedResource(serverUrl, options.challenge, { force }))
+    const server = yield* provide(discoverAuthorizationServer(resource.issuer, { legacy: resource.legacy, force }))
+    const scopes = selectScope({
+      explicit: options.scope ?? config.scope,
+      challenge: options.challenge?.scope,
+      resourceMetadata: resource.metadata,
+      serverMetadata: server.metadata,
+      // No refresh token comes with these grants: offline_access would ask for nothing.
+      offlineAccess: false,
+    })
+    const scope = scopes.length === 0 ? undefined : Scope.format(scopes)
+    const acquired = yield* chosen.acquire({
+      serverUrl: key,
+      resource: resource.resource,
+      resourceMetadata: resource.metadata,
+      server,
+      scope,
+      challenge: options.challenge,
+      tokenRequest: (body, requestOptions) => provide(tokenRequest(server, body, requestOptions)),
+    })
+    const tokens = toTokens(yield* Clock.currentTimeMillis, acquired.response, {
+      requestedScope: acquired.requestedScope ?? scope ?? "",
+      resource: resource.resource,
+      issuer: server.issuer,
+      clientId: acquired.clientId,
+      tokenEndpoint: server.metadata.token_endpoint as string,
+      legacy: resource.legacy,
+    })
+    yield* store.set(tokensKey(key), tokens)
+    return tokens
+  })
+
+  const interactive = Effect.fn("AuthClient.authorize")(function* (serverUrl: string, options: AuthorizeOptions = {}) {
     const session = yield* userAgent.open
     return yield* Effect.gen(function* () {
       const { request, server, client } = yield* prepare(serverUrl, options, session.redirectUri)
@@ -214,6 +269,9 @@ const make = Effect.gen(function* () {
       )
     }).pipe(Effect.ensuring(session.close))
   })
+
+  const authorize = (serverUrl: string, options: AuthorizeOptions = {}): Effect.Effect<Tokens, AuthError> =>
+    strategy === undefined ? interactive(serverUrl, options) : acquire(strategy, serverUrl, options)
 
   const begin = Effect.fn("AuthClient.begin")(function* (serverUrl: string, options: AuthorizeOptions = {}) {
     const session = yield* userAgent.open
@@ -298,9 +356,13 @@ const make = Effect.gen(function* () {
         const current = yield* readTokens(key)
         // Someone else already replaced the token: use theirs rather than spending the refresh token again.
         if (current !== undefined && current.access_token !== stale.access_token) return current
+        if (stale.client_id === undefined || stale.refresh_token === undefined) {
+          yield* store.delete(tokensKey(key))
+          return undefined
+        }
         const server = yield* serverForRefresh(stale)
         const client = yield* provide(findClient(stale.issuer, stale.client_id))
-        if (client === undefined || stale.refresh_token === undefined) {
+        if (client === undefined) {
           yield* store.delete(tokensKey(key))
           return undefined
         }
@@ -326,6 +388,16 @@ const make = Effect.gen(function* () {
     if (tokens.refresh_token !== undefined) {
       // An early refresh that fails for another reason than a dead grant must not block a token that still works.
       return yield* refreshShared(key, tokens).pipe(
+        Effect.catch((error) =>
+          Effect.flatMap(Clock.currentTimeMillis, (later) =>
+            expiresAt > later ? Effect.succeed(tokens) : Effect.fail(error),
+          ),
+        ),
+      )
+    }
+    if (strategy?.unattended === true) {
+      // Obtained again without a person, as a refresh would be; a failure keeps a token that still works.
+      return yield* authorizeShared(key, key, {}).pipe(
         Effect.catch((error) =>
           Effect.flatMap(Clock.currentTimeMillis, (later) =>
             expiresAt > later ? Effect.succeed(tokens) : Effect.fail(error),
@@ -381,6 +453,16 @@ const make = Effect.gen(function* () {
         Result.isSuccess(parsed) && challenge === undefined && response.headers.get("www-authenticate") !== null
       if (response.status === 403) {
         if (challenge?.error !== "insufficient_scope" || tokens === undefined) return response
+        if (strategy !== undefined && !strategy.stepUp) {
+          yield* Effect.promise(() => response.body?.cancel() ?? Promise.resolve())
+          return yield* new AuthError({
+            step: "step-up",
+            reason: "insufficient-scope",
+            url: original.url,
+            status: 403,
+            message: `${original.url} needs the scope "${challenge.scope ?? ""}" for ${operation}, beyond the token's "${tokens.scope}"; this client does not ask for more scope on its own (enable step-up, or configure the scope it requests)`,
+          })
+        }
         const attempts = stepUps.get(stepKey) ?? 0
         if (attempts >= config.maxStepUpAttempts) {
           yield* Effect.promise(() => response.body?.cancel() ?? Promise.resolve())

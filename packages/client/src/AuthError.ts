@@ -65,6 +65,7 @@ export const Reason = Schema.Literals([
   "unsupported-token-type",
   "invalid-grant",
   "step-up-limit",
+  "insufficient-scope",
   "unauthorized",
 ])
 

@@ -6,6 +6,7 @@
  */
 import type { Wire } from "@keyway/core"
 import { Context, Layer } from "effect"
+import type { ClientExtension } from "./Extension.js"
 import type { FetchLike } from "./internal/http.js"
 
 export type { FetchLike } from "./internal/http.js"
@@ -111,6 +112,11 @@ export interface ClientOptions {
   readonly maxStepUpAttempts?: number
   /** How long discovery documents stay fresh when the server sends no Cache-Control max-age (default 300). */
   readonly discoveryTtlSeconds?: number
+  /**
+   * Extensions (see `Extension`): one of them may replace the authorization code flow with another way of obtaining
+   * tokens (client credentials, workload identity federation).
+   */
+  readonly extensions?: ReadonlyArray<ClientExtension>
 }
 
 /** The client's options with defaults applied. */
@@ -130,6 +136,7 @@ export interface ResolvedOptions {
   readonly refreshSkewSeconds: number
   readonly maxStepUpAttempts: number
   readonly discoveryTtlSeconds: number
+  readonly extensions: ReadonlyArray<ClientExtension>
 }
 
 /** Applies the defaults. */
@@ -149,6 +156,7 @@ const resolve = (options: ClientOptions = {}): ResolvedOptions => ({
   refreshSkewSeconds: options.refreshSkewSeconds ?? 60,
   maxStepUpAttempts: options.maxStepUpAttempts ?? 3,
   discoveryTtlSeconds: options.discoveryTtlSeconds ?? 300,
+  extensions: options.extensions ?? [],
 })
 
 /**

@@ -6,16 +6,15 @@
  * @module
  */
 import { randomUUID } from "node:crypto"
-import { ClientAuth, Wire } from "@keyway/core"
+import { ClientAuth, Grant, Wire } from "@keyway/core"
 import { Clock, Effect, Result } from "effect"
 import { SignJWT } from "jose"
 import { AuthError, type Step } from "./AuthError.js"
 import { ClientConfig, type ClientInformation } from "./ClientConfig.js"
 import type { DiscoveredAuthorizationServer } from "./Discovery.js"
+import type { TokenRequestOptions } from "./Extension.js"
 import { isRecord, readJson, requireSecure, send } from "./internal/http.js"
 import type { Pending, Tokens } from "./TokenStore.js"
-
-const ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 
 /**
  * Adds client authentication to a token request by the client's registered method.
@@ -29,6 +28,7 @@ export const authenticate = Effect.fnUntraced(function* (
   server: DiscoveredAuthorizationServer,
   body: URLSearchParams,
   headers: Headers,
+  options: Pick<TokenRequestOptions, "privateKey" | "assertionAudience"> = {},
 ) {
   const config = yield* ClientConfig
   const method =
@@ -58,7 +58,7 @@ export const authenticate = Effect.fnUntraced(function* (
       return
     }
     case "private_key_jwt": {
-      const key = config.privateKeyJwt
+      const key = options.privateKey ?? config.privateKeyJwt
       if (key === undefined) {
         return yield* new AuthError({
           step,
@@ -74,26 +74,33 @@ export const authenticate = Effect.fnUntraced(function* (
           .setProtectedHeader({ alg: key.alg, ...(key.kid !== undefined ? { kid: key.kid } : {}) })
           .setIssuer(client.client_id)
           .setSubject(client.client_id)
-          .setAudience(server.issuer)
+          .setAudience(options.assertionAudience === "token_endpoint" ? url : server.issuer)
           .setJti(randomUUID())
           .setIssuedAt(issuedAt)
           .setExpirationTime(issuedAt + 60)
           .sign(key.key),
       )
       body.set("client_id", client.client_id)
-      body.set("client_assertion_type", ASSERTION_TYPE)
+      body.set("client_assertion_type", Grant.JWT_CLIENT_ASSERTION_TYPE)
       body.set("client_assertion", assertion)
       return
     }
   }
 })
 
-const tokenRequest = Effect.fnUntraced(function* (
-  step: Step,
+/**
+ * POSTs a form to the token endpoint (https only), authenticating as `options.client` when given, and returns the
+ * validated token response; an error response becomes an {@link AuthError} carrying the OAuth error code.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-3.2 | OAuth 2.1 §3.2}
+ * @see {@link https://www.rfc-editor.org/rfc/rfc6749.html#section-5 | RFC 6749 §5}
+ */
+export const request = Effect.fnUntraced(function* (
   server: DiscoveredAuthorizationServer,
-  client: ClientInformation,
   body: URLSearchParams,
+  options: TokenRequestOptions = {},
 ) {
+  const step = options.step ?? "token"
   const config = yield* ClientConfig
   const endpoint = server.metadata.token_endpoint as string
   yield* requireSecure(step, endpoint, "the token endpoint")
@@ -101,7 +108,7 @@ const tokenRequest = Effect.fnUntraced(function* (
     "content-type": "application/x-www-form-urlencoded",
     accept: "application/json",
   })
-  yield* authenticate(step, client, server, body, headers)
+  if (options.client !== undefined) yield* authenticate(step, options.client, server, body, headers, options)
   const response = yield* send(config.fetch, step, endpoint, { method: "POST", headers, body: body.toString() })
   const json = yield* readJson(step, endpoint, response)
   if (response.status !== 200) {
@@ -144,14 +151,20 @@ const tokenRequest = Effect.fnUntraced(function* (
   return parsed.success
 })
 
-const toTokens = (
+/**
+ * The tokens to store from a token response: the expiry as an instant, the scope (the requested one when the response
+ * names none, RFC 6749 §5.1), and what they are bound to (resource, issuer, client, token endpoint).
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-3.2.3 | OAuth 2.1 §3.2.3}
+ */
+export const toTokens = (
   now: number,
   response: Wire.TokenResponse,
   context: {
     readonly requestedScope: string
     readonly resource: string
     readonly issuer: string
-    readonly clientId: string
+    readonly clientId: string | undefined
     readonly tokenEndpoint: string
     readonly previousRefreshToken?: string | undefined
     readonly legacy: boolean
@@ -167,7 +180,7 @@ const toTokens = (
     scope: typeof response.scope === "string" ? response.scope : context.requestedScope,
     resource: context.resource,
     issuer: context.issuer,
-    client_id: context.clientId,
+    ...(context.clientId !== undefined ? { client_id: context.clientId } : {}),
     token_endpoint: context.tokenEndpoint,
     ...(context.legacy ? { legacy: true } : {}),
     obtained_at: now,
@@ -193,7 +206,7 @@ export const exchangeCode = Effect.fn("TokenEndpoint.exchangeCode")(function* (
     redirect_uri: pending.redirect_uri,
     resource: pending.resource,
   })
-  const response = yield* tokenRequest("token", server, client, body)
+  const response = yield* request(server, body, { client, step: "token" })
   return toTokens(yield* Clock.currentTimeMillis, response, {
     requestedScope: pending.scope,
     resource: pending.resource,
@@ -229,7 +242,7 @@ export const refresh = Effect.fn("TokenEndpoint.refresh")(function* (
     refresh_token: refreshToken,
     resource: tokens.resource,
   })
-  const response = yield* tokenRequest("refresh", server, client, body)
+  const response = yield* request(server, body, { client, step: "refresh" })
   return toTokens(yield* Clock.currentTimeMillis, response, {
     requestedScope: tokens.scope,
     resource: tokens.resource,

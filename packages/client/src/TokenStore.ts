@@ -38,7 +38,8 @@ export interface Tokens {
   readonly resource: string
   /** The issuer of the authorization server that issued the token. */
   readonly issuer: string
-  readonly client_id: string
+  /** The client the tokens were issued to; absent for tokens obtained without one (workload identity federation). */
+  readonly client_id?: string
   /**
    * The token endpoint of the issuer's validated metadata when the tokens were obtained, so that a refresh (after a
    * restart too) needs no new discovery. Absent in tokens stored by earlier versions: those refresh after discovery.

@@ -19,6 +19,8 @@ export * as ClientConfig from "./ClientConfig.js"
 export * as Discovery from "./Discovery.js"
 /** The discovery cache with freshness (RFC 9111). */
 export * as DiscoveryCache from "./DiscoveryCache.js"
+/** The extension seams: token strategies and the capabilities that declare extensions. */
+export * as Extension from "./Extension.js"
 /** Client registration: pre-registered, client ID metadata documents, dynamic registration (RFC 7591). */
 export * as Registration from "./Registration.js"
 /** Token endpoint requests and client authentication (OAuth 2.1 §3.2, RFC 7523). */

@@ -14,6 +14,9 @@ export * as Challenge from "./Challenge.js"
 /** Client authentication encodings: client_secret_basic (RFC 6749 §2.3.1). */
 export * as ClientAuth from "./ClientAuth.js"
 
+/** Identifiers of grant types, client assertion types and the MCP authorization extensions (RFC 7523, RFC 8693). */
+export * as Grant from "./Grant.js"
+
 /** HTTP caching: Cache-Control and freshness (RFC 9111 §4.2, §5.2). */
 export * as HttpCache from "./HttpCache.js"
 

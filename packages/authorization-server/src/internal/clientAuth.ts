@@ -1,7 +1,9 @@
-import { ClientAuth } from "@keyway/core"
-import { Effect, Schema } from "effect"
+import { ClientAuth, Grant } from "@keyway/core"
+import { Effect } from "effect"
 import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, type JSONWebKeySet, jwtVerify } from "jose"
+import type { ResolvedConfig } from "../Config.js"
 import type { ClientMetadataError } from "../cimd/ClientMetadataResolver.js"
+import { type ClientAuthenticationContext, type ClientAuthenticationMethod, ClientAuthFailure } from "../Extension.js"
 import { CLIENT_ASSERTION_ALGORITHMS } from "../Metadata.js"
 import type { StorageError } from "../storage/Errors.js"
 import { matchesHash, secretLive } from "../storage/internal/common.js"
@@ -9,22 +11,20 @@ import { type Client, ClientStore, GrantStore, type JwkSet } from "../storage/St
 import { findClient, MetadataDocuments } from "./clients.js"
 import { nowSeconds } from "./clock.js"
 
-/** RFC 7523 §2.2 client assertion type. */
-export const JWT_BEARER_ASSERTION = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+export { ClientAuthFailure }
 
-/** Result of client authentication: the client and whether HTTP Basic was used (for the 401 challenge). */
-export interface AuthenticatedClient {
-  readonly client: Client
-  readonly method: Client["token_endpoint_auth_method"]
+/** Result of client authentication: the client and the method it used. */
+/** A method as the server runs it: the built-in ones also resolve clients' key sets. */
+type Method = Omit<ClientAuthenticationMethod, "authenticate"> & {
+  readonly authenticate: (
+    context: ClientAuthenticationContext,
+  ) => Effect.Effect<Client, ClientAuthFailure | StorageError, ClientStore | GrantStore | MetadataDocuments>
 }
 
-/** A failed client authentication: `invalid_client` (401 with a Basic challenge) or `invalid_request`. */
-export class ClientAuthFailure extends Schema.TaggedError<ClientAuthFailure>()("ClientAuthFailure", {
-  code: Schema.Literals(["invalid_client", "invalid_request"]),
-  description: Schema.String,
-  /** Set when the client's document or key set may not be fetched yet (the per-host limit): answered 429. */
-  retryAfter: Schema.optionalKey(Schema.Number),
-}) {}
+export interface AuthenticatedClient {
+  readonly client: Client
+  readonly method: string
+}
 
 /** A failure to use a client ID metadata document or its key set, as the client-authentication failure. */
 const metadataFailure = (e: ClientMetadataError): ClientAuthFailure =>
@@ -65,75 +65,87 @@ const clientKeys = (
     return yield* get(true)
   })
 
-/**
- * Authenticates the client at the token endpoint (OAuth 2.1 §2.4; RFC 7523 §2.2 and §3). Exactly one method may be
- * used; it must be the one the client registered.
- */
-export const authenticateClient = (
-  request: Request,
-  form: Map<string, string>,
-  audiences: ReadonlyArray<string>,
-): Effect.Effect<AuthenticatedClient, ClientAuthFailure | StorageError, ClientStore | GrantStore | MetadataDocuments> =>
+const fail = (code: "invalid_client" | "invalid_request", description: string) =>
+  Effect.fail(new ClientAuthFailure({ code, description }))
+
+/** The client must be registered with the method it used. */
+const requireMethod = (client: Client, method: string) =>
+  client.token_endpoint_auth_method === method
+    ? Effect.succeed(client)
+    : fail("invalid_client", `this client must authenticate with ${client.token_endpoint_auth_method}`)
+
+const checkSecret = (context: ClientAuthenticationContext, client: Client, secret: string, method: string) =>
   Effect.gen(function* () {
     const clients = yield* ClientStore
-    const grants = yield* GrantStore
-    const now = yield* nowSeconds
-    const authorization = request.headers.get("authorization")
-    const basic = authorization !== null && /^basic\s/i.test(authorization)
-    const fail = (code: "invalid_client" | "invalid_request", description: string) =>
-      Effect.fail(new ClientAuthFailure({ code, description }))
-
-    const methods = [basic, form.has("client_secret"), form.has("client_assertion")].filter(Boolean).length
-    if (methods > 1) return yield* fail("invalid_request", "more than one client authentication method was used")
-    if (authorization !== null && !basic) {
-      return yield* fail("invalid_client", "only the Basic scheme is accepted in the Authorization header")
+    const ok = yield* clients
+      .verifySecret(client.client_id, secret, context.now)
+      .pipe(Effect.catchTag("ClientNotFound", () => Effect.succeed(false)))
+    if (!ok) {
+      // Only a caller who knows the secret learns that it expired (RFC 7591 §3.2.1 client_secret_expires_at).
+      if (!secretLive(client.client_secret_expires_at, context.now) && matchesHash(secret, client.client_secret_hash)) {
+        return yield* fail("invalid_client", "the client secret has expired (client_secret_expires_at); register again")
+      }
+      return yield* fail("invalid_client", "client authentication failed")
     }
+    return yield* requireMethod(client, method)
+  })
 
-    const lookup = (clientId: string) =>
-      findClient(clientId).pipe(
-        Effect.catchTag("ClientMetadataError", (e) => Effect.fail(metadataFailure(e))),
-        Effect.flatMap((found) =>
-          found === undefined ? fail("invalid_client", "client authentication failed") : Effect.succeed(found.client),
-        ),
-      )
-    const requireMethod = (client: Client, method: Client["token_endpoint_auth_method"]) =>
-      client.token_endpoint_auth_method === method
-        ? Effect.succeed({ client, method })
-        : fail("invalid_client", `this client must authenticate with ${client.token_endpoint_auth_method}`)
-    const checkSecret = (client: Client, secret: string, method: Client["token_endpoint_auth_method"]) =>
-      Effect.gen(function* () {
-        const ok = yield* clients
-          .verifySecret(client.client_id, secret, now)
-          .pipe(Effect.catchTag("ClientNotFound", () => Effect.succeed(false)))
-        if (!ok) {
-          // Only a caller who knows the secret learns that it expired (RFC 7591 §3.2.1 client_secret_expires_at).
-          if (!secretLive(client.client_secret_expires_at, now) && matchesHash(secret, client.client_secret_hash)) {
-            return yield* fail(
-              "invalid_client",
-              "the client secret has expired (client_secret_expires_at); register again",
-            )
-          }
-          return yield* fail("invalid_client", "client authentication failed")
-        }
-        return yield* requireMethod(client, method)
-      })
+const isBasic = (request: Request) => /^basic\s/i.test(request.headers.get("authorization") ?? "")
 
-    if (basic) {
-      const credentials = ClientAuth.decodeClientSecretBasic(authorization)
+/**
+ * `client_secret_basic`: the client ID and secret in the `Authorization: Basic` header.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc6749.html#section-2.3.1 | RFC 6749 §2.3.1}
+ */
+const clientSecretBasic: Method = {
+  name: "client_secret_basic",
+  present: isBasic,
+  authenticate: (context) =>
+    Effect.gen(function* () {
+      const credentials = ClientAuth.decodeClientSecretBasic(context.request.headers.get("authorization") ?? "")
       if (credentials === undefined) return yield* fail("invalid_client", "malformed Basic credentials")
-      const { clientId: id, clientSecret: secret } = credentials
-      const bodyId = form.get("client_id")
-      if (bodyId !== undefined && bodyId !== id) {
+      const bodyId = context.form.get("client_id")
+      if (bodyId !== undefined && bodyId !== credentials.clientId) {
         return yield* fail("invalid_client", "client_id in the body differs from the authenticated client")
       }
-      const client = yield* lookup(id)
-      return yield* checkSecret(client, secret, "client_secret_basic")
-    }
+      const client = yield* context.lookup(credentials.clientId)
+      return yield* checkSecret(context, client, credentials.clientSecret, "client_secret_basic")
+    }),
+}
 
-    if (form.has("client_assertion")) {
+/**
+ * `client_secret_post`: the client ID and secret in the form body.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc6749.html#section-2.3.1 | RFC 6749 §2.3.1}
+ */
+const clientSecretPost: Method = {
+  name: "client_secret_post",
+  present: (_, form) => form.has("client_secret"),
+  authenticate: (context) =>
+    Effect.gen(function* () {
+      const clientId = context.form.get("client_id")
+      if (clientId === undefined || clientId === "")
+        return yield* fail("invalid_client", "client authentication failed")
+      const client = yield* context.lookup(clientId)
+      return yield* checkSecret(context, client, context.form.get("client_secret") ?? "", "client_secret_post")
+    }),
+}
+
+/**
+ * `private_key_jwt`: a JWT signed with the client's key as `client_assertion`, single use by its `jti`.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc7523.html#section-2.2 | RFC 7523 §2.2}
+ * @see {@link https://www.rfc-editor.org/rfc/rfc7523.html#section-3 | RFC 7523 §3}
+ */
+const privateKeyJwt: Method = {
+  name: "private_key_jwt",
+  present: (_, form) => form.has("client_assertion"),
+  authenticate: (context) =>
+    Effect.gen(function* () {
+      const { form, now } = context
       const type = form.get("client_assertion_type")
-      if (type !== JWT_BEARER_ASSERTION) {
-        return yield* fail("invalid_request", `client_assertion_type must be ${JWT_BEARER_ASSERTION}`)
+      if (type !== Grant.JWT_CLIENT_ASSERTION_TYPE) {
+        return yield* fail("invalid_request", `client_assertion_type must be ${Grant.JWT_CLIENT_ASSERTION_TYPE}`)
       }
       const assertion = form.get("client_assertion") ?? ""
       let claimedId: string | undefined
@@ -148,7 +160,7 @@ export const authenticateClient = (
       if (bodyId !== undefined && bodyId !== claimedId) {
         return yield* fail("invalid_client", "client_id differs from the assertion's subject")
       }
-      const client = yield* lookup(claimedId)
+      const client = yield* context.lookup(claimedId)
       if (client.token_endpoint_auth_method !== "private_key_jwt") {
         return yield* fail("invalid_client", `this client must authenticate with ${client.token_endpoint_auth_method}`)
       }
@@ -162,7 +174,7 @@ export const authenticateClient = (
           jwtVerify(assertion, createLocalJWKSet(keys as unknown as JSONWebKeySet), {
             issuer: client.client_id,
             subject: client.client_id,
-            audience: [...audiences],
+            audience: [...context.audiences],
             algorithms: [...CLIENT_ASSERTION_ALGORITHMS],
             requiredClaims: ["exp", "jti"],
             currentDate: new Date(now * 1000),
@@ -179,15 +191,89 @@ export const authenticateClient = (
         return yield* fail("invalid_client", "client_assertion needs jti and exp")
       }
       if (exp > now + 3600) return yield* fail("invalid_client", "client_assertion lives longer than one hour")
+      const grants = yield* GrantStore
       const fresh = yield* grants.rememberJti(client.client_id, jti, exp)
       if (!fresh) return yield* fail("invalid_client", "client_assertion jti was already used")
-      return { client, method: "private_key_jwt" as const }
-    }
+      return client
+    }),
+}
 
-    const clientId = form.get("client_id")
-    if (clientId === undefined || clientId === "") return yield* fail("invalid_client", "client authentication failed")
-    const client = yield* lookup(clientId)
-    if (form.has("client_secret"))
-      return yield* checkSecret(client, form.get("client_secret") ?? "", "client_secret_post")
-    return yield* requireMethod(client, "none")
+/**
+ * `none`: a public client names itself with `client_id` and proves nothing.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-2.1 | OAuth 2.1 §2.1}
+ */
+const noAuthentication: Method = {
+  name: "none",
+  present: () => false,
+  authenticate: (context) =>
+    Effect.gen(function* () {
+      const clientId = context.form.get("client_id")
+      if (clientId === undefined || clientId === "")
+        return yield* fail("invalid_client", "client authentication failed")
+      return yield* requireMethod(yield* context.lookup(clientId), "none")
+    }),
+}
+
+/**
+ * The built-in client-authentication methods, in the order `token_endpoint_auth_methods_supported` lists them.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc7591.html#section-2 | RFC 7591 §2}
+ */
+export const builtinMethods: ReadonlyArray<Method> = [
+  noAuthentication,
+  clientSecretBasic,
+  clientSecretPost,
+  privateKeyJwt,
+]
+
+/** Every client-authentication method: the built-in ones, then those the extensions register. */
+export const authenticationMethods = (config: ResolvedConfig): ReadonlyArray<Method> => [
+  ...builtinMethods,
+  ...config.extensions.flatMap((e) => e.clientAuthenticationMethods ?? []),
+]
+
+/** Whether the request carries client credentials or names a client (`client_id`). */
+export const identifiesClient = (config: ResolvedConfig, request: Request, form: ReadonlyMap<string, string>) =>
+  request.headers.has("authorization") ||
+  form.has("client_id") ||
+  authenticationMethods(config).some((m) => m.present(request, form))
+
+/**
+ * Authenticates the client at the token, revocation or introspection endpoint (OAuth 2.1 §2.4; RFC 7523 §2.2 and
+ * §3). Exactly one method may be used; it must be the one the client registered.
+ */
+export const authenticateClient = (
+  config: ResolvedConfig,
+  request: Request,
+  form: ReadonlyMap<string, string>,
+  audiences: ReadonlyArray<string>,
+): Effect.Effect<AuthenticatedClient, ClientAuthFailure | StorageError, ClientStore | GrantStore | MetadataDocuments> =>
+  Effect.gen(function* () {
+    const now = yield* nowSeconds
+    const methods = authenticationMethods(config)
+    const used = methods.filter((m) => m.present(request, form))
+    if (used.length > 1) return yield* fail("invalid_request", "more than one client authentication method was used")
+    if (request.headers.has("authorization") && !isBasic(request) && used.length === 0) {
+      return yield* fail("invalid_client", "only the Basic scheme is accepted in the Authorization header")
+    }
+    const method = used[0] ?? noAuthentication
+    const services = yield* Effect.context<ClientStore | MetadataDocuments>()
+    const context: ClientAuthenticationContext = {
+      config,
+      request,
+      form,
+      now,
+      audiences,
+      lookup: (clientId) =>
+        findClient(clientId).pipe(
+          Effect.catchTag("ClientMetadataError", (e) => Effect.fail(metadataFailure(e))),
+          Effect.flatMap((found) =>
+            found === undefined ? fail("invalid_client", "client authentication failed") : Effect.succeed(found.client),
+          ),
+          Effect.provideContext(services),
+        ),
+    }
+    const client = yield* method.authenticate(context)
+    return { client, method: method.name }
   })

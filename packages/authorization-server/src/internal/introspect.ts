@@ -26,7 +26,7 @@ export const introspectEndpoint = (
 ): Effect.Effect<Response, StorageError, ClientStore | GrantStore | TokenSigner | MetadataDocuments> =>
   Effect.gen(function* () {
     const form = yield* readForm(config, request)
-    const { client, method } = yield* authenticateClient(request, form, [
+    const { client, method } = yield* authenticateClient(config, request, form, [
       config.issuer,
       config.endpoints.token,
       config.endpoints.introspection,

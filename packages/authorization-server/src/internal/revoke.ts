@@ -44,7 +44,7 @@ export const revokeEndpoint = (
 ): Effect.Effect<Response, StorageError, ClientStore | GrantStore | TokenSigner | MetadataDocuments> =>
   Effect.gen(function* () {
     const form = yield* readForm(config, request)
-    const { client } = yield* authenticateClient(request, form, [
+    const { client } = yield* authenticateClient(config, request, form, [
       config.issuer,
       config.endpoints.token,
       config.endpoints.revocation,

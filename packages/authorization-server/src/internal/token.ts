@@ -1,10 +1,11 @@
-import { CanonicalUri, OAuthError, Pkce, Scope } from "@keyway/core"
+import { CanonicalUri, Grant, OAuthError, Pkce, Scope } from "@keyway/core"
 import { Effect, Option, Result } from "effect"
-import type { ResolvedConfig } from "../Config.js"
+import type { ResolvedConfig, Resource } from "../Config.js"
+import type { GrantContext, GrantHandler, Issue, TokenBinding } from "../Extension.js"
 import { TokenSigner } from "../Signing.js"
 import type { StorageError } from "../storage/Errors.js"
 import { type Client, type ClientStore, GrantStore } from "../storage/Storage.js"
-import { authenticateClient } from "./clientAuth.js"
+import { authenticateClient, identifiesClient } from "./clientAuth.js"
 import type { MetadataDocuments } from "./clients.js"
 import { nowSeconds } from "./clock.js"
 import { randomToken } from "./crypto.js"
@@ -19,7 +20,15 @@ const err = (code: OAuthError.ErrorCode, description: string) => Effect.fail(OAu
  */
 const signAccessToken = (
   config: ResolvedConfig,
-  args: { subject: string; clientId: string; resource: string; scope: string; authTime: number },
+  binding: TokenBinding,
+  args: {
+    subject: string
+    clientId: string
+    resource: string
+    scope: string
+    authTime?: number
+    claims?: Readonly<Record<string, unknown>> | undefined
+  },
 ) =>
   Effect.gen(function* () {
     const signer = yield* TokenSigner
@@ -29,6 +38,8 @@ const signAccessToken = (
     const token = yield* signer
       .sign(
         {
+          ...args.claims,
+          ...binding.claims,
           iss: config.issuer,
           sub: args.subject,
           aud: args.resource,
@@ -37,7 +48,7 @@ const signAccessToken = (
           jti,
           iat,
           exp,
-          auth_time: args.authTime,
+          ...(args.authTime === undefined ? {} : { auth_time: args.authTime }),
         },
         "at+jwt",
       )
@@ -53,7 +64,12 @@ const codeErrors = {
   GrantRevoked: () => err("invalid_grant", "the authorization code has been revoked"),
 }
 
-const authorizationCodeGrant = (config: ResolvedConfig, client: Client, form: Map<string, string>) =>
+const authorizationCodeGrant = (
+  config: ResolvedConfig,
+  client: Client,
+  form: ReadonlyMap<string, string>,
+  binding: TokenBinding,
+) =>
   Effect.gen(function* () {
     const grants = yield* GrantStore
     const code = form.get("code")
@@ -103,7 +119,7 @@ const authorizationCodeGrant = (config: ResolvedConfig, client: Client, form: Ma
       return yield* refuse(err("invalid_target", "resource differs from the one authorized"))
     }
 
-    const access = yield* signAccessToken(config, {
+    const access = yield* signAccessToken(config, binding, {
       subject: record.subject,
       clientId: client.client_id,
       resource: record.resource,
@@ -122,7 +138,7 @@ const authorizationCodeGrant = (config: ResolvedConfig, client: Client, form: Ma
           : { refresh: { token: refreshToken, expires_at: now + config.refreshTokenTtl } }),
       })
       .pipe(Effect.catchTags(codeErrors))
-    return tokenResponse(access.token, config.accessTokenTtl, record.scope, refreshToken)
+    return tokenResponse(binding, access.token, config.accessTokenTtl, record.scope, refreshToken)
   })
 
 const refreshErrors = {
@@ -132,7 +148,12 @@ const refreshErrors = {
   RefreshTokenReused: () => err("invalid_grant", "the refresh token was already used; its whole family is now revoked"),
 }
 
-const refreshGrant = (config: ResolvedConfig, client: Client, form: Map<string, string>) =>
+const refreshGrant = (
+  config: ResolvedConfig,
+  client: Client,
+  form: ReadonlyMap<string, string>,
+  binding: TokenBinding,
+) =>
   Effect.gen(function* () {
     const grants = yield* GrantStore
     const presented = form.get("refresh_token")
@@ -174,7 +195,7 @@ const refreshGrant = (config: ResolvedConfig, client: Client, form: Map<string, 
       .pipe(Effect.catchTag("GrantNotFound", () => err("invalid_grant", "the grant no longer exists")))
 
     const scope = Scope.format(scopes)
-    const access = yield* signAccessToken(config, {
+    const access = yield* signAccessToken(config, binding, {
       subject: current.subject,
       clientId: client.client_id,
       resource: current.resource,
@@ -205,23 +226,64 @@ const refreshGrant = (config: ResolvedConfig, client: Client, form: Map<string, 
           GrantRevoked: () => err("invalid_grant", "the grant has been revoked"),
         }),
       )
-    return tokenResponse(access.token, config.accessTokenTtl, scope, refreshed.refresh_token)
+    return tokenResponse(binding, access.token, config.accessTokenTtl, scope, refreshed.refresh_token)
   })
 
-const tokenResponse = (accessToken: string, expiresIn: number, scope: string, refreshToken: string | undefined) =>
+const tokenResponse = (
+  binding: TokenBinding,
+  accessToken: string,
+  expiresIn: number,
+  scope: string,
+  refreshToken: string | undefined,
+) =>
   json(
     {
       access_token: accessToken,
-      token_type: "Bearer",
+      token_type: binding.tokenType ?? "Bearer",
       expires_in: expiresIn,
       scope,
       ...(refreshToken === undefined ? {} : { refresh_token: refreshToken }),
     },
-    { headers: CORS_HEADERS },
+    { headers: { ...CORS_HEADERS, ...binding.headers } },
   )
 
+/** The server's own grants, registered like any extension's. */
+type BuiltinGrant = Omit<GrantHandler, "handle"> & {
+  readonly run: (
+    config: ResolvedConfig,
+    client: Client,
+    form: ReadonlyMap<string, string>,
+    binding: TokenBinding,
+  ) => Effect.Effect<Response, OAuthError.OAuthError | StorageError, GrantStore | TokenSigner>
+}
+
+const builtinGrants: ReadonlyArray<BuiltinGrant> = [
+  { grantType: Grant.AUTHORIZATION_CODE, clientAuthentication: "required", run: authorizationCodeGrant },
+  { grantType: Grant.REFRESH_TOKEN, clientAuthentication: "required", run: refreshGrant },
+]
+
+/** The configured resource a `resource` parameter names (RFC 8707 §2), or the default resource when it is absent. */
+const resourceOf = (
+  config: ResolvedConfig,
+  value: string | undefined,
+): Effect.Effect<Resource, OAuthError.OAuthError> => {
+  if (value === undefined) {
+    const fallback = config.defaultResource === undefined ? undefined : config.resources.get(config.defaultResource)
+    return fallback === undefined
+      ? err("invalid_request", "resource is missing: name the MCP server the token is for (RFC 8707)")
+      : Effect.succeed(fallback)
+  }
+  const canonical = CanonicalUri.validate(value)
+  if (Result.isFailure(canonical)) return err("invalid_target", "resource is not a valid absolute URI")
+  const found = config.resources.get(canonical.success)
+  return found === undefined
+    ? err("invalid_target", `resource ${canonical.success} is not served by this authorization server`)
+    : Effect.succeed(found)
+}
+
 /**
- * The token endpoint (OAuth 2.1 §3.2): form body only, size-capped, one authentication method, then the grant.
+ * The token endpoint (OAuth 2.1 §3.2): form body only, size-capped, one authentication method, the extensions'
+ * token-request hooks, then the grant handler registered for `grant_type`.
  */
 export const tokenEndpoint = (
   config: ResolvedConfig,
@@ -229,16 +291,60 @@ export const tokenEndpoint = (
 ): Effect.Effect<Response, StorageError, ClientStore | GrantStore | TokenSigner | MetadataDocuments> =>
   Effect.gen(function* () {
     const form = yield* readForm(config, request)
-    const { client } = yield* authenticateClient(request, form, [config.issuer, config.endpoints.token])
     const grantType = form.get("grant_type")
+    const extension =
+      grantType === undefined
+        ? undefined
+        : config.extensions
+            .flatMap((e) => e.grants ?? [])
+            .find((g) => g.grantType === grantType && (g.accepts === undefined || g.accepts(form)))
+    // A grant that works without a client (workload identity federation) gets none when the request names none.
+    const anonymous = extension?.clientAuthentication === "optional" && !identifiesClient(config, request, form)
+    const client = anonymous
+      ? undefined
+      : (yield* authenticateClient(config, request, form, [config.issuer, config.endpoints.token])).client
     if (grantType === undefined || grantType === "") return yield* err("invalid_request", "grant_type is missing")
-    if (grantType !== "authorization_code" && grantType !== "refresh_token") {
+    const builtin = builtinGrants.find((g) => g.grantType === grantType)
+    if (builtin === undefined && extension === undefined) {
       return yield* err("unsupported_grant_type", `grant_type ${grantType} is not supported`)
     }
-    if (!client.grant_types.includes(grantType)) {
+    if (client !== undefined && !client.grant_types.includes(grantType)) {
       return yield* err("unauthorized_client", `this client may not use the ${grantType} grant`)
     }
-    return grantType === "authorization_code"
-      ? yield* authorizationCodeGrant(config, client, form)
-      : yield* refreshGrant(config, client, form)
+    const now = yield* nowSeconds
+    const bindings: Array<TokenBinding> = []
+    for (const e of config.extensions) {
+      if (e.tokenRequest === undefined) continue
+      const bound = yield* e.tokenRequest({ config, request, form, client, now })
+      if (bound !== undefined) bindings.push(bound)
+    }
+    const binding = bindings.reduce<TokenBinding>(
+      (all, b) => ({
+        claims: { ...all.claims, ...b.claims },
+        headers: { ...all.headers, ...b.headers },
+        ...((b.tokenType ?? all.tokenType) === undefined
+          ? {}
+          : { tokenType: (b.tokenType ?? all.tokenType) as string }),
+      }),
+      {},
+    )
+    if (builtin !== undefined && client !== undefined) return yield* builtin.run(config, client, form, binding)
+    const handler = extension as GrantHandler
+    const grants = yield* GrantStore
+    const services = yield* Effect.context<TokenSigner>()
+    const context: GrantContext = {
+      config,
+      request,
+      form,
+      client,
+      now,
+      resource: (value) => resourceOf(config, value),
+      issue: (issue: Issue) =>
+        signAccessToken(config, binding, issue).pipe(
+          Effect.map((access) => tokenResponse(binding, access.token, config.accessTokenTtl, issue.scope, undefined)),
+          Effect.provideContext(services),
+        ),
+      rememberJti: (namespace, jti, expiresAt) => grants.rememberJti(namespace, jti, expiresAt),
+    }
+    return yield* handler.handle(context)
   }).pipe(answerFailures(config, "token"))

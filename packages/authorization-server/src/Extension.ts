@@ -1,0 +1,227 @@
+/**
+ * The seams extensions plug into: grant types and client-authentication methods are registered handlers, and a
+ * token-request hook may bind every token a request issues (DPoP's `cnf`). The token endpoint dispatches to them; the
+ * metadata document lists what they add. Extensions depend on this module, never the other way round.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc6749.html#section-8.3 | RFC 6749 §8.3 (defining new grant types)}
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-2 | RFC 8414 §2}
+ * @module
+ */
+import type { OAuthError } from "@keyway/core"
+import { Context, type Effect, Layer, Schema } from "effect"
+import type { ResolvedConfig, Resource } from "./Config.js"
+import type { StorageError } from "./storage/Errors.js"
+import type { Client, ClientStore, GrantStore } from "./storage/Storage.js"
+
+/**
+ * The services an extension's handlers may use: the server's client and grant stores.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-7.1 | OAuth 2.1 §7.1}
+ */
+export type HandlerServices = ClientStore | GrantStore
+
+/**
+ * What a grant issues: an access token for one resource (RFC 8707), with its subject, client and scope.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc9068.html#section-2.2 | RFC 9068 §2.2}
+ */
+export interface Issue {
+  /** The `sub` claim: the user, the client (client credentials) or the workload. */
+  readonly subject: string
+  /** The `client_id` claim (RFC 9068 §2.2): the client, or the name a federated workload is known by. */
+  readonly clientId: string
+  /** The canonical URI of a configured resource (the `aud` claim). */
+  readonly resource: string
+  /** The granted scope, space-separated (may be empty). */
+  readonly scope: string
+  /**
+   * Further claims of the access token. The claims the server sets itself (`iss`, `sub`, `aud`, `client_id`,
+   * `scope`, `jti`, `iat`, `exp`, `auth_time`) cannot be replaced.
+   */
+  readonly claims?: Readonly<Record<string, unknown>>
+}
+
+/**
+ * Everything a grant handler gets: the request, its form, the authenticated client (when there is one), and the
+ * server's own operations, so a handler never signs, stores or answers by itself.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-3.2 | OAuth 2.1 §3.2}
+ */
+export interface GrantContext {
+  readonly config: ResolvedConfig
+  readonly request: Request
+  /** The form parameters (none repeated). */
+  readonly form: ReadonlyMap<string, string>
+  /** The authenticated client; `undefined` only for a grant whose `clientAuthentication` is `optional`. */
+  readonly client: Client | undefined
+  /** Seconds since the epoch, from Effect's `Clock`. */
+  readonly now: number
+  /**
+   * The configured resource a `resource` parameter names (RFC 8707 §2); fails `invalid_target` for a malformed or
+   * unknown one, `invalid_request` when the parameter is missing and the server has no default resource.
+   */
+  readonly resource: (value: string | undefined) => Effect.Effect<Resource, OAuthError.OAuthError>
+  /**
+   * Signs an access token and answers the token response (`Cache-Control: no-store`, no refresh token), with what
+   * the request's token hooks add (for example DPoP's `cnf` and `token_type`).
+   */
+  readonly issue: (issue: Issue) => Effect.Effect<Response, OAuthError.OAuthError | StorageError>
+  /**
+   * Records a JWT ID as used until `expiresAt` (seconds); false when it was already recorded in `namespace`. For the
+   * single use of assertions (RFC 7523 §3 item 7), shared by every instance on one store.
+   */
+  readonly rememberJti: (namespace: string, jti: string, expiresAt: number) => Effect.Effect<boolean, StorageError>
+}
+
+/**
+ * A grant type the token endpoint dispatches to by `grant_type`.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc6749.html#section-4.5 | RFC 6749 §4.5 (extension grants)}
+ */
+export interface GrantHandler {
+  /** The `grant_type` value, listed in `grant_types_supported`. */
+  readonly grantType: string
+  /**
+   * `required`: the client authenticates as for any grant and must have this grant type among its `grant_types`
+   * (`unauthorized_client` otherwise). `optional`: a request without client authentication reaches the handler with
+   * no client (workload identity federation); one with client authentication is still checked.
+   */
+  readonly clientAuthentication: "required" | "optional"
+  /**
+   * Several handlers may share a grant type (the JWT bearer grant carries workload assertions and identity
+   * assertions): the first whose `accepts` is true for the form takes the request; one without `accepts` takes any.
+   */
+  readonly accepts?: (form: ReadonlyMap<string, string>) => boolean
+  /** Checks the request and issues, through {@link GrantContext.issue}, or fails with the OAuth error to answer. */
+  readonly handle: (
+    context: GrantContext,
+  ) => Effect.Effect<Response, OAuthError.OAuthError | StorageError, HandlerServices>
+}
+
+/**
+ * What a client-authentication method finds in a request.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-2.4 | OAuth 2.1 §2.4}
+ */
+export interface ClientAuthenticationContext {
+  readonly config: ResolvedConfig
+  readonly request: Request
+  readonly form: ReadonlyMap<string, string>
+  readonly now: number
+  /** The audiences an assertion may name: the issuer and the endpoint's URL. */
+  readonly audiences: ReadonlyArray<string>
+  /** The client with this ID (stored, or resolved from its metadata document); fails `invalid_client` when unknown. */
+  readonly lookup: (clientId: string) => Effect.Effect<Client, ClientAuthFailure | StorageError>
+}
+
+/**
+ * Why client authentication failed: `invalid_client` (answered 401 with a Basic challenge) or `invalid_request`.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc6749.html#section-5.2 | RFC 6749 §5.2}
+ */
+export class ClientAuthFailure extends Schema.TaggedError<ClientAuthFailure>()("ClientAuthFailure", {
+  code: Schema.Literals(["invalid_client", "invalid_request"]),
+  description: Schema.String,
+  /** Set when the client's document or key set may not be fetched yet (the per-host limit): answered 429. */
+  retryAfter: Schema.optionalKey(Schema.Number),
+}) {}
+
+/**
+ * A client-authentication method (a `token_endpoint_auth_method` value). The built-in ones are `none`,
+ * `client_secret_basic`, `client_secret_post` and `private_key_jwt`; an extension may register another.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc7591.html#section-2 | RFC 7591 §2 (token_endpoint_auth_method)}
+ */
+export interface ClientAuthenticationMethod {
+  /** The `token_endpoint_auth_method` value, listed in `token_endpoint_auth_methods_supported`. */
+  readonly name: string
+  /** Whether the request carries this method's credentials (exactly one method may be present). */
+  readonly present: (request: Request, form: ReadonlyMap<string, string>) => boolean
+  /** Authenticates; the client must be registered with this method. */
+  readonly authenticate: (
+    context: ClientAuthenticationContext,
+  ) => Effect.Effect<Client, ClientAuthFailure | StorageError, HandlerServices>
+}
+
+/**
+ * What a token-request hook binds to every access token the request issues, whatever the grant.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc9449.html#section-6 | RFC 9449 §6 (cnf confirmation)}
+ */
+export interface TokenBinding {
+  /** Claims added to the access token (for example `cnf`). */
+  readonly claims?: Readonly<Record<string, unknown>>
+  /** The `token_type` of the response; `Bearer` by default. */
+  readonly tokenType?: string
+  /** Headers added to the token response (for example a fresh `DPoP-Nonce`). */
+  readonly headers?: Readonly<Record<string, string>>
+}
+
+/**
+ * Runs on every token request after client authentication and before the grant; fails with the OAuth error to
+ * answer, or binds what the request issues.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc9449.html#section-5 | RFC 9449 §5}
+ */
+export type TokenRequestHook = (context: {
+  readonly config: ResolvedConfig
+  readonly request: Request
+  readonly form: ReadonlyMap<string, string>
+  readonly client: Client | undefined
+  readonly now: number
+}) => Effect.Effect<TokenBinding | undefined, OAuthError.OAuthError | StorageError, HandlerServices>
+
+/**
+ * One extension of the authorization server: its identifier, what it registers, and the metadata fields it adds.
+ *
+ * @see {@link https://github.com/modelcontextprotocol/ext-auth | MCP authorization extensions}
+ */
+export interface AuthorizationServerExtension {
+  /** The extension identifier, for example `io.modelcontextprotocol/oauth-client-credentials`. */
+  readonly id: string
+  readonly grants?: ReadonlyArray<GrantHandler>
+  readonly clientAuthenticationMethods?: ReadonlyArray<ClientAuthenticationMethod>
+  readonly tokenRequest?: TokenRequestHook
+  /**
+   * Fields added to the metadata document (RFC 8414 §2). Arrays are merged with the server's own values (union, in
+   * order); other values are set when the server has none.
+   */
+  readonly metadata?: (config: ResolvedConfig) => Readonly<Record<string, unknown>>
+  /**
+   * Checks the configuration at start-up (for example that a client allowed the grant can authenticate); returns a
+   * message for a `ConfigError`, or undefined.
+   */
+  readonly validate?: (config: ResolvedConfig) => string | undefined
+}
+
+/**
+ * The extensions of the Effect face, added to the `extensions` option of the server's layer.
+ *
+ * @see {@link https://github.com/modelcontextprotocol/ext-auth | MCP authorization extensions}
+ */
+export class Extensions extends Context.Service<Extensions, ReadonlyArray<AuthorizationServerExtension>>()(
+  "@keyway/authorization-server/Extensions",
+) {
+  /** A layer with these extensions. */
+  static readonly layer = (extensions: ReadonlyArray<AuthorizationServerExtension>): Layer.Layer<Extensions> =>
+    Layer.succeed(Extensions, extensions)
+}
+
+/**
+ * Merges an extension's metadata fields into the document: arrays are united in order, other fields are set only when
+ * absent (an extension never replaces what the server says about itself).
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-2 | RFC 8414 §2}
+ */
+export const mergeMetadata = (
+  document: Record<string, unknown>,
+  fields: Readonly<Record<string, unknown>>,
+): Record<string, unknown> => {
+  const out: Record<string, unknown> = { ...document }
+  for (const [name, value] of Object.entries(fields)) {
+    const current = out[name]
+    if (Array.isArray(current) && Array.isArray(value)) out[name] = [...new Set([...current, ...value])]
+    else if (current === undefined) out[name] = value
+  }
+  return out
+}

@@ -1,0 +1,131 @@
+/**
+ * The seams extensions plug into on the client side. How tokens are obtained for a server is a strategy: the
+ * authorization code grant with PKCE by default; an extension supplies another (client credentials, the JWT bearer
+ * grant, token exchange). Whatever the strategy, the client keeps doing discovery, `resource`, the issuer binding,
+ * token storage, re-acquisition before expiry, and the 401 and 403 handling. Extensions depend on this module, never
+ * the other way round.
+ *
+ * @see {@link https://github.com/modelcontextprotocol/ext-auth | MCP authorization extensions}
+ * @module
+ */
+import type { Challenge, Wire } from "@keyway/core"
+import { Context, type Effect, Layer } from "effect"
+import type { AuthError, Step } from "./AuthError.js"
+import type { ClientInformation, PrivateKeyJwt } from "./ClientConfig.js"
+import type { DiscoveredAuthorizationServer } from "./Discovery.js"
+
+/**
+ * How a token request authenticates the client, when it does.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-2.4 | OAuth 2.1 §2.4}
+ * @see {@link https://www.rfc-editor.org/rfc/rfc7523.html#section-2.2 | RFC 7523 §2.2}
+ */
+export interface TokenRequestOptions {
+  /** The client to authenticate as, by its `token_endpoint_auth_method`; no client authentication when absent. */
+  readonly client?: ClientInformation
+  /** The key for `private_key_jwt`, instead of the client's configured `privateKeyJwt`. */
+  readonly privateKey?: PrivateKeyJwt
+  /**
+   * The `aud` of a `private_key_jwt` assertion: `issuer` (the default; RFC 7523 §3 and the MCP extensions name the
+   * authorization server's issuer) or `token_endpoint` for servers that want the endpoint's URL.
+   */
+  readonly assertionAudience?: "issuer" | "token_endpoint"
+  /** The step errors are reported under; `token` by default. */
+  readonly step?: Step
+}
+
+/**
+ * What a strategy is given once discovery is done: the server, the resource, the selected scope, and the client's
+ * own token request (https only, client authentication, typed OAuth errors, strict response validation).
+ *
+ * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#authorization-flow-steps | MCP authorization flow}
+ */
+export interface AcquireContext {
+  /** The MCP server URL, canonical (the key tokens are stored under). */
+  readonly serverUrl: string
+  /** The resource identifier exactly as the protected resource metadata gives it: the `resource` to send. */
+  readonly resource: string
+  readonly resourceMetadata: Wire.ProtectedResourceMetadata | undefined
+  /** The authorization server, its metadata validated against its issuer. */
+  readonly server: DiscoveredAuthorizationServer
+  /** The scope selected by the MCP rules (challenge, then `scopes_supported`), or undefined to send none. */
+  readonly scope: string | undefined
+  /** The Bearer challenge that started this acquisition, if any. */
+  readonly challenge: Challenge.BearerParams | undefined
+  /** POSTs a form to the token endpoint and returns the validated token response. */
+  readonly tokenRequest: (
+    body: URLSearchParams,
+    options?: TokenRequestOptions,
+  ) => Effect.Effect<Wire.TokenResponse, AuthError>
+}
+
+/**
+ * What a strategy obtained.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-3.2.3 | OAuth 2.1 §3.2.3}
+ */
+export interface Acquired {
+  readonly response: Wire.TokenResponse
+  /** The client the tokens were issued to; absent when there was none (workload identity federation). */
+  readonly clientId?: string
+  /** The scope that was requested, taken as granted when the response names none (RFC 6749 §5.1). */
+  readonly requestedScope?: string
+}
+
+/**
+ * How tokens are obtained for a server.
+ *
+ * @see {@link https://github.com/modelcontextprotocol/ext-auth | MCP authorization extensions}
+ */
+export interface TokenStrategy {
+  /**
+   * True when tokens can be obtained again without a person (client credentials, workload identity): the client then
+   * obtains a new access token before the current one expires, as it would refresh one.
+   */
+  readonly unattended: boolean
+  /**
+   * Whether a 403 `insufficient_scope` is answered by obtaining a token for the union of the held and the challenged
+   * scopes (within the step-up limit); when false it is the typed failure `step-up`/`insufficient-scope`.
+   */
+  readonly stepUp: boolean
+  readonly acquire: (context: AcquireContext) => Effect.Effect<Acquired, AuthError>
+}
+
+/**
+ * One extension of the client.
+ *
+ * @see {@link https://github.com/modelcontextprotocol/ext-auth | MCP authorization extensions}
+ */
+export interface ClientExtension {
+  /** The extension identifier, for example `io.modelcontextprotocol/oauth-client-credentials`. */
+  readonly id: string
+  /** Replaces the authorization code flow (at most one extension may give a strategy). */
+  readonly strategy?: TokenStrategy
+  /** The settings declared for it in the MCP client capabilities (`capabilities.extensions[id]`); `{}` by default. */
+  readonly settings?: Readonly<Record<string, unknown>>
+}
+
+/**
+ * The extensions of the Effect face, added to the `extensions` option of the client's configuration.
+ *
+ * @see {@link https://github.com/modelcontextprotocol/ext-auth | MCP authorization extensions}
+ */
+export class Extensions extends Context.Service<Extensions, ReadonlyArray<ClientExtension>>()(
+  "@keyway/client/Extensions",
+) {
+  /** A layer with these extensions. */
+  static readonly layer = (extensions: ReadonlyArray<ClientExtension>): Layer.Layer<Extensions> =>
+    Layer.succeed(Extensions, extensions)
+}
+
+/**
+ * The MCP client capabilities that declare these extensions (`{ extensions: { [id]: settings } }`), to merge into
+ * the capabilities an MCP client sends: in `initialize`, or on the 2026-07-28 wire with every request.
+ *
+ * @see {@link https://modelcontextprotocol.io/specification/2026-07-28/basic/lifecycle | MCP 2026-07-28 capabilities}
+ */
+export const capabilities = (
+  extensions: ReadonlyArray<ClientExtension>,
+): { readonly extensions: Readonly<Record<string, Readonly<Record<string, unknown>>>> } => ({
+  extensions: Object.fromEntries(extensions.map((e) => [e.id, e.settings ?? {}])),
+})
