@@ -161,6 +161,12 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
     copyExample("packages/client/examples/test-user.ts", "client", "test-user.ts")
     copyExample("packages/client/examples/errors.ts", "client", "errors.ts")
     copyExample("packages/integrations/mcp-sdk-client/examples/client.ts", "client", "sdk.ts")
+    copyExample("packages/extensions/client-credentials/examples/client.ts", "client", "client-credentials.ts")
+    copyExample(
+      "packages/extensions/client-credentials/examples/authorization-server.ts",
+      "authorization-server",
+      "client-credentials.ts",
+    )
     copyFileSync(join(import.meta.dirname, "fixtures", "browser.mjs"), join(projectDir("client"), "browser.mjs"))
     // The second install: the frameworks the examples use, and @types/node for compiling them.
     await Promise.all([
@@ -168,10 +174,12 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
         projectDir("client"),
         [
           tarball("@keyway/mcp-sdk-client"),
+          tarball("@keyway/ext-client-credentials"),
           devVersion("packages/integrations/mcp-sdk-client", "@modelcontextprotocol/client"),
         ],
         cache,
       ),
+      npmInstall(projectDir("authorization-server"), [tarball("@keyway/ext-client-credentials")], cache),
       npmInstall(
         projectDir("resource-server"),
         [
