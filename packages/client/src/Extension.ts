@@ -92,6 +92,13 @@ export interface TokenStrategy {
 }
 
 /**
+ * A JSON value, as extension settings are declared in the MCP client capabilities.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8259.html#section-3 | RFC 8259 §3}
+ */
+export type Json = string | number | boolean | null | Json[] | { [member: string]: Json }
+
+/**
  * One extension of the client.
  *
  * @see {@link https://github.com/modelcontextprotocol/ext-auth | MCP authorization extensions}
@@ -102,7 +109,7 @@ export interface ClientExtension {
   /** Replaces the authorization code flow (at most one extension may give a strategy). */
   readonly strategy?: TokenStrategy
   /** The settings declared for it in the MCP client capabilities (`capabilities.extensions[id]`); `{}` by default. */
-  readonly settings?: Readonly<Record<string, unknown>>
+  readonly settings?: { [member: string]: Json }
 }
 
 /**
@@ -126,6 +133,6 @@ export class Extensions extends Context.Service<Extensions, ReadonlyArray<Client
  */
 export const capabilities = (
   extensions: ReadonlyArray<ClientExtension>,
-): { readonly extensions: Readonly<Record<string, Readonly<Record<string, unknown>>>> } => ({
+): { extensions: { [id: string]: { [member: string]: Json } } } => ({
   extensions: Object.fromEntries(extensions.map((e) => [e.id, e.settings ?? {}])),
 })

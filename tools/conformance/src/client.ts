@@ -10,7 +10,8 @@
  * @module
  */
 import { createPrivateKey } from "node:crypto"
-import { createAuthClient, isAuthError, UserAgent } from "@keyway/client"
+import { createAuthClient, Extension, isAuthError, UserAgent } from "@keyway/client"
+import { clientCredentials } from "@keyway/ext-client-credentials/client"
 import { createTransport } from "@keyway/mcp-sdk-client"
 import { Client } from "@modelcontextprotocol/client"
 import { type ConformanceContext, parseContext } from "./context.js"
@@ -38,15 +39,31 @@ const main = async (): Promise<void> => {
   }
   const context = parseContext(process.env.MCP_CONFORMANCE_CONTEXT)
   const protocolVersion = process.env.MCP_CONFORMANCE_PROTOCOL_VERSION
-  const privateKeyJwt = privateKeyOf(context)
   const { client_id: clientId, client_secret: clientSecret } = context
+  // The client credentials scenarios configure a machine client; the suite's context does not name the authorization
+  // server, so the credentials are bound to whichever one discovery finds (a real deployment names its issuer).
+  const machine = context.name?.startsWith("auth/client-credentials") === true && clientId !== undefined
+  const extensions: Array<Extension.ClientExtension> = machine
+    ? [
+        clientCredentials({
+          issuer: () => true,
+          clientId,
+          ...(clientSecret !== undefined ? { clientSecret } : {}),
+          ...(context.private_key_pem !== undefined
+            ? { privateKey: { key: context.private_key_pem, alg: context.signing_algorithm ?? "ES256" } }
+            : {}),
+        }),
+      ]
+    : []
+  const privateKeyJwt = machine ? undefined : privateKeyOf(context)
   const auth = createAuthClient({
+    extensions,
     clientName: "keyway-conformance-client",
     clientMetadataUrl: CLIENT_METADATA_URL,
     userAgent: UserAgent.headless(),
     // Credentials handed over by the suite play the part of a user entering a pre-registered client: they are bound
     // to whichever issuer discovery finds, since the context does not name one.
-    ...(clientId !== undefined
+    ...(clientId !== undefined && !machine
       ? {
           askClientInformation: async ({ issuer }) => ({
             issuer,
@@ -60,9 +77,13 @@ const main = async (): Promise<void> => {
   })
   const client = new Client(
     { name: "keyway-conformance-client", version: "0.0.0" },
-    protocolVersion !== undefined && MODERN_REVISIONS.has(protocolVersion)
-      ? { versionNegotiation: { mode: { pin: protocolVersion } } }
-      : {},
+    {
+      // The extensions in use, declared in the capabilities (sent with every request on the 2026-07-28 wire).
+      capabilities: Extension.capabilities(extensions),
+      ...(protocolVersion !== undefined && MODERN_REVISIONS.has(protocolVersion)
+        ? { versionNegotiation: { mode: { pin: protocolVersion } } }
+        : {}),
+    },
   )
   try {
     await client.connect(createTransport(serverUrl, auth))
