@@ -10,6 +10,10 @@ import { parseArgs } from "node:util"
 import type { Upstream } from "@keyway/authorization-server"
 import { Config, Storage } from "@keyway/authorization-server"
 import { SecureUrl } from "@keyway/core"
+import {
+  type ClientCredentialsGrantOptions,
+  optionsSchema as clientCredentialsSchema,
+} from "@keyway/ext-client-credentials/authorization-server"
 import { z } from "zod"
 import { databaseProblem, isPostgres } from "./internal/database.js"
 
@@ -27,8 +31,26 @@ export interface UserConfig extends Pick<Config.UserOptions, "username" | "displ
 /** A pre-registered client: the library's `Config.ClientOptions` that a JSON file can hold. */
 export type ClientConfig = Pick<
   Config.ClientOptions,
-  "clientId" | "clientName" | "clientSecret" | "redirectUris" | "tokenEndpointAuthMethod" | "scope"
+  | "clientId"
+  | "clientName"
+  | "clientSecret"
+  | "redirectUris"
+  | "tokenEndpointAuthMethod"
+  | "scope"
+  | "grantTypes"
+  | "jwks"
 >
+
+/**
+ * The MCP authorization extensions the app turns on: each member present enables one, with the extension's own
+ * options (`{}` for its defaults).
+ *
+ * @see {@link https://github.com/modelcontextprotocol/ext-auth | MCP authorization extensions}
+ */
+export interface ExtensionsConfig {
+  /** The client credentials grant for configured clients whose `grantTypes` include `client_credentials`. */
+  readonly clientCredentials?: ClientCredentialsGrantOptions
+}
 
 /** An MCP server (protected resource) tokens are issued for: the library's `Config.ResourceOptions`. */
 export type ResourceConfig = Config.ResourceOptions
@@ -109,6 +131,8 @@ export interface AppConfig
   readonly sessionSecret?: string
   readonly upstream?: UpstreamConfig
   readonly development?: DevelopmentConfig
+  /** MCP authorization extensions (see {@link ExtensionsConfig}); none by default. */
+  readonly extensions?: ExtensionsConfig
 }
 
 /**
@@ -160,6 +184,7 @@ const userSchema = Config.userSchema
   })
 
 const anArray = { error: "must be an array" }
+const anObject = { error: "must be an object" }
 
 /** The zod schema of {@link AppConfig}: unknown fields are refused so that typos do not go unnoticed. */
 export const appConfigSchema = z
@@ -173,8 +198,7 @@ export const appConfigSchema = z
       database: database.optional(),
       databaseSchema: Storage.postgresSchemaName.optional(),
       users: z.array(userSchema, anArray).optional(),
-      // Keys (jwks) and grant types are not for the file's clients.
-      clients: z.array(Config.clientSchema.omit({ jwks: true, grantTypes: true }), anArray).optional(),
+      clients: z.array(Config.clientSchema, anArray).optional(),
       resources: library.resources,
       defaultResource: library.defaultResource,
       registration: library.registration,
@@ -192,6 +216,7 @@ export const appConfigSchema = z
       upstream: Config.upstreamSchema.extend({ subjectFrom: Config.subjectSourceNameSchema.optional() }).optional(),
       // allowHttpLoopbackIssuer follows from the issuer.
       development: Config.developmentSchema.omit({ allowHttpLoopbackIssuer: true }).optional(),
+      extensions: z.strictObject({ clientCredentials: clientCredentialsSchema.optional() }, anObject).optional(),
     },
     { error: "must be a JSON object" },
   )

@@ -12,6 +12,7 @@ export {
   ConfigFileError,
   DEFAULTS,
   type DevelopmentConfig,
+  type ExtensionsConfig,
   type LifetimesConfig,
   loadConfig,
   type MaintenanceConfig,

@@ -10,11 +10,20 @@ import {
   type AuthorizationServer,
   type Config,
   createAuthorizationServer,
+  type Extension,
   NodeServer,
   UserAuthenticator,
 } from "@keyway/authorization-server"
 import { SecureUrl } from "@keyway/core"
-import { type AppConfig, ConfigFileError, DEFAULTS, parseConfig, type RateLimitsConfig } from "./config.js"
+import { clientCredentialsGrant } from "@keyway/ext-client-credentials/authorization-server"
+import {
+  type AppConfig,
+  ConfigFileError,
+  DEFAULTS,
+  type ExtensionsConfig,
+  parseConfig,
+  type RateLimitsConfig,
+} from "./config.js"
 import { isPostgres, redactConnectionString } from "./internal/database.js"
 import { defaultLog, type Log, withRequestLog } from "./logging.js"
 
@@ -96,6 +105,11 @@ export const rateLimits = (config: RateLimitsConfig | false): Config.RateLimitOp
   }
 }
 
+/** The extensions the file turns on, in a fixed order. */
+export const extensionsOf = (config: ExtensionsConfig): ReadonlyArray<Extension.AuthorizationServerExtension> => [
+  ...(config.clientCredentials === undefined ? [] : [clientCredentialsGrant(config.clientCredentials)]),
+]
+
 const describeError = (e: unknown): string =>
   typeof e === "object" && e !== null && "message" in e ? String((e as { message: unknown }).message) : String(e)
 
@@ -158,6 +172,7 @@ export const startAuthorizationServer = async (
           : { allowHttpLoopbackUpstream: config.development.allowHttpLoopbackUpstream }),
       },
       storage,
+      ...(config.extensions === undefined ? {} : { extensions: extensionsOf(config.extensions) }),
       warn: (message) => log(message.replace(/^\[keyway\] /, "warning: ")),
     })
   } catch (e) {

@@ -340,6 +340,42 @@ describe("parseConfig: rateLimits", () => {
   })
 })
 
+describe("parseConfig: extensions", () => {
+  const machine = {
+    clientId: "nightly",
+    clientSecret: "s".repeat(32),
+    redirectUris: [],
+    grantTypes: ["client_credentials"],
+  }
+
+  it("accepts the client credentials extension with its per-client limits, and clients with grant types", () => {
+    const value = {
+      ...minimal,
+      clients: [machine],
+      extensions: { clientCredentials: { clients: { nightly: { resources: [RESOURCE], scope: "notes:read" } } } },
+    }
+    expect(parseConfig(value, "test.json")).toEqual(value)
+  })
+
+  it.each([
+    ["an unknown extension", { dpop: {} }, 'extensions: unknown field "dpop"'],
+    [
+      "a wrong policy",
+      { clientCredentials: { clients: { nightly: { scope: 1 } } } },
+      "extensions.clientCredentials.clients.nightly.scope: must be a string",
+    ],
+    [
+      "an unknown policy field",
+      { clientCredentials: { clients: { nightly: { scopes: "x" } } } },
+      'extensions.clientCredentials.clients.nightly: unknown field "scopes"',
+    ],
+  ])("refuses %s, naming the field", (_name, extensions, message) => {
+    expect(problems({ ...minimal, clients: [machine], extensions })).toBe(
+      `invalid configuration in test.json:\n  ${message}`,
+    )
+  })
+})
+
 describe("parseConfig and the library's resolve", () => {
   const libraryProblem = (value: object): string => {
     try {

@@ -1,7 +1,11 @@
 import { mkdtemp, rm } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { type RunningAuthorizationServer, startAuthorizationServer } from "@keyway/app-authorization-server"
+import {
+  type AppConfig,
+  type RunningAuthorizationServer,
+  startAuthorizationServer,
+} from "@keyway/app-authorization-server"
 import { Pkce } from "@keyway/core"
 import { freePort } from "@keyway/testing"
 import { NOTE_SCOPES, type RunningMcpServer, startMcpServer } from "../../src/index.js"
@@ -21,7 +25,7 @@ export interface Stack {
 }
 
 /** apps/authorization-server (temp data dir) and apps/mcp-server on loopback, ports picked first. */
-export const startStack = async (): Promise<Stack> => {
+export const startStack = async (extra: Partial<AppConfig> = {}): Promise<Stack> => {
   const [asPort, mcpPort, otherPort] = [await freePort(), await freePort(), await freePort()]
   const dataDir = await mkdtemp(join(tmpdir(), "keyway-mcp-server-test-"))
   const resource = `http://127.0.0.1:${mcpPort}/mcp`
@@ -37,6 +41,7 @@ export const startStack = async (): Promise<Stack> => {
         { uri: resource, name: "Keyway notes", scopes: NOTE_SCOPES },
         { uri: other, name: "Another server", scopes: NOTE_SCOPES },
       ],
+      ...extra,
     },
     { log: (line) => asLog.push(line) },
   )
