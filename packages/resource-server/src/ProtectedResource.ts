@@ -16,6 +16,7 @@ import { makeCors } from "./internal/cors.js"
 import { makeMetadataServer } from "./internal/metadata.js"
 import { makePipeline, type Verify } from "./internal/pipeline.js"
 import { makeWebFace } from "./internal/web.js"
+import type { PresentationScheme } from "./Presentation.js"
 import { type InvalidVerifierOptions, TokenVerifier, type VerifierDefinition } from "./TokenVerifier.js"
 import type { VerifiedToken } from "./VerifiedToken.js"
 
@@ -77,6 +78,11 @@ export interface ProtectedResourceOptions {
   readonly resourceTosUri?: string
   /** Further RFC 9728 §2 members (e.g. `resource_signing_alg_values_supported`). */
   readonly additionalMetadata?: Readonly<Record<string, unknown>>
+  /**
+   * Ways to present a token besides `Authorization: Bearer`, registered by extensions (DPoP); each adds its
+   * challenge to every 401 and its fields to the metadata (see `Presentation`).
+   */
+  readonly presentationSchemes?: ReadonlyArray<PresentationScheme>
   /** `realm` of the challenges (RFC 6750 §3). */
   readonly realm?: string
   /** `Cache-Control: max-age` of the metadata document. Default 3600. */
@@ -133,6 +139,8 @@ export interface InboundRequest {
   readonly readBody?: () => Promise<string>
   /** A body the framework has already parsed as JSON; used instead of {@link InboundRequest.readBody}. */
   readonly parsedBody?: unknown
+  /** Any other request header (a presentation scheme's, such as `DPoP`); `null` or undefined when absent. */
+  readonly header?: (name: string) => string | null | undefined
 }
 
 /**
@@ -154,8 +162,11 @@ export interface Authenticated {
 export interface Rejection {
   /** 413 when the body is larger than `maxBodyBytes`. */
   readonly status: 400 | 401 | 403 | 413
-  /** The OAuth error code, absent when no credentials were presented (RFC 6750 §3.1). */
-  readonly error?: "invalid_request" | "invalid_token" | "insufficient_scope"
+  /**
+   * The OAuth error code, absent when no credentials were presented (RFC 6750 §3.1); a presentation scheme may refuse
+   * with a code of its own (DPoP's `invalid_dpop_proof`, `use_dpop_nonce`).
+   */
+  readonly error?: "invalid_request" | "invalid_token" | "insufficient_scope" | (string & {})
   readonly description?: string
   /** The `scope` of the challenge. */
   readonly scope?: string
@@ -280,7 +291,7 @@ export class ProtectedResource extends Context.Service<ProtectedResource, Protec
 export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthorized", {
   rejection: Schema.Struct({
     status: Schema.Literals([400, 401, 403, 413]),
-    error: Schema.optionalKey(Schema.Literals(["invalid_request", "invalid_token", "insufficient_scope"])),
+    error: Schema.optionalKey(Schema.String),
     description: Schema.optionalKey(Schema.String),
     scope: Schema.optionalKey(Schema.String),
     headers: Schema.Record(Schema.String, Schema.String),

@@ -9,6 +9,8 @@
 /** Web handlers on `node:http`. */
 export * as Node from "./Node.js"
 export { createNodeServer, toNodeListener } from "./Node.js"
+/** Presentation schemes besides Bearer (DPoP), registered by extensions. */
+export * as Presentation from "./Presentation.js"
 /** The protected resource: the Effect service and the plain face. */
 export * as ProtectedResource from "./ProtectedResource.js"
 export { createProtectedResource, type ProtectedResourceService } from "./ProtectedResource.js"

@@ -99,6 +99,7 @@ export const requireAuth = (
           contentType: req.headers["content-type"],
           contentLength: req.headers["content-length"],
           origin: req.headers.origin,
+          header: (name) => req.get(name),
           ...(parsed === undefined || typeof parsed === "string" ? {} : { parsedBody: parsed }),
           readBody: () => {
             if (typeof parsed === "string") return Promise.resolve(parsed)

@@ -4,7 +4,7 @@
  */
 export type BearerCredentials =
   | { readonly _tag: "None" }
-  | { readonly _tag: "OtherScheme"; readonly scheme: string }
+  | { readonly _tag: "OtherScheme"; readonly scheme: string; readonly credentials: string }
   | { readonly _tag: "Empty" }
   | { readonly _tag: "Token"; readonly token: string }
   | { readonly _tag: "Malformed"; readonly description: string }
@@ -52,7 +52,7 @@ export const parseAuthorization = (values: string | ReadonlyArray<string> | null
   const rest = space === -1 ? "" : value.slice(space + 1).trim()
   if (scheme.length !== 6 || scheme.toLowerCase() !== "bearer") {
     if (/, bearer( |$)/i.test(rest)) return malformed(Descriptions.multipleHeaders)
-    return { _tag: "OtherScheme", scheme }
+    return { _tag: "OtherScheme", scheme, credentials: rest }
   }
   if (rest.length === 0) return EMPTY
   if (TOKEN68.test(rest)) return { _tag: "Token", token: rest }

@@ -5,6 +5,7 @@
  */
 import { Challenge, OAuthError, Scope } from "@keyway/core"
 import { PayloadTooLarge } from "@keyway/http"
+import type { PresentationScheme } from "../Presentation.js"
 import type { Rejection } from "../ProtectedResource.js"
 import type { Config } from "./config.js"
 import type { Cors } from "./cors.js"
@@ -39,6 +40,8 @@ export interface Refusals {
     error: Rejection["error"],
     description: string | undefined,
     scopes: ReadonlyArray<string> | undefined,
+    presented?: PresentationScheme,
+    extraHeaders?: Readonly<Record<string, string>>,
   ) => Rejection
   /** The scopes a challenge names for `required`, by the configured strategy. */
   readonly challengeScopes: (required: ReadonlyArray<string>, granted: ReadonlyArray<string>) => ReadonlyArray<string>
@@ -59,8 +62,11 @@ export const makeRefusals = (config: Config, cors: Cors): Refusals => {
     return Scope.union(recommended, related)
   }
 
-  const reject: Refusals["reject"] = (origin, error, description, scopes) => {
-    const status = (error === undefined ? 401 : OAuthError.statusOf(error)) as Rejection["status"]
+  const reject: Refusals["reject"] = (origin, error, description, scopes, presented, extraHeaders) => {
+    // A presentation scheme's own errors (invalid_dpop_proof, use_dpop_nonce) are 401s, like invalid_token.
+    const status = (
+      error === undefined ? 401 : OAuthError.isErrorCode(error) ? OAuthError.statusOf(error) : 401
+    ) as Rejection["status"]
     const scope = scopes === undefined || scopes.length === 0 ? undefined : Scope.format(scopes)
     const params: Challenge.BearerParams = {
       ...(config.realm === undefined ? {} : { realm: config.realm }),
@@ -69,8 +75,28 @@ export const makeRefusals = (config: Config, cors: Cors): Refusals => {
       ...(error === undefined ? {} : { error }),
       ...(description === undefined ? {} : { error_description: description }),
     }
+    let challenge = Challenge.formatBearer(params)
+    if (presented !== undefined) {
+      // The token came with this scheme: its challenge alone carries the answer.
+      challenge = presented.challenge({
+        resourceMetadata: config.resourceMetadataUrl,
+        ...(config.realm === undefined ? {} : { realm: config.realm }),
+        ...(scope === undefined ? {} : { scope }),
+        ...(error === undefined ? {} : { error }),
+        ...(description === undefined ? {} : { description }),
+      })
+    } else if (status === 401) {
+      for (const scheme of config.schemes) {
+        challenge += `, ${scheme.challenge({
+          resourceMetadata: config.resourceMetadataUrl,
+          ...(config.realm === undefined ? {} : { realm: config.realm }),
+          ...(scope === undefined ? {} : { scope }),
+        })}`
+      }
+    }
     const headers: Record<string, string> = {
-      "www-authenticate": Challenge.formatBearer(params),
+      ...extraHeaders,
+      "www-authenticate": challenge,
       "cache-control": "no-store",
     }
     let body = ""

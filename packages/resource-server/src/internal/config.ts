@@ -2,9 +2,10 @@
  * The protected resource's options checked once and turned into the resolved form every request reads: the metadata
  * document (RFC 9728 §2) already serialised, scope tables, CORS and cache settings.
  */
-import { CanonicalUri, Scope, SecureUrl, WellKnown, Wire } from "@keyway/core"
+import { CanonicalUri, Challenge, Scope, SecureUrl, WellKnown, Wire } from "@keyway/core"
 import { DEFAULT_MAX_BODY_BYTES } from "@keyway/http"
 import { Result } from "effect"
+import type { PresentationScheme } from "../Presentation.js"
 import type { ProtectedResourceOptions, ScopeStrategy } from "../ProtectedResource.js"
 import { maxClockSkewSeconds, type ResourceIdentity } from "../TokenVerifier.js"
 import type { OperationScopes } from "./jsonrpc.js"
@@ -32,6 +33,8 @@ export interface Config {
   readonly cacheMax: number
   readonly cacheTtlMs: number
   readonly maxBodyBytes: number
+  /** Presentation schemes besides Bearer (see `Presentation`). */
+  readonly schemes: ReadonlyArray<PresentationScheme>
 }
 
 /** What is wrong with the options: the public face turns it into `InvalidConfiguration`. */
@@ -93,7 +96,14 @@ export const resolve = (options: Omit<ProtectedResourceOptions, "verifier">): Re
   const resourceMetadataUrl = options.resourceMetadataUrl ?? wellKnown[0]!
   if (!URL.canParse(resourceMetadataUrl)) return fail("resourceMetadataUrl", "is not a URL")
   const metadataPaths = new Set([...wellKnown, resourceMetadataUrl].map((u) => new URL(u).pathname))
+  const schemes = options.presentationSchemes ?? []
+  for (const [i, scheme] of schemes.entries()) {
+    if (!Challenge.isToken(scheme.scheme) || scheme.scheme.toLowerCase() === "bearer") {
+      return fail(`presentationSchemes[${i}]`, `has an unusable scheme name: ${JSON.stringify(scheme.scheme)}`)
+    }
+  }
   const metadataInput: Record<string, unknown> = {
+    ...Object.assign({}, ...schemes.map((scheme) => scheme.metadata ?? {})),
     ...options.additionalMetadata,
     resource: canonical,
     authorization_servers: [...servers],
@@ -140,5 +150,6 @@ export const resolve = (options: Omit<ProtectedResourceOptions, "verifier">): Re
     cacheMax: options.cache === false ? 0 : (options.cache?.maxEntries ?? 10_000),
     cacheTtlMs: options.cache === false ? 0 : (options.cache?.maxTtlSeconds ?? 3600) * 1000,
     maxBodyBytes,
+    schemes,
   })
 }

@@ -11,10 +11,11 @@
 import { Scope } from "@keyway/core"
 import { PayloadTooLarge } from "@keyway/http"
 import { Result } from "effect"
+import type { PresentationRefusal, PresentationScheme } from "../Presentation.js"
 import type { InboundRequest, Outcome } from "../ProtectedResource.js"
 import { InvalidToken, type VerificationError, type VerifiedToken, VerifierUnavailable } from "../VerifiedToken.js"
 import { namesResource } from "./audience.js"
-import { type BearerCredentials, parseAuthorization } from "./bearer.js"
+import { type BearerCredentials, Descriptions, parseAuthorization } from "./bearer.js"
 import { ExpiringCache, tokenKey } from "./cache.js"
 import {
   bodyTokenDescription,
@@ -34,6 +35,9 @@ import { descriptions, unavailableDescription } from "./reasons.js"
  */
 export const maxAnonymousBodyBytes = 64 * 1024
 
+// RFC 7235 §2.1 token68: the credentials of a presentation scheme.
+const TOKEN68 = /^[A-Za-z0-9\-._~+/]+=*$/
+
 /** Verification by the `TokenVerifier`, run to a settled result. */
 export type Verify = (token: string) => Promise<Result.Result<VerifiedToken, VerificationError>>
 
@@ -46,6 +50,7 @@ export interface Pipeline {
 
 export const makePipeline = (config: Config, refusals: Refusals, verify: Verify, now: () => number): Pipeline => {
   const { reject, challengeScopes, badJsonRpc, tooLarge } = refusals
+  const schemes = config.schemes
   const cache = new ExpiringCache<VerifiedToken>(config.cacheMax, now)
   const inflight = new Map<string, Promise<Result.Result<VerifiedToken, VerificationError>>>()
 
@@ -206,6 +211,11 @@ export const makePipeline = (config: Config, refusals: Refusals, verify: Verify,
     extra: ReadonlyArray<string> | undefined,
     credentials: BearerCredentials,
   ): Outcome | Promise<Outcome> => {
+    if (credentials._tag === "OtherScheme" && schemes.length > 0) {
+      const lower = credentials.scheme.toLowerCase()
+      const scheme = schemes.find((s) => s.scheme.toLowerCase() === lower)
+      if (scheme !== undefined) return presentedWith(request, extra, scheme, credentials.credentials)
+    }
     // No credentials: a challenge without error code (RFC 6750 §3.1), naming the scopes the request needs.
     if (credentials._tag !== "Token") return unauthorized(request, extra, undefined, undefined)
     const accessToken = credentials.token
@@ -222,6 +232,44 @@ export const makePipeline = (config: Config, refusals: Refusals, verify: Verify,
     return authorize(request, extra, verified, accessToken)
   }
 
+  // A token presented with a registered scheme: verified as any other, then the scheme confirms the presentation;
+  // every refusal carries that scheme's challenge.
+  const presentedWith = (
+    request: InboundRequest,
+    extra: ReadonlyArray<string> | undefined,
+    scheme: PresentationScheme,
+    accessToken: string,
+  ): Outcome | Promise<Outcome> => {
+    const refuse = (
+      error: string,
+      description: string,
+      scopes?: ReadonlyArray<string>,
+      headers?: Readonly<Record<string, string>>,
+    ): Outcome => ({ ok: false, rejection: reject(request.origin, error, description, scopes, scheme, headers) })
+    if (accessToken === "" || !TOKEN68.test(accessToken)) {
+      return refuse("invalid_request", Descriptions.illegalCharacters)
+    }
+    const confirmed = (token: VerifiedToken): Outcome | Promise<Outcome> => {
+      const decide = (refusal: PresentationRefusal | undefined): Outcome | Promise<Outcome> => {
+        if (refusal !== undefined) return refuse(refusal.error, refusal.description, undefined, refusal.headers)
+        const outcome = authorize(request, extra, token, accessToken, scheme)
+        return outcome
+      }
+      const refusal = scheme.confirm(request, token, accessToken)
+      return refusal instanceof Promise ? refusal.then(decide) : decide(refusal)
+    }
+    const verified = verifyCached(accessToken)
+    if (verified instanceof Promise) {
+      return verified.then((result) => {
+        if (Result.isSuccess(result)) return confirmed(result.success)
+        const error = result.failure
+        return refuse("invalid_token", error instanceof InvalidToken ? error.description : unavailableDescription)
+      })
+    }
+    if (!live(verified, now())) return refuse("invalid_token", descriptions.expired)
+    return confirmed(verified)
+  }
+
   const tooLong = (contentLength: string): boolean =>
     /^\d+$/.test(contentLength) && Number(contentLength) > config.maxBodyBytes
 
@@ -231,7 +279,24 @@ export const makePipeline = (config: Config, refusals: Refusals, verify: Verify,
     extra: ReadonlyArray<string> | undefined,
     token: VerifiedToken,
     accessToken: string,
+    presented?: PresentationScheme,
   ): Outcome | Promise<Outcome> => {
+    // A token bound to a scheme (a DPoP key) is worthless as a bearer token (RFC 9449 §7.2).
+    if (presented === undefined && schemes.length > 0) {
+      const binding = schemes.find((s) => s.binds?.(token) === true)
+      if (binding !== undefined) {
+        return {
+          ok: false,
+          rejection: reject(
+            request.origin,
+            "invalid_token",
+            `The access token is bound to a key: present it with the ${binding.scheme} scheme`,
+            undefined,
+            binding,
+          ),
+        }
+      }
+    }
     const decide = (required: ReadonlyArray<string> | ScanFailure): Outcome => {
       if (!Array.isArray(required)) {
         return { ok: false, rejection: badJsonRpc(required as ScanFailure, request.origin) }
@@ -245,6 +310,7 @@ export const makePipeline = (config: Config, refusals: Refusals, verify: Verify,
             "insufficient_scope",
             insufficientDescription,
             challengeScopes(needed, token.scopes),
+            presented,
           ),
         }
       }

@@ -30,6 +30,9 @@ class WebInbound implements InboundRequest {
   get origin(): string | null {
     return this.request.headers.get("origin")
   }
+  header(name: string): string | null {
+    return this.request.headers.get(name)
+  }
   readBody(): Promise<string> {
     this.#body ??= this.request.body === null ? Promise.resolve("") : Body.readText(this.request.clone(), this.limit)
     return this.#body
