@@ -14,6 +14,7 @@ import {
   type ResolvedConfig,
   resolve,
   resolveEffect,
+  resolveRateLimits,
 } from "./Config.js"
 import { ClientMetadataResolver } from "./cimd/ClientMetadataResolver.js"
 import { ClientTrustPolicy } from "./cimd/TrustPolicy.js"
@@ -71,12 +72,13 @@ export interface ServerOptions extends ConfigOptions {
  * refused (`rate-limited`) without being sent, so a flood of made-up client IDs on one host cannot make this server
  * hammer it.
  */
-const perHost = (options: ServerOptions): Layer.Layer<OutboundFetch, ConfigError, OutboundFetch> =>
+const perHost = (options: ServerOptions): Layer.Layer<OutboundFetch, never, OutboundFetch> =>
   Layer.effect(
     OutboundFetch,
     Effect.gen(function* () {
       const inner = yield* OutboundFetch
-      const rule = (yield* resolveEffect({ ...options, warn: () => undefined })).rateLimits.metadataFetches
+      // The options were validated by the server's own resolve; only the limit is needed here.
+      const rule = resolveRateLimits(options.rateLimits).metadataFetches
       if (rule === false) return inner
       const limiter = Option.getOrElse(yield* Effect.serviceOption(RateLimiter), () => RateLimiter.of(makeMemory()))
       return OutboundFetch.of({

@@ -1030,7 +1030,12 @@ const backoffRule = (option: false | BackoffOptions | undefined, fallback: Backo
         forgetAfter: option?.forgetAfter ?? fallback.forgetAfter,
       }
 
-const resolveRateLimits = (options: RateLimitOptions | false | undefined): ResolvedRateLimits => {
+/**
+ * The abuse limits of `rateLimits` with defaults applied (the part of {@link resolve} that depends on nothing else).
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc6585.html#section-4 | RFC 6585 §4}
+ */
+export const resolveRateLimits = (options: RateLimitOptions | false | undefined): ResolvedRateLimits => {
   const d = defaults.rateLimits
   if (options === false) {
     return {

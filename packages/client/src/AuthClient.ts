@@ -111,11 +111,13 @@ const operationOf = (body: string | undefined): string =>
   body === undefined || body === "" ? "*" : McpOperation.nameOf(McpOperation.scan(body))
 
 const make = Effect.gen(function* () {
-  const config = yield* ClientConfig
+  const configured = yield* ClientConfig
   const store = yield* TokenStore
   const cache = yield* DiscoveryCache
   const userAgent = yield* UserAgent
-  const extensions = [...config.extensions, ...Option.getOrElse(yield* Effect.serviceOption(Extensions), () => [])]
+  // The extensions of the options and of the Effect face's layer, seen alike by every step (token requests too).
+  const extensions = [...configured.extensions, ...Option.getOrElse(yield* Effect.serviceOption(Extensions), () => [])]
+  const config = ClientConfig.of({ ...configured, extensions })
   const strategies = extensions.filter((e) => e.strategy !== undefined)
   const strategy: TokenStrategy | undefined = strategies[0]?.strategy
   const provide = <A, E>(
@@ -434,6 +436,18 @@ const make = Effect.gen(function* () {
       const headers = new Headers(original.headers)
       if (tokens !== undefined) headers.set("authorization", `Bearer ${tokens.access_token}`)
       else headers.delete("authorization")
+      if (tokens !== undefined) {
+        for (const extension of extensions) {
+          if (extension.decorate === undefined) continue
+          yield* extension.decorate({
+            kind: "resource",
+            method: original.method,
+            url: original.url,
+            headers,
+            accessToken: tokens.access_token,
+          })
+        }
+      }
       const response = yield* send(config.fetch, "request", original.url, {
         method: original.method,
         headers,

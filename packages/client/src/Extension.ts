@@ -92,6 +92,23 @@ export interface TokenStrategy {
 }
 
 /**
+ * A request the client is about to send with an access token or to the token endpoint, which an extension may
+ * decorate (DPoP adds its proof, and presents the token with its own scheme).
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc9449.html#section-4 | RFC 9449 §4}
+ */
+export interface OutgoingRequest {
+  /** `token`: a token endpoint request; `resource`: a request to an MCP server. */
+  readonly kind: "token" | "resource"
+  readonly method: string
+  readonly url: string
+  /** The request's headers, to change in place. */
+  readonly headers: Headers
+  /** The access token the request carries (`resource` requests with a token). */
+  readonly accessToken?: string
+}
+
+/**
  * A JSON value, as extension settings are declared in the MCP client capabilities.
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc8259.html#section-3 | RFC 8259 §3}
@@ -108,6 +125,8 @@ export interface ClientExtension {
   readonly id: string
   /** Replaces the authorization code flow (at most one extension may give a strategy). */
   readonly strategy?: TokenStrategy
+  /** Decorates every token-endpoint request and every request carrying an access token, just before it is sent. */
+  readonly decorate?: (request: OutgoingRequest) => Effect.Effect<void, AuthError>
   /** The settings declared for it in the MCP client capabilities (`capabilities.extensions[id]`); `{}` by default. */
   readonly settings?: { [member: string]: Json }
 }

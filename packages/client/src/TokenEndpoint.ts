@@ -109,6 +109,10 @@ export const request = Effect.fnUntraced(function* (
     accept: "application/json",
   })
   if (options.client !== undefined) yield* authenticate(step, options.client, server, body, headers, options)
+  for (const extension of config.extensions) {
+    if (extension.decorate !== undefined)
+      yield* extension.decorate({ kind: "token", method: "POST", url: endpoint, headers })
+  }
   const response = yield* send(config.fetch, step, endpoint, { method: "POST", headers, body: body.toString() })
   const json = yield* readJson(step, endpoint, response)
   if (response.status !== 200) {
