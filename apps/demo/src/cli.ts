@@ -8,8 +8,21 @@ import { parseArgs } from "node:util"
 /** What the command line asks for. */
 export type Command =
   | { readonly kind: "help" }
-  | { readonly kind: "demo"; readonly browser: boolean; readonly asPort?: number; readonly mcpPort?: number }
+  | {
+      readonly kind: "demo"
+      readonly browser: boolean
+      /** `default`: the user's flow; the others: a machine client with an extension grant. */
+      readonly scenario: Scenario
+      readonly asPort?: number
+      readonly mcpPort?: number
+    }
   | { readonly kind: "serve"; readonly asPort?: number; readonly mcpPort?: number }
+
+/** The demo runs: the user's authorization code flow, or a machine client's extension grant. */
+export const SCENARIOS = ["default", "client-credentials"] as const
+
+/** One of {@link SCENARIOS}. */
+export type Scenario = (typeof SCENARIOS)[number]
 
 /** A command line that cannot be run; the message says why. */
 export class UsageError extends Error {
@@ -24,6 +37,8 @@ runs an MCP client through the whole authorization flow, and prints a step-by-st
 
 Options:
   --browser         do the login and consent in your system browser ($BROWSER, else the platform's opener)
+  --scenario <s>    default (a user authorizes the client), or client-credentials (a machine client with the OAuth
+                    client credentials extension: no user, no browser)
   --serve           only start the two servers and keep them running until SIGINT or SIGTERM; prints one JSON line
                     on stdout: {"authorizationServer", "mcpServer", "users", "clients"}
   --as-port <n>     port of the authorization server (default: a free one)
@@ -41,13 +56,21 @@ const port = (flag: string, value: string | undefined): number | undefined => {
 
 /** Parses the arguments after `npm run demo --`. */
 export const parseCommandLine = (argv: ReadonlyArray<string>): Command => {
-  let values: { browser?: boolean; serve?: boolean; "as-port"?: string; "mcp-port"?: string; help?: boolean }
+  let values: {
+    browser?: boolean
+    serve?: boolean
+    scenario?: string
+    "as-port"?: string
+    "mcp-port"?: string
+    help?: boolean
+  }
   try {
     ;({ values } = parseArgs({
       args: [...argv],
       options: {
         browser: { type: "boolean" },
         serve: { type: "boolean" },
+        scenario: { type: "string" },
         "as-port": { type: "string" },
         "mcp-port": { type: "string" },
         help: { type: "boolean", short: "h" },
@@ -65,9 +88,17 @@ export const parseCommandLine = (argv: ReadonlyArray<string>): Command => {
     throw new UsageError(`--as-port and --mcp-port must differ (both are ${asPort})`)
   }
   const ports = { ...(asPort === undefined ? {} : { asPort }), ...(mcpPort === undefined ? {} : { mcpPort }) }
+  const scenario = values.scenario ?? "default"
+  if (!(SCENARIOS as ReadonlyArray<string>).includes(scenario)) {
+    throw new UsageError(`--scenario must be one of ${SCENARIOS.join(", ")}, got ${JSON.stringify(scenario)}`)
+  }
   if (values.serve === true) {
     if (values.browser === true) throw new UsageError("--browser and --serve cannot be combined")
+    if (values.scenario !== undefined) throw new UsageError("--scenario and --serve cannot be combined")
     return { kind: "serve", ...ports }
   }
-  return { kind: "demo", browser: values.browser === true, ...ports }
+  if (scenario !== "default" && values.browser === true) {
+    throw new UsageError(`--scenario ${scenario} has no user and no browser; it cannot be combined with --browser`)
+  }
+  return { kind: "demo", browser: values.browser === true, scenario: scenario as Scenario, ...ports }
 }

@@ -5,12 +5,11 @@
  * @module
  */
 
-import type { TokenStore } from "@keyway/client"
 import { createAuthClient, UserAgent } from "@keyway/client"
 import { createTransport } from "@keyway/mcp-sdk-client"
 import { Client } from "@modelcontextprotocol/client"
 import { narrated, scriptedUser } from "./agent.js"
-
+import { demoStore, resultText } from "./held.js"
 import { Narrator } from "./narrator.js"
 import { recordingFetch } from "./recorder.js"
 import { Redactor } from "./redact.js"
@@ -47,40 +46,6 @@ export interface DemoResult {
 }
 
 const NAME = "Keyway demo client"
-
-type ToolResult = { readonly content?: unknown; readonly isError?: unknown }
-
-const resultText = (result: ToolResult): string => {
-  const content = Array.isArray(result.content)
-    ? (result.content as ReadonlyArray<{ type?: string; text?: unknown }>)
-    : []
-  return content.map((item) => (item.type === "text" ? String(item.text) : `[${item.type}]`)).join("\n")
-}
-
-/** A memory token store the demo can reach into, to make the access token look expired. */
-const demoStore = () => {
-  const values = new Map<string, unknown>()
-  const backend: TokenStore.Backend = {
-    get: async (key) => (values.has(key) ? structuredClone(values.get(key)) : undefined),
-    set: async (key, value) => {
-      values.set(key, structuredClone(value))
-    },
-    delete: async (key) => {
-      values.delete(key)
-    },
-  }
-  const tokens = () =>
-    [...values]
-      .filter(([key]) => key.startsWith("tokens:"))
-      .map(([key, value]) => [key, value as TokenStore.Tokens] as const)
-  return {
-    backend,
-    tokens: () => tokens().map(([, value]) => value),
-    expireAccessTokens: () => {
-      for (const [key, value] of tokens()) values.set(key, { ...value, expires_at: Date.now() })
-    },
-  }
-}
 
 /** Runs the demo; resolves when the whole flow succeeded, rejects with the first failure. */
 export const runDemo = async (options: DemoOptions): Promise<DemoResult> => {

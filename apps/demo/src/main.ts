@@ -8,6 +8,7 @@
 import { isAuthError } from "@keyway/client"
 import { parseCommandLine, USAGE, UsageError } from "./cli.js"
 import { runDemo } from "./flow.js"
+import { runMachineDemo } from "./machine.js"
 import { runServe } from "./serve.js"
 
 const out = (text: string) => {
@@ -65,15 +66,17 @@ const main = async (): Promise<number> => {
   }
   const color = process.stdout.isTTY === true && process.env.NO_COLOR === undefined
   try {
-    await runDemo({
+    const options = {
       out,
       err,
       color,
-      progress: process.stderr.isTTY === true ? "spinner" : "lines",
+      progress: process.stderr.isTTY === true ? ("spinner" as const) : ("lines" as const),
       browser: command.browser,
       signal: controller.signal,
       ...ports,
-    })
+    }
+    if (command.scenario === "default") await runDemo(options)
+    else await runMachineDemo(command.scenario, options)
     return 0
   } catch (error) {
     if (signalled) {

@@ -45,6 +45,9 @@ export const STEPS = {
   mcp: "MCP request with the access token (Authorization: Bearer)",
   insufficientScope: "403 Forbidden: error=insufficient_scope (RFC 6750 §3.1): the operation needs more scope",
   refresh: "Refresh: a new access token and a rotated refresh token (OAuth 2.1 §4.3, §4.3.1)",
+  clientCredentials:
+    "Token request: client_credentials with client authentication, resource and scope (OAuth 2.1 §4.2, RFC 8707)",
+  jwtBearer: "Token request: the workload's JWT as a JWT bearer grant, with resource (RFC 7523 §2.1, RFC 8707)",
 } as const
 
 const s256 = (verifier: string): string => createHash("sha256").update(verifier, "ascii").digest("base64url")
@@ -229,7 +232,15 @@ export class Narrator {
     const form = new URLSearchParams(exchange.requestBody ?? "")
     const grant = form.get("grant_type")
     const previous = grant === "refresh_token" ? form.get("refresh_token") : null
-    this.t.step(grant === "refresh_token" ? STEPS.refresh : STEPS.token, `token ${grant}`)
+    const title =
+      grant === "refresh_token"
+        ? STEPS.refresh
+        : grant === "client_credentials"
+          ? STEPS.clientCredentials
+          : grant === "urn:ietf:params:oauth:grant-type:jwt-bearer"
+            ? STEPS.jwtBearer
+            : STEPS.token
+    this.t.step(title, `token ${grant}`)
     this.printExchange(exchange)
     const verifier = form.get("code_verifier")
     if (verifier !== null && this.lastChallenge !== undefined) {

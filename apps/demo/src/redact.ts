@@ -80,6 +80,7 @@ export const SECRET_PARAMETERS: ReadonlySet<string> = new Set([
   "refresh_token",
   "client_secret",
   "client_assertion",
+  "assertion",
   "csrf_token",
   "password",
   "token",

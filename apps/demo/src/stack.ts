@@ -50,6 +50,11 @@ export interface StackOptions {
   readonly log?: (source: "authorization server" | "MCP server", line: string) => void
   /** The demo user's password; generated when absent. */
   readonly password?: string
+  /**
+   * Pre-registers a machine client for the client credentials extension (and turns the extension on): it may obtain
+   * tokens with `notes:read` only.
+   */
+  readonly machineClient?: boolean
 }
 
 /** Re-exported for the demo's users: a loopback port that was free a moment ago. */
@@ -59,6 +64,8 @@ export { freePort }
 export const CONFIDENTIAL_CLIENT_ID = "demo-confidential"
 /** The public client every stack pre-registers (PKCE only, no secret). */
 export const PUBLIC_CLIENT_ID = "demo-public"
+/** The machine client of the client credentials scenario (`client_secret_basic`, `notes:read` only). */
+export const MACHINE_CLIENT_ID = "demo-machine"
 /** The demo user's name. */
 export const DEMO_USERNAME = "alice"
 /** Loopback redirect without a port: any port matches (RFC 8252 §7.3). */
@@ -100,6 +107,10 @@ const startOn = async (options: StackOptions, asPort: number, mcpPort: number): 
     redirect_uris: [LOOPBACK_REDIRECT],
   }
   const publicClient: DemoClient = { client_id: PUBLIC_CLIENT_ID, redirect_uris: [LOOPBACK_REDIRECT] }
+  const machineClient: DemoClient | undefined =
+    options.machineClient === true
+      ? { client_id: MACHINE_CLIENT_ID, client_secret: randomBytes(32).toString("base64url"), redirect_uris: [] }
+      : undefined
   const dataDir = await mkdtemp(join(tmpdir(), "keyway-demo-"))
   const removeData = () => rm(dataDir, { recursive: true, force: true })
   let as: Awaited<ReturnType<typeof startAuthorizationServer>> | undefined
@@ -130,9 +141,23 @@ const startOn = async (options: StackOptions, asPort: number, mcpPort: number): 
             redirectUris: publicClient.redirect_uris,
             tokenEndpointAuthMethod: "none",
           },
+          ...(machineClient === undefined
+            ? []
+            : [
+                {
+                  clientId: machineClient.client_id,
+                  clientName: "Demo machine client",
+                  clientSecret: machineClient.client_secret as string,
+                  redirectUris: [],
+                  grantTypes: ["client_credentials"],
+                },
+              ]),
         ],
         resources: [{ uri: mcpUrl, name: "Keyway notes", scopes: NOTE_SCOPES }],
         registration: true,
+        ...(machineClient === undefined
+          ? {}
+          : { extensions: { clientCredentials: { clients: { [MACHINE_CLIENT_ID]: { scope: "notes:read" } } } } }),
       },
       { log: (line) => log("authorization server", line) },
     )
@@ -148,7 +173,7 @@ const startOn = async (options: StackOptions, asPort: number, mcpPort: number): 
       mcpUrl: mcp.url,
       dataDir,
       users: [user],
-      clients: [client, publicClient],
+      clients: [client, publicClient, ...(machineClient === undefined ? [] : [machineClient])],
       close: () => {
         closing ??= (async () => {
           const results = await Promise.allSettled([mcp.close(), started.close()])

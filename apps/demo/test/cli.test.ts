@@ -3,11 +3,16 @@ import { parseCommandLine, UsageError } from "../src/cli.js"
 
 describe("parseCommandLine", () => {
   it("runs the headless demo by default, on free ports", () => {
-    expect(parseCommandLine([])).toEqual({ kind: "demo", browser: false })
+    expect(parseCommandLine([])).toEqual({ kind: "demo", browser: false, scenario: "default" })
   })
 
   it("reads --browser, --serve and the ports", () => {
-    expect(parseCommandLine(["--browser"])).toEqual({ kind: "demo", browser: true })
+    expect(parseCommandLine(["--browser"])).toEqual({ kind: "demo", browser: true, scenario: "default" })
+    expect(parseCommandLine(["--scenario", "client-credentials"])).toEqual({
+      kind: "demo",
+      browser: false,
+      scenario: "client-credentials",
+    })
     expect(parseCommandLine(["--serve", "--as-port", "9000", "--mcp-port", "9100"])).toEqual({
       kind: "serve",
       asPort: 9000,
@@ -16,6 +21,7 @@ describe("parseCommandLine", () => {
     expect(parseCommandLine(["--as-port=0", "--mcp-port=0"])).toEqual({
       kind: "demo",
       browser: false,
+      scenario: "default",
       asPort: 0,
       mcpPort: 0,
     })
@@ -32,6 +38,12 @@ describe("parseCommandLine", () => {
     ],
     [["--as-port", "9000", "--mcp-port", "9000"], "--as-port and --mcp-port must differ (both are 9000)"],
     [["--serve", "--browser"], "--browser and --serve cannot be combined"],
+    [["--scenario", "dpop"], '--scenario must be one of default, client-credentials, got "dpop"'],
+    [["--scenario", "default", "--serve"], "--scenario and --serve cannot be combined"],
+    [
+      ["--scenario", "client-credentials", "--browser"],
+      "--scenario client-credentials has no user and no browser; it cannot be combined with --browser",
+    ],
     [["--verbose"], "Unknown option '--verbose'"],
     [["extra"], "Unexpected argument 'extra'. This command does not take positional arguments"],
   ])("refuses %j", (argv, message) => {

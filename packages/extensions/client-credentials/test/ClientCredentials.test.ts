@@ -192,6 +192,8 @@ describe("client credentials, Keyway's client against Keyway's authorization ser
     entries.set(key, { ...(entries.get(key) as object), expires_at: Date.now() + 30_000 })
     expect((await call(auth.fetch, s.mcp[0], "tools/list")).status).toBe(200)
     expect(s.tokenRequests).toHaveLength(2)
+    // For the scope held, not for every scope the server lists.
+    expect(s.tokenRequests[1]?.form.get("scope")).toBe("notes:read")
     expect((await auth.tokens(s.mcp[0]))!.access_token).not.toBe(first)
   })
 

@@ -1,0 +1,73 @@
+import { existsSync } from "node:fs"
+import { beforeAll, describe, expect, it } from "vitest"
+import { runMachineDemo } from "../src/machine.js"
+import { STEPS } from "../src/narrator.js"
+import { describe as describeSecret } from "../src/redact.js"
+
+/** Where each expected text first appears after the previous one; -1 when missing. */
+const positions = (text: string, needles: ReadonlyArray<string>): Array<number> => {
+  let from = 0
+  return needles.map((needle) => {
+    const at = text.indexOf(needle, from)
+    if (at >= 0) from = at + needle.length
+    return at
+  })
+}
+
+describe("runMachineDemo: client credentials", () => {
+  let out = ""
+  let secrets: ReadonlyArray<string> = []
+  let result: Awaited<ReturnType<typeof runMachineDemo>>
+
+  beforeAll(async () => {
+    result = await runMachineDemo("client-credentials", {
+      out: (text) => {
+        out += text
+      },
+      err: () => {},
+      onSecrets: (seen) => {
+        secrets = seen
+      },
+    })
+  })
+
+  it("prints the machine flow in order: no registration, no user, a refused write, a renewal", () => {
+    const order = [
+      STEPS.challenge,
+      STEPS.resourceMetadata,
+      STEPS.serverMetadata,
+      STEPS.clientCredentials,
+      "Authorization: Basic [redacted",
+      "grant_type  client_credentials",
+      '"sub": "demo-machine"',
+      STEPS.mcp,
+      'list_notes → "No notes yet."',
+      STEPS.insufficientScope,
+      "the client stops with a typed error (step-up/insufficient-scope)",
+      STEPS.clientCredentials,
+      "scope       notes:read\n",
+      'list_notes → "No notes yet."',
+    ]
+    expect(positions(out, order).map((at, i) => (at < 0 ? `missing: ${order[i]}` : "ok"))).toEqual(
+      order.map(() => "ok"),
+    )
+    expect(out).not.toContain(STEPS.registration)
+    expect(out).not.toContain(STEPS.login)
+    expect(out).not.toContain(STEPS.authorizationRequest)
+    expect(out).not.toContain('"refresh_token": ')
+    expect(result.steps).toBe(9)
+  })
+
+  it("prints no credential: the client secret and both access tokens are redacted", () => {
+    const jwts = secrets.filter((s) => /^eyJ[\w-]*\.[\w-]*\.[\w-]*$/.test(s))
+    expect(jwts).toHaveLength(2)
+    for (const secret of secrets) expect(out.includes(secret), `leaked ${describeSecret(secret)}`).toBe(false)
+    expect(out).not.toMatch(/eyJ[\w-]+\.[\w-]+\.[\w-]+/)
+  })
+
+  it("removes the temporary data directory", () => {
+    const dir = /SQLite in (\S+);/.exec(out)?.[1]
+    expect(dir).toMatch(/keyway-demo-/)
+    expect(existsSync(dir as string)).toBe(false)
+  })
+})
