@@ -45,6 +45,10 @@ export const STEPS = {
   mcp: "MCP request with the access token (Authorization: Bearer)",
   insufficientScope: "403 Forbidden: error=insufficient_scope (RFC 6750 §3.1): the operation needs more scope",
   refresh: "Refresh: a new access token and a rotated refresh token (OAuth 2.1 §4.3, §4.3.1)",
+} as const
+
+/** Step titles of the machine-to-machine scenarios' token requests. */
+export const MACHINE_STEPS = {
   clientCredentials:
     "Token request: client_credentials with client authentication, resource and scope (OAuth 2.1 §4.2, RFC 8707)",
   jwtBearer: "Token request: the workload's JWT as a JWT bearer grant, with resource (RFC 7523 §2.1, RFC 8707)",
@@ -236,9 +240,9 @@ export class Narrator {
       grant === "refresh_token"
         ? STEPS.refresh
         : grant === "client_credentials"
-          ? STEPS.clientCredentials
+          ? MACHINE_STEPS.clientCredentials
           : grant === "urn:ietf:params:oauth:grant-type:jwt-bearer"
-            ? STEPS.jwtBearer
+            ? MACHINE_STEPS.jwtBearer
             : STEPS.token
     this.t.step(title, `token ${grant}`)
     this.printExchange(exchange)

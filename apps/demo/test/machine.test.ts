@@ -1,7 +1,7 @@
 import { existsSync } from "node:fs"
 import { beforeAll, describe, expect, it } from "vitest"
 import { runMachineDemo } from "../src/machine.js"
-import { STEPS } from "../src/narrator.js"
+import { MACHINE_STEPS, STEPS } from "../src/narrator.js"
 import { describe as describeSecret } from "../src/redact.js"
 
 /** Where each expected text first appears after the previous one; -1 when missing. */
@@ -36,7 +36,7 @@ describe("runMachineDemo: client credentials", () => {
       STEPS.challenge,
       STEPS.resourceMetadata,
       STEPS.serverMetadata,
-      STEPS.clientCredentials,
+      MACHINE_STEPS.clientCredentials,
       "Authorization: Basic [redacted",
       "grant_type  client_credentials",
       '"sub": "demo-machine"',
@@ -44,7 +44,7 @@ describe("runMachineDemo: client credentials", () => {
       'list_notes → "No notes yet."',
       STEPS.insufficientScope,
       "the client stops with a typed error (step-up/insufficient-scope)",
-      STEPS.clientCredentials,
+      MACHINE_STEPS.clientCredentials,
       "scope       notes:read\n",
       'list_notes → "No notes yet."',
     ]
