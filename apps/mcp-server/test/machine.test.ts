@@ -1,3 +1,7 @@
+import { createAuthClient, Extension } from "@keyway/client"
+import { clientCredentials } from "@keyway/ext-client-credentials/client"
+import { createTransport } from "@keyway/mcp-sdk-client"
+import { Client } from "@modelcontextprotocol/client"
 import { afterEach, describe, expect, it } from "vitest"
 import { type Stack, startStack } from "./support/stack.js"
 
@@ -55,4 +59,45 @@ describe("notes MCP server with machine tokens (client credentials)", () => {
     expect(refused.status).toBe(401)
     expect(refused.headers.get("www-authenticate")).toContain('error="invalid_token"')
   })
+
+  it.each(["2025-11-25", "2026-07-28"])(
+    "serves Keyway's client with the extension under the official SDK client (%s), which declares the extension",
+    async (revision) => {
+      const s = await stack()
+      const bodies: Array<Record<string, unknown>> = []
+      const extensions = [clientCredentials({ issuer: s.as.issuer, clientId: "nightly", clientSecret: SECRET })]
+      const auth = createAuthClient({
+        extensions,
+        fetch: async (input, init) => {
+          const url = input instanceof Request ? input.url : String(input)
+          const body = init?.body
+          if (url === s.mcp.url && body instanceof ArrayBuffer && body.byteLength > 0) {
+            bodies.push(JSON.parse(new TextDecoder().decode(body)))
+          }
+          return globalThis.fetch(input, init)
+        },
+      })
+      cleanups.push(() => auth.dispose())
+      const mcp = new Client(
+        { name: "machine", version: "1.0.0" },
+        {
+          capabilities: Extension.capabilities(extensions),
+          ...(revision === "2026-07-28" ? { versionNegotiation: { mode: { pin: revision } } } : {}),
+        },
+      )
+      await mcp.connect(createTransport(s.mcp.url, auth))
+      cleanups.push(() => mcp.close())
+      const { tools } = await mcp.listTools()
+      expect(tools.map((tool) => tool.name)).toContain("list_notes")
+      const declared = { extensions: { "io.modelcontextprotocol/oauth-client-credentials": {} } }
+      const list = bodies.find((body) => body.method === "tools/list") as { params?: { _meta?: object } }
+      if (revision === "2026-07-28") {
+        // The stateless wire: every request carries the client's capabilities.
+        expect(list.params?._meta).toMatchObject({ "io.modelcontextprotocol/clientCapabilities": declared })
+      } else {
+        const init = bodies.find((body) => body.method === "initialize") as { params: { capabilities: object } }
+        expect(init.params.capabilities).toMatchObject(declared)
+      }
+    },
+  )
 })
