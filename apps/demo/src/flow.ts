@@ -10,11 +10,9 @@ import { createTransport } from "@keyway/mcp-sdk-client"
 import { Client } from "@modelcontextprotocol/client"
 import { narrated, scriptedUser } from "./agent.js"
 import { demoStore, resultText } from "./held.js"
-import { Narrator } from "./narrator.js"
 import { recordingFetch } from "./recorder.js"
-import { Redactor } from "./redact.js"
-import { type Stack, startStack } from "./stack.js"
-import { Progress, Transcript, type Write } from "./transcript.js"
+import { runScripted } from "./run.js"
+import type { Write } from "./transcript.js"
 
 /** Options of {@link runDemo}. */
 export interface DemoOptions {
@@ -48,29 +46,11 @@ export interface DemoResult {
 const NAME = "Keyway demo client"
 
 /** Runs the demo; resolves when the whole flow succeeded, rejects with the first failure. */
-export const runDemo = async (options: DemoOptions): Promise<DemoResult> => {
-  const progress = new Progress(options.err, options.progress ?? "off")
-  const redactor = new Redactor()
-  const transcript = new Transcript({ write: options.out, redactor, progress, color: options.color ?? false })
-  let narrator: Narrator | undefined
-  let stack: Stack | undefined
-  const onAbort = () => {
-    void stack?.close().catch(() => undefined)
-  }
-  options.signal?.addEventListener("abort", onAbort, { once: true })
-  try {
-    progress.update("starting the authorization server and the MCP server")
-    stack = await startStack({
-      ...(options.asPort === undefined ? {} : { asPort: options.asPort }),
-      ...(options.mcpPort === undefined ? {} : { mcpPort: options.mcpPort }),
-      log: (source, line) => narrator?.serverLog(source, line),
-    })
-    if (options.signal?.aborted === true) throw new Error("interrupted")
+export const runDemo = (options: DemoOptions): Promise<DemoResult> =>
+  runScripted(options, {}, async ({ stack, transcript, progress, redactor, narrator }) => {
     const { issuer, mcpUrl } = stack
     const user = stack.users[0] as { username: string; password: string }
     redactor.add(user.password, { lowEntropy: true })
-    for (const client of stack.clients) if (client.client_secret !== undefined) redactor.add(client.client_secret)
-    narrator = new Narrator(transcript, redactor, { mcpUrl, issuer })
 
     transcript.title("Keyway demo: MCP authorization, end to end")
     transcript.lines(
@@ -111,7 +91,7 @@ export const runDemo = async (options: DemoOptions): Promise<DemoResult> => {
       clientName: NAME,
       fetch: recordingFetch(
         (input, init) => globalThis.fetch(input, init),
-        (exchange) => narrator?.clientExchange(exchange),
+        (exchange) => narrator.clientExchange(exchange),
       ),
       store: store.backend,
       userAgent,
@@ -175,13 +155,4 @@ export const runDemo = async (options: DemoOptions): Promise<DemoResult> => {
       await mcp.close().catch(() => undefined)
       await auth.dispose().catch(() => undefined)
     }
-  } catch (error) {
-    if (options.signal?.aborted === true) throw new Error("interrupted")
-    throw error
-  } finally {
-    options.signal?.removeEventListener("abort", onAbort)
-    await stack?.close().catch(() => undefined)
-    progress.stop()
-    options.onSecrets?.(redactor.secrets())
-  }
-}
+  })

@@ -11,40 +11,19 @@ import { Client } from "@modelcontextprotocol/client"
 import type { Scenario } from "./cli.js"
 import type { DemoOptions, DemoResult } from "./flow.js"
 import { demoStore, resultText } from "./held.js"
-import { Narrator } from "./narrator.js"
 import { recordingFetch } from "./recorder.js"
-import { Redactor } from "./redact.js"
-import { MACHINE_CLIENT_ID, type Stack, startStack } from "./stack.js"
-import { Progress, Transcript } from "./transcript.js"
+import { runScripted } from "./run.js"
+import { MACHINE_CLIENT_ID } from "./stack.js"
 
 /** The machine-to-machine scenarios. */
 export type MachineScenario = Exclude<Scenario, "default">
 
 /** Runs a machine-to-machine scenario; resolves when the whole flow went as it should. */
-export const runMachineDemo = async (_scenario: MachineScenario, options: DemoOptions): Promise<DemoResult> => {
-  const progress = new Progress(options.err, options.progress ?? "off")
-  const redactor = new Redactor()
-  const transcript = new Transcript({ write: options.out, redactor, progress, color: options.color ?? false })
-  let narrator: Narrator | undefined
-  let stack: Stack | undefined
-  const onAbort = () => {
-    void stack?.close().catch(() => undefined)
-  }
-  options.signal?.addEventListener("abort", onAbort, { once: true })
-  try {
-    progress.update("starting the authorization server and the MCP server")
-    stack = await startStack({
-      ...(options.asPort === undefined ? {} : { asPort: options.asPort }),
-      ...(options.mcpPort === undefined ? {} : { mcpPort: options.mcpPort }),
-      machineClient: true,
-      log: (source, line) => narrator?.serverLog(source, line),
-    })
-    if (options.signal?.aborted === true) throw new Error("interrupted")
+export const runMachineDemo = (_scenario: MachineScenario, options: DemoOptions): Promise<DemoResult> =>
+  runScripted(options, { machineClient: true }, async ({ stack, transcript, progress, narrator }) => {
     const { issuer, mcpUrl } = stack
-    for (const client of stack.clients) if (client.client_secret !== undefined) redactor.add(client.client_secret)
     const machine = stack.clients.find((c) => c.client_id === MACHINE_CLIENT_ID)
     if (machine?.client_secret === undefined) throw new Error("the stack has no machine client")
-    narrator = new Narrator(transcript, redactor, { mcpUrl, issuer })
 
     transcript.title("Keyway demo: a machine client with OAuth client credentials (no user, no browser)")
     transcript.lines(
@@ -65,7 +44,7 @@ export const runMachineDemo = async (_scenario: MachineScenario, options: DemoOp
       extensions,
       fetch: recordingFetch(
         (input, init) => globalThis.fetch(input, init),
-        (exchange) => narrator?.clientExchange(exchange),
+        (exchange) => narrator.clientExchange(exchange),
       ),
       store: store.backend,
     })
@@ -138,13 +117,4 @@ export const runMachineDemo = async (_scenario: MachineScenario, options: DemoOp
       await mcp.close().catch(() => undefined)
       await auth.dispose().catch(() => undefined)
     }
-  } catch (error) {
-    if (options.signal?.aborted === true) throw new Error("interrupted")
-    throw error
-  } finally {
-    options.signal?.removeEventListener("abort", onAbort)
-    await stack?.close().catch(() => undefined)
-    progress.stop()
-    options.onSecrets?.(redactor.secrets())
-  }
-}
+  })

@@ -8,16 +8,7 @@ import { Narrator, STEPS } from "../src/narrator.js"
 import { describe as describeSecret, Redactor } from "../src/redact.js"
 import { type Stack, startStack } from "../src/stack.js"
 import { Transcript } from "../src/transcript.js"
-
-/** Where each expected text first appears after `from`; -1 when missing. */
-const positions = (text: string, needles: ReadonlyArray<string>): Array<number> => {
-  let from = 0
-  return needles.map((needle) => {
-    const at = text.indexOf(needle, from)
-    if (at >= 0) from = at + needle.length
-    return at
-  })
-}
+import { positions } from "./support.js"
 
 describe("runDemo", () => {
   let out = ""

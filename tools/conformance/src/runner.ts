@@ -178,6 +178,26 @@ const failureDetail = async (outputDir: string, scenario: string): Promise<strin
   return parts.length === 0 ? undefined : oneLine(parts.join("; "))
 }
 
+/** One scenario's result, with the details of its result files when it failed. */
+const resultOf = async (
+  run: ClientRun,
+  outputDir: string,
+  scenario: string,
+  ok: boolean,
+  counts: { readonly passed: string; readonly failed: string; readonly warnings: string },
+): Promise<ScenarioResult> => {
+  const detail = ok ? undefined : await failureDetail(outputDir, scenario)
+  return {
+    run: run.label,
+    scenario,
+    passed: ok,
+    checksPassed: Number(counts.passed),
+    checksFailed: Number(counts.failed),
+    warnings: Number(counts.warnings),
+    ...(detail !== undefined ? { detail } : {}),
+  }
+}
+
 /**
  * Runs one suite through the suite's CLI (`conformance client --suite ... -o ...`) and reads the per-scenario
  * outcome from its summary, with details from the result files for failed scenarios.
@@ -206,17 +226,7 @@ export const executeRun = async (run: ClientRun, options: ExecuteOptions): Promi
   for (const match of stdout.matchAll(SUMMARY_LINE)) {
     const [, mark, scenario = "", passed = "0", failed = "0", warnings = "0"] = match
     if (run.include !== undefined && !run.include(scenario)) continue
-    const ok = mark === "✓"
-    const detail = ok ? undefined : await failureDetail(outputDir, scenario)
-    results.push({
-      run: run.label,
-      scenario,
-      passed: ok,
-      checksPassed: Number(passed),
-      checksFailed: Number(failed),
-      warnings: Number(warnings),
-      ...(detail !== undefined ? { detail } : {}),
-    })
+    results.push(await resultOf(run, outputDir, scenario, mark === "✓", { passed, failed, warnings }))
   }
   if (!stdout.includes("=== SUITE SUMMARY ===")) {
     throw new Error(`the conformance suite "${run.label}" ended (exit ${code}) without a summary: ${oneLine(stderr)}`)
@@ -250,16 +260,7 @@ const executeForced = async (
     }
     const [, passed = "0", failed = "0", warnings = "0"] = summary
     const ok = failed === "0" && warnings === "0" && output.includes("OVERALL: PASSED")
-    const detail = ok ? undefined : await failureDetail(outputDir, scenario)
-    results.push({
-      run: run.label,
-      scenario,
-      passed: ok,
-      checksPassed: Number(passed),
-      checksFailed: Number(failed),
-      warnings: Number(warnings),
-      ...(detail !== undefined ? { detail } : {}),
-    })
+    results.push(await resultOf(run, outputDir, scenario, ok, { passed, failed, warnings }))
   }
   return { run, available: true, results }
 }

@@ -1,7 +1,7 @@
-import { createServer, type Server } from "node:http"
-import type { AddressInfo } from "node:net"
+import { createServer } from "node:http"
 import { createAuthorizationServer, NodeServer, UserAuthenticator } from "@keyway/authorization-server"
 import { createProtectedResource, jwt, type ProtectedResource, toNodeListener } from "@keyway/resource-server"
+import { closing, listening } from "@keyway/testing"
 
 /** The demo user every stack knows. */
 export const USER = { username: "alice", password: "correct horse battery staple" } as const
@@ -11,17 +11,6 @@ export const NOTE_SCOPES = {
   "notes:read": "Read your notes",
   "notes:write": "Create and change your notes",
 } as const
-
-const listening = async (server: Server): Promise<string> => {
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`
-}
-
-const closing = (server: Server) =>
-  new Promise<void>((resolve) => {
-    server.closeAllConnections()
-    server.close(() => resolve())
-  })
 
 /** A running authorization server, and the resource servers it issues for. */
 export interface Stack {

@@ -1,5 +1,4 @@
-import { createServer, type Server } from "node:http"
-import type { AddressInfo } from "node:net"
+import { createServer } from "node:http"
 import {
   AuthorizationServer,
   createAuthorizationServer,
@@ -20,6 +19,7 @@ import {
 } from "@keyway/client"
 import { OAuthError } from "@keyway/core"
 import { createProtectedResource, jwt, toNodeListener } from "@keyway/resource-server"
+import { closing, listening } from "@keyway/testing"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { decodeJwt } from "jose"
 import { afterEach, describe, expect, it } from "vitest"
@@ -88,16 +88,6 @@ const clientExtension = (ticket: () => string, seen: Array<string>): Extension.C
         .pipe(Effect.map((response) => ({ response }))),
   },
 })
-
-const listening = async (server: Server): Promise<string> => {
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`
-}
-const closing = (server: Server) =>
-  new Promise<void>((resolve) => {
-    server.closeAllConnections()
-    server.close(() => resolve())
-  })
 
 const cleanups: Array<() => Promise<void>> = []
 afterEach(async () => {

@@ -1,5 +1,5 @@
 export { CHROMIUM_PATH, type HeadlessChromium, launchChromium } from "./chromium.js"
 export { type CliProcess, spawnCli, waitForStderr } from "./cli.js"
-export { freePort } from "./net.js"
+export { closing, freePort, listening } from "./net.js"
 export { type PostgresServer, startPostgres } from "./postgres.js"
 export { requireDebianPackage } from "./system.js"

@@ -1,4 +1,5 @@
-import { createServer } from "node:net"
+import type { Server as HttpServer } from "node:http"
+import { type AddressInfo, createServer } from "node:net"
 
 /**
  * A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, read, released), for a server whose URL must be
@@ -15,4 +16,17 @@ export const freePort = (): Promise<number> =>
       const port = typeof address === "object" && address !== null ? address.port : 0
       server.close(() => resolve(port))
     })
+  })
+
+/** Starts a node:http server on 127.0.0.1 port 0 and resolves with its origin (`http://127.0.0.1:<port>`). */
+export const listening = async (server: HttpServer): Promise<string> => {
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+}
+
+/** Closes a node:http server with its open connections. */
+export const closing = (server: HttpServer): Promise<void> =>
+  new Promise<void>((resolve) => {
+    server.closeAllConnections()
+    server.close(() => resolve())
   })

@@ -1,21 +1,10 @@
-import { createServer, type Server } from "node:http"
-import type { AddressInfo } from "node:net"
+import { createServer } from "node:http"
 import { type AuthorizationServer, createAuthorizationServer, NodeServer } from "@keyway/authorization-server"
 import { createProtectedResource, jwt, toNodeListener } from "@keyway/resource-server"
+import { closing, listening } from "@keyway/testing"
 
 export const SCOPES = { "notes:read": "Read notes", "notes:write": "Write notes" } as const
 export const SECRET = "s3cr3t-s3cr3t-s3cr3t-s3cr3t-s3cr3t-s3cr3t"
-
-const listening = async (server: Server): Promise<string> => {
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`
-}
-
-const closing = (server: Server) =>
-  new Promise<void>((resolve) => {
-    server.closeAllConnections()
-    server.close(() => resolve())
-  })
 
 /** One token-endpoint request as the authorization server saw it. */
 export interface SeenTokenRequest {
