@@ -396,8 +396,9 @@ const make = Effect.gen(function* () {
       )
     }
     if (strategy?.unattended === true) {
-      // Obtained again without a person, as a refresh would be; a failure keeps a token that still works.
-      return yield* authorizeShared(key, key, {}).pipe(
+      // Obtained again without a person, as a refresh would be, for the scope held (the selection rules could name
+      // another one than the challenge that got it); a failure keeps a token that still works.
+      return yield* authorizeShared(key, key, tokens.scope === "" ? {} : { scope: tokens.scope }).pipe(
         Effect.catch((error) =>
           Effect.flatMap(Clock.currentTimeMillis, (later) =>
             expiresAt > later ? Effect.succeed(tokens) : Effect.fail(error),
