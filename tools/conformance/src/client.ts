@@ -10,9 +10,10 @@
  * @module
  */
 import { createPrivateKey } from "node:crypto"
-import { createAuthClient, isAuthError, UserAgent } from "@keyway/client"
+import { createAuthClient, Extension, isAuthError, UserAgent } from "@keyway/client"
+import { workloadIdentity } from "@keyway/ext-workload-identity"
 import { createTransport } from "@keyway/mcp-sdk-client"
-import { Client } from "@modelcontextprotocol/client"
+import { Client, type ClientCapabilities } from "@modelcontextprotocol/client"
 import { type ConformanceContext, parseContext } from "./context.js"
 
 /**
@@ -40,7 +41,10 @@ const main = async (): Promise<void> => {
   const protocolVersion = process.env.MCP_CONFORMANCE_PROTOCOL_VERSION
   const privateKeyJwt = privateKeyOf(context)
   const { client_id: clientId, client_secret: clientSecret } = context
+  // A workload's JWT in the context means workload identity federation: the JWT bearer grant, no client of its own.
+  const extensions = context.valid_jwt === undefined ? [] : [workloadIdentity({ assertion: context.valid_jwt })]
   const auth = createAuthClient({
+    extensions,
     clientName: "keyway-conformance-client",
     clientMetadataUrl: CLIENT_METADATA_URL,
     userAgent: UserAgent.headless(),
@@ -60,9 +64,13 @@ const main = async (): Promise<void> => {
   })
   const client = new Client(
     { name: "keyway-conformance-client", version: "0.0.0" },
-    protocolVersion !== undefined && MODERN_REVISIONS.has(protocolVersion)
-      ? { versionNegotiation: { mode: { pin: protocolVersion } } }
-      : {},
+    {
+      // The extensions' settings are JSON objects ({} for workload identity), as the SDK's capabilities type wants.
+      ...(extensions.length === 0 ? {} : { capabilities: Extension.capabilities(extensions) as ClientCapabilities }),
+      ...(protocolVersion !== undefined && MODERN_REVISIONS.has(protocolVersion)
+        ? { versionNegotiation: { mode: { pin: protocolVersion } } }
+        : {}),
+    },
   )
   try {
     await client.connect(createTransport(serverUrl, auth))
