@@ -5,25 +5,25 @@
  */
 import { randomUUID } from "node:crypto"
 import { mkdtempSync, rmSync } from "node:fs"
-import { createServer, type Server } from "node:http"
-import type { AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { createAuthorizationServer, NodeServer } from "@keyway/authorization-server"
-import { createProtectedResource, jwt, toNodeListener } from "@keyway/resource-server"
+import { createProtectedResource, jwt } from "@keyway/resource-server"
 import { exportJWK, generateKeyPair, type JWK, type JWTPayload, SignJWT } from "jose"
 import { type TrustedIssuer, type WorkloadIdentityOptions, workloadIdentityGrant } from "../src/Server.js"
 
-const listening = async (server: Server): Promise<string> => {
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+/** Listens on 127.0.0.1 with a handler that may be set once the URL is known (the issuer names itself). */
+const listening = async () => {
+  let handler: (request: Request) => Promise<Response> = async () => new Response(null, { status: 503 })
+  const running = await NodeServer.listen((request) => handler(request))
+  return {
+    url: running.url,
+    close: running.close,
+    serve: (next: (request: Request) => Promise<Response>) => {
+      handler = next
+    },
+  }
 }
-
-const closing = (server: Server) =>
-  new Promise<void>((resolve) => {
-    server.closeAllConnections()
-    server.close(() => resolve())
-  })
 
 /** A workload platform: a key pair, a JWKS endpoint on loopback, and a way to sign workload JWTs. */
 export interface WorkloadIssuer {
@@ -48,16 +48,15 @@ export const startWorkloadIssuer = async (audience: () => string): Promise<Workl
   const { publicKey, privateKey } = await generateKeyPair("ES256", { extractable: true })
   const publicJwk = { ...(await exportJWK(publicKey)), kid: KID, alg: "ES256", use: "sig" }
   let count = 0
-  const server = createServer((_, res) => {
+  const server = await listening()
+  server.serve(async () => {
     count++
-    res.writeHead(200, { "content-type": "application/json" })
-    res.end(JSON.stringify({ keys: [publicJwk] }))
+    return Response.json({ keys: [publicJwk] })
   })
-  const origin = await listening(server)
-  const issuer = `${origin}/workloads`
+  const issuer = `${server.url}/workloads`
   return {
     issuer,
-    jwksUri: `${origin}/jwks.json`,
+    jwksUri: `${server.url}/jwks.json`,
     publicJwk,
     fetches: () => count,
     sign: async (claims, header = {}) => {
@@ -76,7 +75,7 @@ export const startWorkloadIssuer = async (audience: () => string): Promise<Workl
         .setProtectedHeader({ alg: "ES256", kid: KID, typ: "JWT", ...header })
         .sign(privateKey)
     },
-    close: () => closing(server),
+    close: server.close,
   }
 }
 
@@ -108,12 +107,11 @@ export interface StackOptions {
 
 /** Starts the workload issuer, the authorization server and two protected MCP endpoints. */
 export const startStack = async (options: StackOptions = {}): Promise<Stack> => {
-  const asServer = createServer()
-  const issuer = await listening(asServer)
+  const asServer = await listening()
+  const issuer = asServer.url
   const workload = await startWorkloadIssuer(() => issuer)
-  const rsServers = [createServer(), createServer()]
-  const origins = await Promise.all(rsServers.map(listening))
-  const mcp = [`${origins[0]}/mcp`, `${origins[1]}/mcp`] as const
+  const rsServers = await Promise.all([listening(), listening()])
+  const mcp = [`${rsServers[0]?.url}/mcp`, `${rsServers[1]?.url}/mcp`] as const
   const log: Array<Record<string, unknown>> = []
   const dir = options.storage === "sqlite" ? mkdtempSync(join(tmpdir(), "keyway-wif-")) : undefined
   const changes = options.issuer?.(workload, mcp) ?? {}
@@ -142,17 +140,13 @@ export const startStack = async (options: StackOptions = {}): Promise<Stack> => 
     ],
   })
   const asRequests: Array<string> = []
-  const listener = NodeServer.toNodeListener(
-    async (request) => {
-      const url = new URL(request.url)
-      const grant =
-        request.method === "POST" ? (new URLSearchParams(await request.clone().text()).get("grant_type") ?? "") : ""
-      asRequests.push(`${request.method} ${url.pathname}${grant === "" ? "" : ` ${grant}`}`)
-      return authorizationServer.handler(request)
-    },
-    { publicUrl: issuer },
-  )
-  asServer.on("request", listener)
+  asServer.serve(async (request) => {
+    const url = new URL(request.url)
+    const grant =
+      request.method === "POST" ? (new URLSearchParams(await request.clone().text()).get("grant_type") ?? "") : ""
+    asRequests.push(`${request.method} ${url.pathname}${grant === "" ? "" : ` ${grant}`}`)
+    return authorizationServer.handler(request)
+  })
   await authorizationServer.ready()
   const metadata = (await (await fetch(`${issuer}/.well-known/oauth-authorization-server`)).json()) as {
     jwks_uri: string
@@ -176,7 +170,7 @@ export const startStack = async (options: StackOptions = {}): Promise<Stack> => 
         result: { subject: token.subject, clientId: token.clientId, scopes: token.scopes },
       })
     })
-    server.on("request", toNodeListener(handler))
+    server.serve(async (request) => handler(request))
     closers.push(() => guard.close())
   })
   return {
@@ -187,7 +181,7 @@ export const startStack = async (options: StackOptions = {}): Promise<Stack> => 
     asRequests,
     log,
     close: async () => {
-      await Promise.all([asServer, ...rsServers].map(closing))
+      await Promise.all([asServer, ...rsServers].map((server) => server.close()))
       await Promise.all(closers.map((close) => close()))
       await authorizationServer.close()
       await workload.close()
