@@ -148,6 +148,36 @@ describe("Keyway's client with workload identity against Keyway's authorization 
     }
   })
 
+  it("surfaces unauthorized_client with the server's code, and does not send the assertion again", async () => {
+    let tokenRequests = 0
+    const assertion = await stack.workload.sign({})
+    const client = createAuthClient({
+      // A server that does not let workloads use the grant (Keyway's answers unauthorized_client only to clients).
+      fetch: async (input, init) => {
+        if (String(input) !== stack.tokenEndpoint) return fetch(input, init)
+        tokenRequests++
+        return Response.json(
+          { error: "unauthorized_client", error_description: "workloads may not use this grant here" },
+          { status: 400 },
+        )
+      },
+      extensions: [workloadIdentity({ assertion })],
+    })
+    try {
+      expect(await failure(listTools(client, stack.mcp[0]))).toMatchObject({
+        step: "token",
+        reason: "oauth-error",
+        error: "unauthorized_client",
+        status: 400,
+        message: `the token endpoint ${stack.tokenEndpoint} answered HTTP 400 unauthorized_client: workloads may not use this grant here; the workload assertion is not sent again (a rejected assertion is never replayed)`,
+      })
+      expect(await failure(listTools(client, stack.mcp[0]))).toMatchObject({ reason: "invalid-grant" })
+      expect(tokenRequests).toBe(1)
+    } finally {
+      await client.dispose()
+    }
+  })
+
   it("reports a source that fails without a request", async () => {
     const client = createAuthClient({
       extensions: [
