@@ -81,50 +81,49 @@ export const workloadIdentity = (options: WorkloadIdentityOptions): Extension.Cl
   }
   const source = options.assertion
 
-  const acquire = (context: Extension.AcquireContext) =>
-    Effect.gen(function* () {
-      const tokenEndpoint = context.server.metadata.token_endpoint as string
-      const fail = (message: string) =>
-        new AuthError({ step: "token", reason: "invalid-input", url: tokenEndpoint, message })
-      const assertion =
-        typeof source === "string"
-          ? source
-          : yield* Effect.tryPromise({
-              try: async () => source({ issuer: context.server.issuer, tokenEndpoint, resource: context.resource }),
-              catch: (cause) =>
-                fail(
-                  `the workload assertion could not be obtained: ${cause instanceof Error ? cause.message : String(cause)}`,
-                ),
-            })
-      if (typeof assertion !== "string" || assertion.trim() === "") {
-        return yield* fail("the workload assertion source gave no JWT")
-      }
-      const jwt = assertion.trim()
-      if (rejected.has(jwt)) {
-        return yield* new AuthError({
-          step: "token",
-          reason: "invalid-grant",
-          url: tokenEndpoint,
-          message: `the authorization server ${context.server.issuer} already refused this workload assertion and it is never sent twice; a new assertion is needed (mint one, or wait for the platform to rotate the token)`,
-        })
-      }
-      const body = new URLSearchParams({ grant_type: Grant.JWT_BEARER, assertion: jwt, resource: context.resource })
-      if (context.scope !== undefined) body.set("scope", context.scope)
-      const response = yield* context.tokenRequest(body).pipe(
-        Effect.mapError((error) => {
-          remember(jwt)
-          return new AuthError({
-            step: error.step,
-            reason: error.reason,
-            url: error.url,
-            message: `${error.message}${trailer}`,
-            ...(error.error === undefined ? {} : { error: error.error }),
-            ...(error.status === undefined ? {} : { status: error.status }),
+  const acquire = Effect.fn("WorkloadIdentity.acquire")(function* (context: Extension.AcquireContext) {
+    const tokenEndpoint = context.server.metadata.token_endpoint as string
+    const fail = (message: string) =>
+      new AuthError({ step: "token", reason: "invalid-input", url: tokenEndpoint, message })
+    const assertion =
+      typeof source === "string"
+        ? source
+        : yield* Effect.tryPromise({
+            try: async () => source({ issuer: context.server.issuer, tokenEndpoint, resource: context.resource }),
+            catch: (cause) =>
+              fail(
+                `the workload assertion could not be obtained: ${cause instanceof Error ? cause.message : String(cause)}`,
+              ),
           })
-        }),
-      )
-      return { response, ...(context.scope === undefined ? {} : { requestedScope: context.scope }) }
-    })
+    if (typeof assertion !== "string" || assertion.trim() === "") {
+      return yield* fail("the workload assertion source gave no JWT")
+    }
+    const jwt = assertion.trim()
+    if (rejected.has(jwt)) {
+      return yield* new AuthError({
+        step: "token",
+        reason: "invalid-grant",
+        url: tokenEndpoint,
+        message: `the authorization server ${context.server.issuer} already refused this workload assertion and it is never sent twice; a new assertion is needed (mint one, or wait for the platform to rotate the token)`,
+      })
+    }
+    const body = new URLSearchParams({ grant_type: Grant.JWT_BEARER, assertion: jwt, resource: context.resource })
+    if (context.scope !== undefined) body.set("scope", context.scope)
+    const response = yield* context.tokenRequest(body).pipe(
+      Effect.mapError((error) => {
+        remember(jwt)
+        return new AuthError({
+          step: error.step,
+          reason: error.reason,
+          url: error.url,
+          message: `${error.message}${trailer}`,
+          ...(error.error === undefined ? {} : { error: error.error }),
+          ...(error.status === undefined ? {} : { status: error.status }),
+        })
+      }),
+    )
+    return { response, ...(context.scope === undefined ? {} : { requestedScope: context.scope }) }
+  })
 
   return {
     id: Grant.extensions.workloadIdentity,
