@@ -398,8 +398,8 @@ const make = Effect.gen(function* () {
       )
     }
     if (strategy?.unattended === true) {
-      // Obtained again without a person, for the scope held, as a refresh would be; a failure keeps a token that
-      // still works.
+      // Obtained again without a person, as a refresh would be, for the scope held (the selection rules could name
+      // another one than the challenge that got it); a failure keeps a token that still works.
       return yield* authorizeShared(key, key, tokens.scope === "" ? {} : { scope: tokens.scope }).pipe(
         Effect.catch((error) =>
           Effect.flatMap(Clock.currentTimeMillis, (later) =>

@@ -12,6 +12,7 @@
 import { createPrivateKey } from "node:crypto"
 import { createAuthClient, Extension, isAuthError, UserAgent } from "@keyway/client"
 import { clientCredentials } from "@keyway/ext-client-credentials/client"
+import { workloadIdentity } from "@keyway/ext-workload-identity"
 import { createTransport } from "@keyway/mcp-sdk-client"
 import { Client } from "@modelcontextprotocol/client"
 import { type ConformanceContext, parseContext } from "./context.js"
@@ -43,18 +44,21 @@ const main = async (): Promise<void> => {
   // The client credentials scenarios configure a machine client; the suite's context does not name the authorization
   // server, so the credentials are bound to whichever one discovery finds (a real deployment names its issuer).
   const machine = context.name?.startsWith("auth/client-credentials") === true && clientId !== undefined
-  const extensions: Array<Extension.ClientExtension> = machine
-    ? [
-        clientCredentials({
-          issuer: () => true,
-          clientId,
-          ...(clientSecret !== undefined ? { clientSecret } : {}),
-          ...(context.private_key_pem !== undefined
-            ? { privateKey: { key: context.private_key_pem, alg: context.signing_algorithm ?? "ES256" } }
-            : {}),
-        }),
-      ]
-    : []
+  const extensions: Array<Extension.ClientExtension> = []
+  if (machine) {
+    extensions.push(
+      clientCredentials({
+        issuer: () => true,
+        clientId,
+        ...(clientSecret !== undefined ? { clientSecret } : {}),
+        ...(context.private_key_pem !== undefined
+          ? { privateKey: { key: context.private_key_pem, alg: context.signing_algorithm ?? "ES256" } }
+          : {}),
+      }),
+    )
+  }
+  // A workload's JWT in the context means workload identity federation: the JWT bearer grant, no client of its own.
+  if (context.valid_jwt !== undefined) extensions.push(workloadIdentity({ assertion: context.valid_jwt }))
   const privateKeyJwt = machine ? undefined : privateKeyOf(context)
   const auth = createAuthClient({
     extensions,

@@ -18,6 +18,8 @@ export interface ConformanceContext {
   /** A PKCS#8 PEM private key for `private_key_jwt`. */
   readonly private_key_pem?: string
   readonly signing_algorithm?: string
+  /** A workload's JWT for the JWT bearer grant (workload identity federation scenarios). */
+  readonly valid_jwt?: string
 }
 
 const stringField = (record: Record<string, unknown>, key: string): string | undefined => {
@@ -43,7 +45,7 @@ export const parseContext = (raw: string | undefined): ConformanceContext => {
   }
   const record = parsed as Record<string, unknown>
   const context: Record<string, string> = {}
-  for (const key of ["name", "client_id", "client_secret", "private_key_pem", "signing_algorithm"]) {
+  for (const key of ["name", "client_id", "client_secret", "private_key_pem", "signing_algorithm", "valid_jwt"]) {
     const value = stringField(record, key)
     if (value !== undefined) context[key] = value
   }

@@ -106,6 +106,16 @@ describe("parseContext", () => {
     })
   })
 
+  it("keeps the workload's JWT of the workload identity scenarios", () => {
+    expect(
+      parseContext('{"name":"auth/wif-jwt-bearer","client_id":"w","valid_jwt":"a.b.c","expired_jwt":"d.e.f"}'),
+    ).toEqual({
+      name: "auth/wif-jwt-bearer",
+      client_id: "w",
+      valid_jwt: "a.b.c",
+    })
+  })
+
   it("treats an absent context as empty", () => {
     expect(parseContext(undefined)).toEqual({})
   })
