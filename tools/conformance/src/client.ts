@@ -12,7 +12,7 @@
 import { createPrivateKey } from "node:crypto"
 import { createAuthClient, Extension, isAuthError, UserAgent } from "@keyway/client"
 import { clientCredentials } from "@keyway/ext-client-credentials/client"
-import { workloadIdentity } from "@keyway/ext-workload-identity"
+import { workloadIdentity } from "@keyway/ext-workload-identity/client"
 import { createTransport } from "@keyway/mcp-sdk-client"
 import { Client } from "@modelcontextprotocol/client"
 import { type ConformanceContext, parseContext } from "./context.js"

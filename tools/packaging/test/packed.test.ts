@@ -167,6 +167,12 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
       "authorization-server",
       "client-credentials.ts",
     )
+    copyExample("packages/extensions/workload-identity/examples/client.ts", "client", "workload-identity.ts")
+    copyExample(
+      "packages/extensions/workload-identity/examples/server.ts",
+      "authorization-server",
+      "workload-identity.ts",
+    )
     copyFileSync(join(import.meta.dirname, "fixtures", "browser.mjs"), join(projectDir("client"), "browser.mjs"))
     // The second install: the frameworks the examples use, and @types/node for compiling them.
     await Promise.all([
@@ -175,11 +181,23 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
         [
           tarball("@keyway/mcp-sdk-client"),
           tarball("@keyway/ext-client-credentials"),
+          tarball("@keyway/ext-workload-identity"),
+          // The extensions serve both roles: they depend on both role packages.
+          tarball("@keyway/authorization-server"),
+          tarball("@keyway/http"),
           devVersion("packages/integrations/mcp-sdk-client", "@modelcontextprotocol/client"),
         ],
         cache,
       ),
-      npmInstall(projectDir("authorization-server"), [tarball("@keyway/ext-client-credentials")], cache),
+      npmInstall(
+        projectDir("authorization-server"),
+        [
+          tarball("@keyway/ext-client-credentials"),
+          tarball("@keyway/ext-workload-identity"),
+          tarball("@keyway/client"),
+        ],
+        cache,
+      ),
       npmInstall(
         projectDir("resource-server"),
         [

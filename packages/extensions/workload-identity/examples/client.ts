@@ -1,5 +1,5 @@
 import { createAuthClient } from "@keyway/client"
-import { workloadIdentity } from "@keyway/ext-workload-identity"
+import { workloadIdentity } from "@keyway/ext-workload-identity/client"
 import { assertionFile } from "@keyway/ext-workload-identity/node"
 
 // The MCP server to call, and the token your platform mounts and rotates (here a Kubernetes projected service

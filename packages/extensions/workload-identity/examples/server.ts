@@ -1,5 +1,5 @@
 import { createAuthorizationServer } from "@keyway/authorization-server"
-import { workloadIdentityGrant } from "@keyway/ext-workload-identity"
+import { workloadIdentityGrant } from "@keyway/ext-workload-identity/authorization-server"
 
 const mcpServer = "https://mcp.example.com/mcp"
 
