@@ -1,7 +1,7 @@
 import { createServer, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
 import { createAuthorizationServer, NodeServer, UserAuthenticator } from "@keyway/authorization-server"
-import { createProtectedResource, jwt, type ProtectedResource, toNodeListener } from "@keyway/resource-server"
+import { createProtectedResource, jwt, type ProtectedResource, toNodeListener } from "@keyway/resource-server/node"
 
 /** The demo user every stack knows. */
 export const USER = { username: "alice", password: "correct horse battery staple" } as const
