@@ -6,7 +6,7 @@
  */
 
 import type { TokenStore } from "@keyway/client"
-import { createAuthClient, UserAgent } from "@keyway/client"
+import { createAuthClient, UserAgent } from "@keyway/client/node"
 import { createTransport } from "@keyway/mcp-sdk-client"
 import { Client } from "@modelcontextprotocol/client"
 import { narrated, scriptedUser } from "./agent.js"
