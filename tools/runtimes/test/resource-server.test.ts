@@ -1,0 +1,209 @@
+/**
+ * `@keyway/resource-server`'s main entry on the runtimes it promises, each the real binary from npm: workerd with an
+ * old compatibility date and no `nodejs_compat` (the bundle esbuild makes for a worker), Deno and Bun (the package as
+ * installed). Each answers the four cases of a protected MCP endpoint: a 401 challenge, the protected resource
+ * metadata, 200 with a valid token (twice, so the second goes through the verified-token cache) and 401 for a token
+ * issued for another audience.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import { mkdtemp, rm, writeFile } from "node:fs/promises"
+import { createServer, type Server } from "node:http"
+import type { AddressInfo } from "node:net"
+import { tmpdir } from "node:os"
+import { dirname, join } from "node:path"
+import { createInterface } from "node:readline"
+import { fileURLToPath } from "node:url"
+import { Challenge } from "@keyway/core"
+import { freePort } from "@keyway/testing"
+import { exportJWK, generateKeyPair, SignJWT } from "jose"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { bundleForBrowser, runtimeBinary } from "../src/index.js"
+
+const fixtures = join(dirname(fileURLToPath(import.meta.url)), "..", "fixtures")
+const RESOURCE = "https://mcp.runtime.example/mcp"
+const ISSUER = "https://as.runtime.example"
+/** Older than any date with Node.js compatibility on by default; no `nodejs_compat` flag either. */
+const OLD_COMPATIBILITY_DATE = "2023-03-01"
+
+let jwks: Server
+let jwksUri = ""
+let mint: (audience: string) => Promise<string>
+const cleanups: Array<() => Promise<void>> = []
+
+beforeAll(async () => {
+  const { privateKey, publicKey } = await generateKeyPair("ES256")
+  const publicJwk = { ...(await exportJWK(publicKey)), kid: "runtime", alg: "ES256", use: "sig" }
+  mint = (audience) =>
+    new SignJWT({ scope: "notes:read", client_id: "runtime-client" })
+      .setProtectedHeader({ alg: "ES256", typ: "at+jwt", kid: "runtime" })
+      .setIssuer(ISSUER)
+      .setAudience(audience)
+      .setSubject("alice")
+      .setIssuedAt()
+      .setExpirationTime("10m")
+      .sign(privateKey)
+  jwks = createServer((_request, response) => {
+    response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ keys: [publicJwk] }))
+  })
+  await new Promise<void>((resolve) => jwks.listen(0, "127.0.0.1", resolve))
+  jwksUri = `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/jwks`
+})
+
+afterAll(async () => {
+  while (cleanups.length > 0) await cleanups.pop()?.()
+  await new Promise<void>((resolve) => jwks.close(() => resolve()))
+})
+
+/** Starts a child process, resolves with its first stdout line matching `ready`; the child is stopped after all. */
+const start = (command: string, args: ReadonlyArray<string>, cwd: string, ready: RegExp): Promise<string> => {
+  const child: ChildProcess = spawn(command, args, {
+    cwd,
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, NO_COLOR: "1", DENO_NO_UPDATE_CHECK: "1" },
+  })
+  cleanups.push(
+    () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null || child.signalCode !== null) return resolve()
+        child.once("exit", () => resolve())
+        child.kill()
+      }),
+  )
+  let output = ""
+  return new Promise((resolve, reject) => {
+    const lines = createInterface({ input: child.stdout! })
+    lines.on("line", (line) => {
+      output += `${line}\n`
+      const match = ready.exec(line)
+      if (match !== null) resolve(match[1] ?? line)
+    })
+    child.stderr!.on("data", (chunk: Buffer) => {
+      output += chunk.toString()
+      const match = ready.exec(output)
+      if (match !== null) resolve(match[1] ?? "")
+    })
+    child.once("exit", (code) => reject(new Error(`${command} exited with ${code} before it was ready:\n${output}`)))
+  })
+}
+
+const settings = () => JSON.stringify({ resource: RESOURCE, issuer: ISSUER, jwksUri })
+
+const startWorkerd = async (): Promise<string> => {
+  const bundle = await bundleForBrowser(join(fixtures, "worker.ts"))
+  const dir = await mkdtemp(join(tmpdir(), "keyway-workerd-"))
+  cleanups.push(() => rm(dir, { recursive: true, force: true }))
+  await writeFile(join(dir, "worker.js"), bundle.code)
+  const port = await freePort()
+  const text = (value: string) => JSON.stringify(value)
+  await writeFile(
+    join(dir, "config.capnp"),
+    `using Workerd = import "/workerd/workerd.capnp";
+const config :Workerd.Config = (
+  services = [
+    (name = "main", worker = .worker),
+    # The default outbound service: the test's JWKS is on loopback.
+    (name = "internet", network = (allow = ["public", "private", "local"])),
+  ],
+  sockets = [ (name = "http", address = "127.0.0.1:${port}", http = (), service = "main") ],
+);
+const worker :Workerd.Worker = (
+  modules = [ (name = "worker.js", esModule = embed "worker.js") ],
+  compatibilityDate = ${text(OLD_COMPATIBILITY_DATE)},
+  compatibilityFlags = [],
+  bindings = [
+    (name = "RESOURCE", text = ${text(RESOURCE)}),
+    (name = "ISSUER", text = ${text(ISSUER)}),
+    (name = "JWKS_URI", text = ${text(jwksUri)}),
+  ],
+);
+`,
+  )
+  const workerd = runtimeBinary("workerd")
+  // workerd prints nothing once it listens (the pattern never matches): wait until the socket answers, and fail at
+  // once if it exits.
+  const child = start(workerd, ["serve", "config.capnp"], dir, /^(?!)/)
+  const base = `http://127.0.0.1:${port}`
+  const deadline = Date.now() + 20_000
+  for (;;) {
+    const answered = await fetch(`${base}/.well-known/oauth-protected-resource/mcp`).then(
+      () => true,
+      () => false,
+    )
+    if (answered) break
+    if (Date.now() > deadline) throw new Error("workerd did not start listening within 20 s")
+    await Promise.race([child, new Promise((resolve) => setTimeout(resolve, 100))])
+  }
+  return base
+}
+
+const startDenoOrBun = async (runtime: "deno" | "bun"): Promise<string> => {
+  const binary = runtimeBinary(runtime)
+  const cwd = join(fixtures, "..")
+  const args =
+    runtime === "deno"
+      ? [
+          "run",
+          "--allow-net",
+          "--allow-read",
+          "--allow-env",
+          "--node-modules-dir=manual",
+          "fixtures/serve.ts",
+          settings(),
+        ]
+      : ["fixtures/serve.ts", settings()]
+  const port = await start(binary, args, cwd, /^\{"port":(\d+)\}$/)
+  return `http://127.0.0.1:${port}`
+}
+
+const runtimes: ReadonlyArray<readonly [string, () => Promise<string>, string]> = [
+  [`workerd, compatibility date ${OLD_COMPATIBILITY_DATE}, no nodejs_compat`, startWorkerd, "Cloudflare-Workers"],
+  ["Deno", () => startDenoOrBun("deno"), "deno"],
+  ["Bun", () => startDenoOrBun("bun"), "bun"],
+]
+
+describe.each(runtimes)("the resource server's Web face on %s", (_name, startRuntime, runtime) => {
+  let base = ""
+  beforeAll(async () => {
+    base = await startRuntime()
+  }, 60_000)
+
+  it("answers a request without a token 401 with a Bearer challenge naming the metadata", async () => {
+    const response = await fetch(`${base}/mcp`)
+    expect(response.status).toBe(401)
+    const challenge = Challenge.fromHeaders(response.headers)
+    expect(challenge).toMatchObject({
+      _tag: "Success",
+      success: {
+        resource_metadata: "https://mcp.runtime.example/.well-known/oauth-protected-resource/mcp",
+        scope: "notes:read",
+      },
+    })
+    expect(response.headers.get("www-authenticate")).not.toContain("error=")
+  })
+
+  it("serves the protected resource metadata", async () => {
+    const response = await fetch(`${base}/.well-known/oauth-protected-resource/mcp`)
+    expect(response.status).toBe(200)
+    expect(await response.json()).toMatchObject({
+      resource: RESOURCE,
+      authorization_servers: [ISSUER],
+      scopes_supported: ["notes:read"],
+    })
+  })
+
+  it("answers 200 with a valid token, verified first and then from the cache", async () => {
+    const token = await mint(RESOURCE)
+    for (let i = 0; i < 2; i++) {
+      const response = await fetch(`${base}/mcp`, { headers: { authorization: `Bearer ${token}` } })
+      expect(response.status).toBe(200)
+      expect(await response.json()).toEqual({ subject: "alice", scopes: ["notes:read"], runtime })
+    }
+  })
+
+  it("answers 401 invalid_token for a token issued for another MCP server", async () => {
+    const token = await mint("https://other.runtime.example/mcp")
+    const response = await fetch(`${base}/mcp`, { headers: { authorization: `Bearer ${token}` } })
+    expect(response.status).toBe(401)
+    expect(response.headers.get("www-authenticate")).toContain('error="invalid_token"')
+  })
+})
