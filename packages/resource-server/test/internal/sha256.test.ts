@@ -3,7 +3,8 @@ import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { sha256Words } from "../../src/internal/sha256.js"
 
-const hex = (words: Int32Array): string => Array.from(words, (word) => (word >>> 0).toString(16).padStart(8, "0")).join("")
+const hex = (words: Int32Array): string =>
+  Array.from(words, (word) => (word >>> 0).toString(16).padStart(8, "0")).join("")
 
 describe("sha256Words", () => {
   it("reproduces the FIPS 180-4 example digests", () => {
