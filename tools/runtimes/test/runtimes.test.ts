@@ -1,9 +1,11 @@
 /**
- * `@keyway/resource-server`'s main entry on the runtimes it promises, each the real binary from npm: workerd with an
- * old compatibility date and no `nodejs_compat` (the bundle esbuild makes for a worker), Deno and Bun (the package as
- * installed). Each answers the four cases of a protected MCP endpoint: a 401 challenge, the protected resource
- * metadata, 200 with a valid token (twice, so the second goes through the verified-token cache) and 401 for a token
- * issued for another audience.
+ * The Web faces on the runtimes they promise, each the real binary from npm: workerd (the bundle esbuild makes for a
+ * worker) with an old compatibility date and no `nodejs_compat`, with `nodejs_compat` at 2026-03-01, and at a recent
+ * date; Deno and Bun (the packages as installed). On each, `@keyway/resource-server`'s main entry answers the four
+ * cases of a protected MCP endpoint (a 401 challenge, the protected resource metadata, 200 with a valid token, twice
+ * so that the second goes through the verified-token cache, and 401 for a token issued for another audience), and
+ * `@keyway/client`'s main entry runs its whole flow (memory store, headless user agent) against a loopback
+ * authorization server and MCP server, with a few of `@keyway/core`'s functions.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { mkdtemp, rm, writeFile } from "node:fs/promises"
@@ -15,6 +17,12 @@ import { createInterface } from "node:readline"
 import { fileURLToPath } from "node:url"
 import { Challenge } from "@keyway/core"
 import { freePort } from "@keyway/testing"
+import {
+  type AuthorizationServerPeer,
+  type ResourceServerPeer,
+  startAuthorizationServer,
+  startResourceServer,
+} from "@keyway/testing/peers"
 import { exportJWK, generateKeyPair, SignJWT } from "jose"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { bundleForBrowser, runtimeBinary } from "../src/index.js"
@@ -22,15 +30,20 @@ import { bundleForBrowser, runtimeBinary } from "../src/index.js"
 const fixtures = join(dirname(fileURLToPath(import.meta.url)), "..", "fixtures")
 const RESOURCE = "https://mcp.runtime.example/mcp"
 const ISSUER = "https://as.runtime.example"
-/** Older than any date with Node.js compatibility on by default; no `nodejs_compat` flag either. */
+/** An old compatibility date, run without the `nodejs_compat` flag: no `node:*` module exists there. */
 const OLD_COMPATIBILITY_DATE = "2023-03-01"
 
 let jwks: Server
 let jwksUri = ""
 let mint: (audience: string) => Promise<string>
+let as: AuthorizationServerPeer
+let mcp: ResourceServerPeer
 const cleanups: Array<() => Promise<void>> = []
 
 beforeAll(async () => {
+  // The client's counterparts: an authorization server that approves at once, and an MCP server it protects.
+  as = await startAuthorizationServer()
+  mcp = await startResourceServer({ authorizationServers: () => [as.issuer], lookup: as.lookup })
   const { privateKey, publicKey } = await generateKeyPair("ES256")
   const publicJwk = { ...(await exportJWK(publicKey)), kid: "runtime", alg: "ES256", use: "sig" }
   mint = (audience) =>
@@ -52,6 +65,8 @@ beforeAll(async () => {
 afterAll(async () => {
   while (cleanups.length > 0) await cleanups.pop()?.()
   await new Promise<void>((resolve) => jwks.close(() => resolve()))
+  await mcp.close()
+  await as.close()
 })
 
 /** Starts a child process, resolves with its first stdout line matching `ready`; the child is stopped after all. */
@@ -88,7 +103,7 @@ const start = (command: string, args: ReadonlyArray<string>, cwd: string, ready:
 
 const settings = () => JSON.stringify({ resource: RESOURCE, issuer: ISSUER, jwksUri })
 
-const startWorkerd = async (): Promise<string> => {
+const startWorkerd = async (compatibilityDate: string, flags: ReadonlyArray<string>): Promise<string> => {
   const bundle = await bundleForBrowser(join(fixtures, "worker.ts"))
   const dir = await mkdtemp(join(tmpdir(), "keyway-workerd-"))
   cleanups.push(() => rm(dir, { recursive: true, force: true }))
@@ -108,8 +123,8 @@ const config :Workerd.Config = (
 );
 const worker :Workerd.Worker = (
   modules = [ (name = "worker.js", esModule = embed "worker.js") ],
-  compatibilityDate = ${text(OLD_COMPATIBILITY_DATE)},
-  compatibilityFlags = [],
+  compatibilityDate = ${text(compatibilityDate)},
+  compatibilityFlags = [${flags.map(text).join(", ")}],
   bindings = [
     (name = "RESOURCE", text = ${text(RESOURCE)}),
     (name = "ISSUER", text = ${text(ISSUER)}),
@@ -156,12 +171,22 @@ const startDenoOrBun = async (runtime: "deno" | "bun"): Promise<string> => {
 }
 
 const runtimes: ReadonlyArray<readonly [string, () => Promise<string>, string]> = [
-  [`workerd, compatibility date ${OLD_COMPATIBILITY_DATE}, no nodejs_compat`, startWorkerd, "Cloudflare-Workers"],
+  [
+    `workerd, compatibility date ${OLD_COMPATIBILITY_DATE}, no nodejs_compat`,
+    () => startWorkerd(OLD_COMPATIBILITY_DATE, []),
+    "Cloudflare-Workers",
+  ],
+  [
+    "workerd, compatibility date 2026-03-01 with nodejs_compat",
+    () => startWorkerd("2026-03-01", ["nodejs_compat"]),
+    "Cloudflare-Workers",
+  ],
+  ["workerd, compatibility date 2026-08-04", () => startWorkerd("2026-08-04", []), "Cloudflare-Workers"],
   ["Deno", () => startDenoOrBun("deno"), "deno"],
   ["Bun", () => startDenoOrBun("bun"), "bun"],
 ]
 
-describe.each(runtimes)("the resource server's Web face on %s", (_name, startRuntime, runtime) => {
+describe.each(runtimes)("the Web faces on %s", (_name, startRuntime, runtime) => {
   let base = ""
   beforeAll(async () => {
     base = await startRuntime()
@@ -205,5 +230,25 @@ describe.each(runtimes)("the resource server's Web face on %s", (_name, startRun
     const response = await fetch(`${base}/mcp`, { headers: { authorization: `Bearer ${token}` } })
     expect(response.status).toBe(401)
     expect(response.headers.get("www-authenticate")).toContain('error="invalid_token"')
+  })
+
+  it("runs the client's flow: discovery, registration, authorization, token and an authorized MCP call", async () => {
+    const registrations = as.registrations.length
+    const codes = as.tokenRequests.filter((request) => request.grant === "authorization_code").length
+    const response = await fetch(`${base}/client-flow?mcp=${encodeURIComponent(mcp.url)}`)
+    expect(response.status).toBe(200)
+    const result = (await response.json()) as Record<string, unknown>
+    expect(result).toMatchObject({
+      status: 200,
+      resource: mcp.url,
+      core: {
+        canonical: "https://mcp.example.com",
+        challenge: "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
+        equal: true,
+      },
+    })
+    // This runtime's client registered and redeemed a code of its own.
+    expect(as.registrations.length).toBe(registrations + 1)
+    expect(as.tokenRequests.filter((request) => request.grant === "authorization_code").length).toBe(codes + 1)
   })
 })
