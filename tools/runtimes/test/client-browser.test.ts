@@ -13,7 +13,7 @@ import { type HeadlessChromium, launchChromium } from "@keyway/testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type Bundle, bundleForBrowser } from "../src/index.js"
 
-const fixtures = join(dirname(fileURLToPath(import.meta.url)), "..", "fixtures")
+const programs = join(dirname(fileURLToPath(import.meta.url)), "..", "programs")
 
 let stack: Stack
 let chromium: HeadlessChromium
@@ -25,7 +25,7 @@ beforeAll(async () => {
   ;[stack, chromium, bundle] = await Promise.all([
     startStack(),
     launchChromium(),
-    bundleForBrowser(join(fixtures, "browser-app.ts")),
+    bundleForBrowser(join(programs, "browser-app.ts")),
   ])
   // The web app's origin: the page (at /app and at the callback) and its script.
   app = createServer((request, response) => {

@@ -27,7 +27,7 @@ import { exportJWK, generateKeyPair, SignJWT } from "jose"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { bundleForBrowser, runtimeBinary } from "../src/index.js"
 
-const fixtures = join(dirname(fileURLToPath(import.meta.url)), "..", "fixtures")
+const programs = join(dirname(fileURLToPath(import.meta.url)), "..", "programs")
 const RESOURCE = "https://mcp.runtime.example/mcp"
 const ISSUER = "https://as.runtime.example"
 /** An old compatibility date, run without the `nodejs_compat` flag: no `node:*` module exists there. */
@@ -104,7 +104,7 @@ const start = (command: string, args: ReadonlyArray<string>, cwd: string, ready:
 const settings = () => JSON.stringify({ resource: RESOURCE, issuer: ISSUER, jwksUri })
 
 const startWorkerd = async (compatibilityDate: string, flags: ReadonlyArray<string>): Promise<string> => {
-  const bundle = await bundleForBrowser(join(fixtures, "worker.ts"))
+  const bundle = await bundleForBrowser(join(programs, "worker.ts"))
   const dir = await mkdtemp(join(tmpdir(), "keyway-workerd-"))
   cleanups.push(() => rm(dir, { recursive: true, force: true }))
   await writeFile(join(dir, "worker.js"), bundle.code)
@@ -153,7 +153,7 @@ const worker :Workerd.Worker = (
 
 const startDenoOrBun = async (runtime: "deno" | "bun"): Promise<string> => {
   const binary = runtimeBinary(runtime)
-  const cwd = join(fixtures, "..")
+  const cwd = join(programs, "..")
   const args =
     runtime === "deno"
       ? [
@@ -162,10 +162,10 @@ const startDenoOrBun = async (runtime: "deno" | "bun"): Promise<string> => {
           "--allow-read",
           "--allow-env",
           "--node-modules-dir=manual",
-          "fixtures/serve.ts",
+          "programs/serve.ts",
           settings(),
         ]
-      : ["fixtures/serve.ts", settings()]
+      : ["programs/serve.ts", settings()]
   const port = await start(binary, args, cwd, /^\{"port":(\d+)\}$/)
   return `http://127.0.0.1:${port}`
 }
