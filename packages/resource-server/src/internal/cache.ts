@@ -9,7 +9,7 @@ const EMPTY_SHA256 = "47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU"
  * The one-shot native `hash` of `node:crypto` where the runtime has it (Node.js 22+, Bun, Deno), found through
  * `process.getBuiltinModule` so that nothing is imported and a bundle for the browser or a worker carries no
  * `node:*` specifier; elsewhere undefined, and the cache hashes in plain JavaScript. Measured on the cached path:
- * native 0.4 µs, plain JavaScript 1.8 µs, Web Crypto about 50 µs of CPU on Node.js (docs/benchmarks.md).
+ * native 0.4 µs, plain JavaScript 1.7 µs, Web Crypto 9 to 27 µs of CPU per hash on Node.js (docs/benchmarks.md).
  */
 const nativeHash = ((): NativeHash | undefined => {
   try {

@@ -2,7 +2,7 @@
  * SHA-256 in plain JavaScript, synchronous, for the verified-token cache key on runtimes without a synchronous native
  * hash (browsers, Cloudflare Workers without `nodejs_compat`). Web Crypto's `crypto.subtle.digest` is asynchronous:
  * on the cache's hot path it would turn a synchronous check into a promise, and on Node.js it runs on the thread pool
- * at about 50 µs of CPU per digest (docs/benchmarks.md), against about 2 µs for this function on a 400-byte token.
+ * at 9 to 27 µs of CPU per digest (docs/benchmarks.md), against about 1.7 µs for this function on a 400-byte token.
  *
  * @see {@link https://nvlpubs.nist.gov/nistpubs/FIPS/NIST.FIPS.180-4.pdf | FIPS 180-4 §6.2}
  */
