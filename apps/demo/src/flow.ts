@@ -5,7 +5,7 @@
  * @module
  */
 
-import { createAuthClient, UserAgent } from "@keyway/client"
+import { createAuthClient, UserAgent } from "@keyway/client/node"
 import { createTransport } from "@keyway/mcp-sdk-client"
 import { Client } from "@modelcontextprotocol/client"
 import { narrated, scriptedUser } from "./agent.js"

@@ -3,7 +3,7 @@
  *
  * @module
  */
-import { type AuthClient, createAuthClient, UserAgent } from "@keyway/client"
+import { type AuthClient, createAuthClient, UserAgent } from "@keyway/client/node"
 import { createTransport } from "@keyway/mcp-sdk-client"
 import { Client } from "@modelcontextprotocol/client"
 import type { Command, Options } from "./args.js"

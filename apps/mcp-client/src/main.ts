@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { UserAgent } from "@keyway/client"
+import { UserAgent } from "@keyway/client/node"
 /**
  * keyway-mcp: a command-line MCP client. `list-tools <url>`, `call <url> <tool> [json args]`, `login <url>`,
  * `logout <url>`. Authorization runs in the system browser with a loopback listener (or the command in $BROWSER),

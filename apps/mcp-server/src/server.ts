@@ -6,7 +6,7 @@
  */
 import type { AddressInfo } from "node:net"
 import { callerOf, protectMcp } from "@keyway/mcp-sdk-server"
-import { createNodeServer, createProtectedResource, jwt } from "@keyway/resource-server"
+import { createNodeServer, createProtectedResource, jwt } from "@keyway/resource-server/node"
 import { createMcpHandler, McpServer } from "@modelcontextprotocol/server"
 import { z } from "zod"
 import { type Note, Notes } from "./notes.js"

@@ -1,5 +1,5 @@
 import { homedir } from "node:os"
-import { createAuthClient } from "@keyway/client"
+import { createAuthClient } from "@keyway/client/node"
 
 const serverUrl = process.argv[2] ?? "https://mcp.example.com/mcp"
 const auth = createAuthClient({ clientName: "my-cli", store: { file: `${homedir()}/.my-cli/auth.json` } })

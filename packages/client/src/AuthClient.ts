@@ -21,11 +21,12 @@ import { Extensions, type TokenStrategy } from "./Extension.js"
 import { stateMissing } from "./internal/callback.js"
 import { send } from "./internal/http.js"
 import { authorizationBaseUrl } from "./internal/legacy.js"
+import { noUserAgent } from "./internal/noUserAgent.js"
 import { PENDING_LIFETIME_MS, pendingKey, tokensKey } from "./internal/storage.js"
 import { findClient, obtainClient } from "./Registration.js"
 import { exchangeCode, refresh, request as tokenRequest, toTokens } from "./TokenEndpoint.js"
-import { type Backend, file as fileBackend, memory, type Pending, TokenStore, type Tokens } from "./TokenStore.js"
-import { browser, UserAgent } from "./UserAgent.js"
+import { type Backend, memory, type Pending, TokenStore, type Tokens } from "./TokenStore.js"
+import { UserAgent } from "./UserAgent.js"
 
 /**
  * Options of one authorization.
@@ -555,9 +556,15 @@ const make = Effect.gen(function* () {
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization | MCP authorization}
  */
 export interface CreateOptions extends ClientOptions {
-  /** "memory" (default), `{ file: path }` for one owner-only JSON file, or a custom {@link Backend}. */
-  readonly store?: "memory" | { readonly file: string } | Backend
-  /** The user agent; a system browser with a loopback listener by default. */
+  /**
+   * "memory" (default) or a {@link Backend}: `TokenStore.webStorage()` in browsers, your own elsewhere. The
+   * owner-only JSON file (`{ file: path }`) is an option of `createAuthClient` from `@keyway/client/node`.
+   */
+  readonly store?: "memory" | Backend
+  /**
+   * The user agent: `UserAgent.redirect` in web apps, `UserAgent.headless` in automation. Without one, authorizing
+   * fails with `user-agent-failed`; `createAuthClient` from `@keyway/client/node` defaults to the system browser.
+   */
   readonly userAgent?: UserAgent["Service"]
 }
 
@@ -587,25 +594,25 @@ export interface PlainAuthClient {
  *
  * @example
  * ```ts
- * const auth = createAuthClient({ clientName: "my-cli", store: { file: `${homedir()}/.my-cli/auth.json` } })
+ * const auth = createAuthClient({
+ *   clientName: "my-web-app",
+ *   applicationType: "web",
+ *   userAgent: UserAgent.redirect({ redirectUri: `${location.origin}/callback` }),
+ *   store: TokenStore.webStorage(),
+ * })
  * const response = await auth.fetch("https://mcp.example.com/mcp", { method: "POST", body })
  * ```
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization | MCP authorization}
  */
 export const createAuthClient = (options: CreateOptions = {}): PlainAuthClient => {
-  const backend =
-    options.store === undefined || options.store === "memory"
-      ? memory()
-      : "file" in options.store
-        ? fileBackend(options.store.file)
-        : options.store
+  const backend = options.store === undefined || options.store === "memory" ? memory() : options.store
   const layer = AuthClient.layer.pipe(
     Layer.provide(
       Layer.mergeAll(
         ClientConfig.layer(options),
         TokenStore.layerBackend(backend),
         DiscoveryCache.layerMemory,
-        Layer.succeed(UserAgent, options.userAgent ?? browser()),
+        Layer.succeed(UserAgent, options.userAgent ?? noUserAgent),
       ),
     ),
   )

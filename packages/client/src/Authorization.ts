@@ -5,14 +5,12 @@
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1 | OAuth 2.1 §4.1}
  * @module
  */
-import { timingSafeEqual } from "node:crypto"
-import { Pkce, Scope, type Wire } from "@keyway/core"
+import { Bytes, Pkce, Scope, type Wire } from "@keyway/core"
 import { Clock, Effect } from "effect"
 import { AuthError } from "./AuthError.js"
 import type { ClientInformation } from "./ClientConfig.js"
 import type { DiscoveredAuthorizationServer, DiscoveredResource } from "./Discovery.js"
 import { stateMissing } from "./internal/callback.js"
-import { randomToken } from "./internal/http.js"
 import type { Pending } from "./TokenStore.js"
 
 /**
@@ -119,7 +117,7 @@ export const buildRequest = Effect.fn("Authorization.buildRequest")(function* (i
     })
   }
   const pkce = yield* Effect.promise(() => Pkce.generate())
-  const state = randomToken()
+  const state = Bytes.randomBase64Url(32)
   const params = url.searchParams
   params.set("response_type", "code")
   params.set("client_id", input.client.client_id)
@@ -148,12 +146,6 @@ export const buildRequest = Effect.fn("Authorization.buildRequest")(function* (i
   return { url: url.href, pending } as AuthorizationRequest
 })
 
-const sameString = (a: string, b: string): boolean => {
-  const x = Buffer.from(a)
-  const y = Buffer.from(b)
-  return x.length === y.length && timingSafeEqual(x, y)
-}
-
 /**
  * Validates the authorization response delivered to the redirect URI and returns the code. In order: `state` must
  * be present and equal (else the response is discarded); `iss` is checked against the recorded issuer by simple
@@ -181,7 +173,7 @@ export const validateCallback = Effect.fn("Authorization.validateCallback")(func
   const params = url.searchParams
   const state = params.get("state")
   if (state === null) return yield* stateMissing(where)
-  if (!sameString(state, pending.state)) {
+  if (!Bytes.timingSafeEqual(state, pending.state)) {
     return yield* new AuthError({
       step: "callback",
       reason: "state-mismatch",

@@ -5,7 +5,6 @@
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-3.2 | OAuth 2.1 §3.2}
  * @module
  */
-import { randomUUID } from "node:crypto"
 import { ClientAuth, Grant, Wire } from "@keyway/core"
 import { Clock, Effect, Result } from "effect"
 import { SignJWT } from "jose"
@@ -75,7 +74,7 @@ export const authenticate = Effect.fnUntraced(function* (
           .setIssuer(client.client_id)
           .setSubject(client.client_id)
           .setAudience(options.assertionAudience === "token_endpoint" ? url : server.issuer)
-          .setJti(randomUUID())
+          .setJti(crypto.randomUUID())
           .setIssuedAt(issuedAt)
           .setExpirationTime(issuedAt + 60)
           .sign(key.key),

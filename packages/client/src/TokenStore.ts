@@ -1,14 +1,12 @@
 /**
- * Where the client keeps tokens, client registrations and pending authorizations: in memory, in one owner-only JSON
- * file, or in a store of your own.
+ * Where the client keeps tokens, client registrations and pending authorizations: in memory, in the browser's Web
+ * Storage, or in a store of your own. The owner-only JSON file needs Node.js and is in `@keyway/client/node`.
  *
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-7.1 | OAuth 2.1 §7.1 (token storage)}
  * @module
  */
-import { randomUUID } from "node:crypto"
-import { chmod, mkdir, open, readFile, rename, unlink } from "node:fs/promises"
-import { dirname, join } from "node:path"
 import { Context, Effect, Layer } from "effect"
+import { isPendingKey } from "./internal/storage.js"
 
 /**
  * A key-value store of JSON values. Implement these three methods to keep the client's state anywhere.
@@ -90,13 +88,17 @@ export class TokenStore extends Context.Service<
     Layer.succeed(TokenStore, fromBackend(backend))
   /** A store that lives as long as the process. */
   static readonly layerMemory: Layer.Layer<TokenStore> = Layer.sync(TokenStore, () => fromBackend(memory()))
-  /** A store in one JSON file with owner-only permissions. */
-  static readonly layerFile = (path: string): Layer.Layer<TokenStore> =>
-    Layer.sync(TokenStore, () => fromBackend(file(path)))
+  /** A store in the browser's Web Storage; see {@link webStorage}. */
+  static readonly layerWebStorage = (options: WebStorageOptions = {}): Layer.Layer<TokenStore> =>
+    Layer.sync(TokenStore, () => fromBackend(webStorage(options)))
 }
 
-/** Wraps a {@link Backend} as the {@link TokenStore} service. */
-const fromBackend = (backend: Backend): TokenStore["Service"] =>
+/**
+ * Wraps a {@link Backend} as the {@link TokenStore} service.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-7.1 | OAuth 2.1 §7.1}
+ */
+export const fromBackend = (backend: Backend): TokenStore["Service"] =>
   TokenStore.of({
     get: (key) => Effect.promise(() => backend.get(key)),
     set: (key, value) => Effect.promise(() => backend.set(key, value)),
@@ -124,77 +126,52 @@ export const memory = (): Backend => {
   }
 }
 
-interface FileShape {
-  readonly version: 1
-  readonly entries: Record<string, unknown>
+/**
+ * Options of {@link webStorage}.
+ *
+ * @see {@link https://html.spec.whatwg.org/multipage/webstorage.html | HTML Web Storage}
+ */
+export interface WebStorageOptions {
+  /** Where tokens and registrations go: `localStorage` by default; `sessionStorage` keeps them for the tab only. */
+  readonly storage?: Storage
+  /** Where pending authorizations (`state`, PKCE verifier) go: `sessionStorage` by default. */
+  readonly pendingStorage?: Storage
+  /** Prefix of every key, so that several clients (or apps) on one origin keep apart; "keyway:" by default. */
+  readonly prefix?: string
 }
 
 /**
- * A backend in one JSON file, readable and writable by its owner only (mode 0600). Every write goes to a temporary
- * file in the same directory that is then renamed over the old one, so a crash never leaves a half-written file.
- * Writes from one process are serialised; the file is read once, on first use.
+ * A backend in the browser's Web Storage, for web apps with a public client: tokens and client registrations in
+ * `localStorage` (they survive reloads and are shared by the origin's tabs), pending authorizations, whose `state`
+ * and PKCE verifier only need to survive the round trip to the authorization server, in the tab's `sessionStorage`.
  *
- * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-7.1 | OAuth 2.1 §7.1}
+ * The tradeoffs: any script running on the origin can read Web Storage, so a cross-site scripting flaw exposes the
+ * tokens; a browser cannot keep a client secret, so use a public client (no secret, PKCE only); and ask an
+ * authorization server that rotates refresh tokens (OAuth 2.1 requires rotation or sender-constrained refresh
+ * tokens for public clients), so that a stolen refresh token is detected at its next use. Pass
+ * `storage: sessionStorage` to keep tokens for the tab's lifetime only. The {@link memory} store does not fit the
+ * redirect agent: the pending authorization must survive the page's navigation to the callback.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-browser-based-apps#section-8 | OAuth 2.0 for Browser-Based Applications §8 (token storage)}
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.3.1 | OAuth 2.1 §4.3.1 (refresh token rotation)}
  */
-export const file = (path: string): Backend => {
-  let loaded: Promise<Map<string, unknown>> | undefined
-  let queue: Promise<void> = Promise.resolve()
-
-  const load = (): Promise<Map<string, unknown>> => {
-    loaded ??= readFile(path, "utf8").then(
-      (text) => {
-        const parsed = JSON.parse(text) as Partial<FileShape>
-        return new Map(Object.entries(parsed.entries ?? {}))
-      },
-      (error: NodeJS.ErrnoException) => {
-        if (error.code === "ENOENT") return new Map<string, unknown>()
-        throw error
-      },
-    )
-    return loaded
-  }
-
-  const persist = async (entries: Map<string, unknown>): Promise<void> => {
-    await mkdir(dirname(path), { recursive: true, mode: 0o700 })
-    const temp = join(dirname(path), `.${randomUUID()}.tmp`)
-    const body: FileShape = { version: 1, entries: Object.fromEntries(entries) }
-    const handle = await open(temp, "wx", 0o600)
-    try {
-      await handle.writeFile(JSON.stringify(body, null, 2))
-      await handle.sync()
-    } finally {
-      await handle.close()
-    }
-    try {
-      await rename(temp, path)
-    } catch (error) {
-      await unlink(temp).catch(() => undefined)
-      throw error
-    }
-    // rename keeps the temp file's mode; chmod again in case a umask or a pre-existing file interfered.
-    await chmod(path, 0o600)
-  }
-
-  const mutate = (change: (entries: Map<string, unknown>) => void): Promise<void> => {
-    const next = queue.then(async () => {
-      const entries = await load()
-      change(entries)
-      await persist(entries)
-    })
-    queue = next.catch(() => undefined)
-    return next
-  }
-
+export const webStorage = (options: WebStorageOptions = {}): Backend => {
+  const prefix = options.prefix ?? "keyway:"
+  // Looked up on use, not at construction, so that a module loaded where there is no Web Storage still loads.
+  const storageFor = (key: string): Storage =>
+    isPendingKey(key)
+      ? (options.pendingStorage ?? globalThis.sessionStorage)
+      : (options.storage ?? globalThis.localStorage)
   return {
     get: async (key) => {
-      await queue
-      const value = (await load()).get(key)
-      return value === undefined ? undefined : structuredClone(value)
+      const value = storageFor(key).getItem(prefix + key)
+      return value === null ? undefined : (JSON.parse(value) as unknown)
     },
-    set: (key, value) => mutate((entries) => entries.set(key, structuredClone(value))),
-    delete: (key) =>
-      mutate((entries) => {
-        entries.delete(key)
-      }),
+    set: async (key, value) => {
+      storageFor(key).setItem(prefix + key, JSON.stringify(value))
+    },
+    delete: async (key) => {
+      storageFor(key).removeItem(prefix + key)
+    },
   }
 }

@@ -1,18 +1,17 @@
 /**
- * How the authorization request reaches the user and the response comes back: a system browser with a loopback
- * redirect listener (CLIs, desktop apps), a headless agent that follows redirects itself (automation, tests, servers
- * that approve without interaction), a test user that also signs in and consents on Keyway's authorization server
- * (tests and automation only), or two phases for web apps (begin returns the URL, complete takes the callback).
+ * How the authorization request reaches the user and the response comes back: a redirect of the page for web apps
+ * (the callback page finishes with `complete(url)`), a headless agent that follows redirects itself (automation,
+ * tests, servers that approve without interaction), a test user that also signs in and consents on Keyway's
+ * authorization server (tests and automation only), or two phases for web apps that navigate themselves (begin
+ * returns the URL, complete takes the callback). These run on any runtime with Web-standard APIs; the system browser
+ * with a loopback redirect listener (CLIs, desktop apps) needs Node.js and is in `@keyway/client/node`.
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc8252.html | RFC 8252 (OAuth 2.0 for native apps)}
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-browser-based-apps | OAuth 2.0 for Browser-Based Applications}
  * @module
  */
-import { spawn } from "node:child_process"
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
-import type { AddressInfo } from "node:net"
-import { Clock, Context, Duration, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Layer } from "effect"
 import { AuthError } from "./AuthError.js"
-import { DEFAULT_SUCCESS_PAGE, openerCommand } from "./internal/browser.js"
 import { type Jar, makeJar } from "./internal/cookies.js"
 import { alertOf, firstForm, titleOf } from "./internal/forms.js"
 import { type FetchLike, send } from "./internal/http.js"
@@ -47,12 +46,12 @@ export class UserAgent extends Context.Service<
   /** A headless agent; see {@link headless}. */
   static readonly layerHeadless = (options: HeadlessOptions = {}): Layer.Layer<UserAgent> =>
     Layer.succeed(UserAgent, headless(options))
-  /** A system browser with a loopback listener; see {@link browser}. */
-  static readonly layerBrowser = (options: BrowserOptions = {}): Layer.Layer<UserAgent> =>
-    Layer.succeed(UserAgent, browser(options))
   /** The first phase of a web app; see {@link twoPhase}. */
   static readonly layerTwoPhase = (options: TwoPhaseOptions): Layer.Layer<UserAgent> =>
     Layer.succeed(UserAgent, twoPhase(options))
+  /** A web app's page redirect; see {@link redirect}. */
+  static readonly layerRedirect = (options: RedirectOptions): Layer.Layer<UserAgent> =>
+    Layer.succeed(UserAgent, redirect(options))
 }
 
 /** Whether a URL is the redirect URI (same scheme, host, port and path; the query carries the response). */
@@ -258,136 +257,6 @@ export const testUser = (options: TestUserOptions): UserAgent["Service"] => {
 }
 
 /**
- * Options of the browser agent.
- *
- * @see {@link https://www.rfc-editor.org/rfc/rfc8252.html#section-7.3 | RFC 8252 §7.3}
- */
-export interface BrowserOptions {
-  /** Opens a URL in the user's browser; {@link openSystemBrowser} by default (`$BROWSER`, else open, xdg-open, start). */
-  readonly openBrowser?: (url: string) => Promise<void> | void
-  /** Loopback port; 0 (default) picks a free one. */
-  readonly port?: number
-  /** Callback path (default "/callback"). */
-  readonly path?: string
-  /** How long to wait for the user, in milliseconds (default 5 minutes). */
-  readonly timeoutMs?: number
-  /** HTML shown after the redirect; a friendly "you can close this tab" page by default. */
-  readonly successPage?: string
-}
-
-/**
- * Opens `url` in the system browser (the command in `$BROWSER` when set, else `open` on macOS, `start` on Windows,
- * `xdg-open` elsewhere); resolves once the opener process has started, rejects with the reason when it cannot be
- * started. The default of {@link BrowserOptions.openBrowser}.
- *
- * @see {@link https://www.rfc-editor.org/rfc/rfc8252.html#section-4.1 | RFC 8252 §4.1}
- */
-export const openSystemBrowser = (url: string): Promise<void> =>
-  new Promise<void>((resolve, reject) => {
-    const [program, args] = openerCommand(url)
-    const child = spawn(program, [...args], { stdio: "ignore", detached: true })
-    child.on("error", (error) => reject(new Error(`could not start ${program}: ${error.message}`)))
-    child.on("spawn", () => {
-      child.unref()
-      resolve()
-    })
-  })
-
-/**
- * A system browser plus a loopback redirect listener on 127.0.0.1 (an ephemeral port by default). The listener
- * answers the first request to the callback path with a page saying the tab can be closed, and hands the full
- * callback URL to the flow, which validates it.
- *
- * @see {@link https://www.rfc-editor.org/rfc/rfc8252.html#section-7.3 | RFC 8252 §7.3}
- * @see {@link https://www.rfc-editor.org/rfc/rfc8252.html#section-8.3 | RFC 8252 §8.3}
- */
-export const browser = (options: BrowserOptions = {}): UserAgent["Service"] => {
-  const path = options.path ?? "/callback"
-  const opener = options.openBrowser ?? openSystemBrowser
-  const timeoutMs = options.timeoutMs ?? 5 * 60_000
-  const page = options.successPage ?? DEFAULT_SUCCESS_PAGE
-  const open = Effect.callback<Session, AuthError>((resume) => {
-    let deliver: ((url: string) => void) | undefined
-    const received: Array<string> = []
-    const server = createServer((request: IncomingMessage, response: ServerResponse) => {
-      const url = new URL(request.url ?? "/", `http://127.0.0.1:${(server.address() as AddressInfo).port}`)
-      if (request.method !== "GET" || url.pathname !== path) {
-        response.writeHead(404, { "content-type": "text/plain" }).end("Not Found")
-        return
-      }
-      response
-        .writeHead(200, {
-          "content-type": "text/html; charset=utf-8",
-          "cache-control": "no-store",
-          "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
-        })
-        .end(page)
-      if (deliver !== undefined) deliver(url.href)
-      else received.push(url.href)
-    })
-    server.on("error", (cause) =>
-      resume(
-        Effect.fail(
-          new AuthError({
-            step: "authorization",
-            reason: "user-agent-failed",
-            url: `http://127.0.0.1:${options.port ?? 0}${path}`,
-            message: `could not listen for the redirect on 127.0.0.1: ${cause.message}`,
-          }),
-        ),
-      ),
-    )
-    server.listen(options.port ?? 0, "127.0.0.1", () => {
-      const port = (server.address() as AddressInfo).port
-      const redirectUri = `http://127.0.0.1:${port}${path}`
-      const close = Effect.promise(
-        () =>
-          new Promise<void>((done) => {
-            server.close(() => done())
-            server.closeAllConnections()
-          }),
-      )
-      const run = (authorizationUrl: string) =>
-        Effect.callback<string, AuthError>((resumeRun) => {
-          deliver = (url) => resumeRun(Effect.succeed(url))
-          const early = received.shift()
-          if (early !== undefined) deliver(early)
-          Promise.resolve()
-            .then(() => opener(authorizationUrl))
-            .catch((cause: unknown) => {
-              resumeRun(
-                Effect.fail(
-                  new AuthError({
-                    step: "authorization",
-                    reason: "user-agent-failed",
-                    url: authorizationUrl.split("?")[0] ?? authorizationUrl,
-                    message: `could not open the browser: ${cause instanceof Error ? cause.message : String(cause)}`,
-                  }),
-                ),
-              )
-            })
-        }).pipe(
-          // An Effect timer, so the wait follows the Effect clock (TestClock in tests).
-          Effect.timeoutOrElse({
-            duration: Duration.millis(timeoutMs),
-            orElse: () =>
-              Effect.fail(
-                new AuthError({
-                  step: "authorization",
-                  reason: "user-agent-failed",
-                  url: redirectUri,
-                  message: `no authorization response reached ${redirectUri} within ${Math.round(timeoutMs / 1000)} seconds; complete the login in the browser`,
-                }),
-              ),
-          }),
-        )
-      resume(Effect.succeed({ redirectUri, run, close }))
-    })
-  })
-  return UserAgent.of({ open })
-}
-
-/**
  * Options of the two-phase agent.
  *
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1 | OAuth 2.1 §4.1}
@@ -419,3 +288,57 @@ export const twoPhase = (options: TwoPhaseOptions): UserAgent["Service"] =>
       close: Effect.void,
     }),
   })
+
+/**
+ * Options of the redirect agent.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1 | OAuth 2.1 §4.1}
+ */
+export interface RedirectOptions {
+  /** The web app's callback page (https, or http on loopback during development), registered with the server. */
+  readonly redirectUri: string
+  /** Takes the page to the authorization URL; `location.assign(url)` by default. */
+  readonly navigate?: (url: string) => void
+}
+
+/**
+ * The user agent of a web app in the browser: the page itself goes to the authorization server. Running a request
+ * navigates there (`location.assign`) and fails with `interaction-required` (the page is leaving; the `url` of the
+ * error is the authorization URL), which keeps the pending authorization, its `state` and PKCE verifier, in the
+ * token store: with `TokenStore.webStorage()` that is the tab's `sessionStorage`, which survives the round trip
+ * and nothing longer. The callback page finishes with `complete(location.href)`.
+ *
+ * @example
+ * ```ts
+ * const auth = createAuthClient({
+ *   applicationType: "web",
+ *   userAgent: UserAgent.redirect({ redirectUri: `${location.origin}/callback` }),
+ *   store: TokenStore.webStorage(),
+ * })
+ * // On the callback page:
+ * await auth.complete(location.href)
+ * ```
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.1 | OAuth 2.1 §4.1.1}
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-browser-based-apps#section-6.3 | OAuth 2.0 for Browser-Based Applications §6.3}
+ */
+export const redirect = (options: RedirectOptions): UserAgent["Service"] => {
+  const navigate = options.navigate ?? ((url: string) => globalThis.location.assign(url))
+  return UserAgent.of({
+    open: Effect.succeed({
+      redirectUri: options.redirectUri,
+      run: (authorizationUrl) =>
+        Effect.suspend(() => {
+          navigate(authorizationUrl)
+          return Effect.fail(
+            new AuthError({
+              step: "authorization",
+              reason: "interaction-required",
+              url: authorizationUrl,
+              message: `the page is going to the authorization server; the callback page ${options.redirectUri} finishes the authorization with complete(location.href)`,
+            }),
+          )
+        }),
+      close: Effect.void,
+    }),
+  })
+}

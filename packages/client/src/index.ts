@@ -2,6 +2,10 @@
  * The MCP client side of authorization: discovery, registration, PKCE, resource indicators, scope selection,
  * step-up, token storage and refresh, user agents, and a drop-in `fetch` for MCP transports.
  *
+ * This entry uses Web-standard APIs only (`fetch`, `URL`, Web Crypto, Web Storage where used): it runs in browsers,
+ * Cloudflare Workers (no `nodejs_compat` needed), Deno, Bun and Node.js. The system browser with a loopback listener
+ * and the file store need Node.js and are in `@keyway/client/node`.
+ *
  * @packageDocumentation
  */
 
@@ -25,7 +29,7 @@ export * as Extension from "./Extension.js"
 export * as Registration from "./Registration.js"
 /** Token endpoint requests and client authentication (OAuth 2.1 §3.2, RFC 7523). */
 export * as TokenEndpoint from "./TokenEndpoint.js"
-/** Token storage: memory, file, custom. */
+/** Token storage: memory, Web Storage (browsers), custom. */
 export * as TokenStore from "./TokenStore.js"
-/** User agents: system browser with loopback listener, headless, two-phase (RFC 8252). */
+/** User agents: redirect (web apps), headless, test user, two-phase. */
 export * as UserAgent from "./UserAgent.js"

@@ -3,9 +3,10 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { rpc } from "@keyway/testing/peers"
 import { describe, expect, it } from "vitest"
-import { createAuthClient } from "../src/AuthClient.js"
-import { type Backend, file, memory } from "../src/TokenStore.js"
+import { createAuthClient } from "../src/node/AuthClient.js"
+import { type Backend, file, memory, webStorage } from "../src/node/TokenStore.js"
 import { headless } from "../src/UserAgent.js"
+import { memoryStorage } from "./support/storage.js"
 import { track, world } from "./support/world.js"
 
 const post = (body: string) => ({ method: "POST", headers: { "content-type": "application/json" }, body })
@@ -28,6 +29,47 @@ describe("memory store", () => {
     expect(await store.get("k")).toEqual({ a: [1, 2] })
     await store.delete("k")
     expect(await store.get("k")).toBeUndefined()
+  })
+})
+
+describe("Web Storage store", () => {
+  it("keeps tokens and registrations in the storage, pending authorizations in the pending storage, under a prefix", async () => {
+    const local = memoryStorage()
+    const session = memoryStorage()
+    const store = webStorage({ storage: local, pendingStorage: session, prefix: "app1:" })
+    await store.set("tokens:https://mcp.example.com/mcp", { access_token: "a" })
+    await store.set("client:https://as.example.com", { client_id: "c" })
+    await store.set("pending:xyz", { state: "xyz" })
+    expect(local.keys()).toEqual(["app1:tokens:https://mcp.example.com/mcp", "app1:client:https://as.example.com"])
+    expect(session.keys()).toEqual(["app1:pending:xyz"])
+    expect(await store.get("tokens:https://mcp.example.com/mcp")).toEqual({ access_token: "a" })
+    expect(await store.get("pending:xyz")).toEqual({ state: "xyz" })
+    expect(await store.get("pending:other")).toBeUndefined()
+    await store.delete("pending:xyz")
+    expect(session.keys()).toEqual([])
+    // Another prefix on the same origin sees nothing of it.
+    expect(
+      await webStorage({ storage: local, pendingStorage: session }).get("client:https://as.example.com"),
+    ).toBeUndefined()
+  })
+
+  it("uses the global localStorage and sessionStorage by default, looked up on use", async () => {
+    const local = memoryStorage()
+    const session = memoryStorage()
+    const store = webStorage()
+    const globals = globalThis as { localStorage?: Storage; sessionStorage?: Storage }
+    const saved = { local: globals.localStorage, session: globals.sessionStorage }
+    Object.defineProperty(globalThis, "localStorage", { value: local, configurable: true, writable: true })
+    Object.defineProperty(globalThis, "sessionStorage", { value: session, configurable: true, writable: true })
+    try {
+      await store.set("tokens:x", 1)
+      await store.set("pending:y", 2)
+    } finally {
+      Object.defineProperty(globalThis, "localStorage", { value: saved.local, configurable: true, writable: true })
+      Object.defineProperty(globalThis, "sessionStorage", { value: saved.session, configurable: true, writable: true })
+    }
+    expect(local.keys()).toEqual(["keyway:tokens:x"])
+    expect(session.keys()).toEqual(["keyway:pending:y"])
   })
 })
 

@@ -6,14 +6,16 @@ import { listen, rpc } from "@keyway/testing/peers"
 import { Effect, Fiber, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import { describe, expect } from "vitest"
-import { AuthClient, createAuthClient } from "../src/AuthClient.js"
+import { createAuthClient as createWebAuthClient } from "../src/AuthClient.js"
 import type { AuthError } from "../src/AuthError.js"
 import { ClientConfig } from "../src/ClientConfig.js"
 import { DiscoveryCache } from "../src/DiscoveryCache.js"
 import { DEFAULT_SUCCESS_PAGE, openerCommand } from "../src/internal/browser.js"
 import { PENDING_LIFETIME_MS } from "../src/internal/storage.js"
-import { TokenStore } from "../src/TokenStore.js"
-import { browser, headless, openSystemBrowser, testUser, twoPhase, UserAgent } from "../src/UserAgent.js"
+import { AuthClient, createAuthClient } from "../src/node/AuthClient.js"
+import { browser, headless, openSystemBrowser, redirect, testUser, twoPhase, UserAgent } from "../src/node/UserAgent.js"
+import { TokenStore, webStorage } from "../src/TokenStore.js"
+import { memoryStorage } from "./support/storage.js"
 import { rejection, track, world } from "./support/world.js"
 
 const post = (body: string) => ({ method: "POST", headers: { "content-type": "application/json" }, body })
@@ -389,5 +391,54 @@ describe("the test user", () => {
     expect(error.message).toBe(
       `${server.origin}/authorize answered HTTP 200 instead of redirecting; the test user found no form to answer on "Page"`,
     )
+  })
+})
+
+describe("redirect agent of web apps", () => {
+  const CALLBACK = "https://app.example.com/callback"
+
+  it("navigates to the authorization URL, keeps state and verifier in session storage, and the callback page completes", async () => {
+    const local = memoryStorage()
+    const session = memoryStorage()
+    const navigations: Array<string> = []
+    const options = {
+      userAgent: redirect({ redirectUri: CALLBACK, navigate: (url: string) => void navigations.push(url) }),
+      store: webStorage({ storage: local, pendingStorage: session }),
+    }
+    const { as, rs } = await world()
+    const page = createWebAuthClient(options)
+    track(page.dispose)
+    const leaving = await rejection(page.fetch(rs.url, initialize))
+    expect(leaving).toMatchObject({ step: "authorization", reason: "interaction-required" })
+    expect(navigations).toHaveLength(1)
+    const authorizationUrl = new URL(navigations[0] ?? "")
+    expect(`${authorizationUrl.origin}${authorizationUrl.pathname}`).toBe(`${as.issuer}/authorize`)
+    expect(authorizationUrl.searchParams.get("redirect_uri")).toBe(CALLBACK)
+    const state = authorizationUrl.searchParams.get("state") ?? ""
+    // The pending authorization, with its PKCE verifier, is in the tab's session storage only.
+    const pending = JSON.parse(session.getItem(`keyway:pending:${state}`) ?? "null") as { code_verifier: string }
+    expect(pending.code_verifier).toMatch(/^[A-Za-z0-9\-._~]{43,128}$/)
+    expect(local.keys().some((key) => key.startsWith("keyway:pending:"))).toBe(false)
+
+    // The authorization server sends the browser back to the callback page, which loads a new client.
+    const callback = (await fetch(navigations[0] ?? "", { redirect: "manual" })).headers.get("location") ?? ""
+    expect(callback.startsWith(`${CALLBACK}?`)).toBe(true)
+    const callbackPage = createWebAuthClient(options)
+    track(callbackPage.dispose)
+    const tokens = await callbackPage.complete(callback)
+    expect(tokens.resource).toBe(rs.url)
+    expect(session.keys()).toEqual([])
+    expect(local.keys()).toContain(`keyway:tokens:${rs.url}`)
+    expect((await callbackPage.fetch(rs.url, initialize)).status).toBe(200)
+  })
+
+  it("without a user agent, the main entry's client fails the authorization and names the agents to pass", async () => {
+    const { rs } = await world()
+    const client = createWebAuthClient()
+    track(client.dispose)
+    const error = await rejection(client.fetch(rs.url, initialize))
+    expect(error).toMatchObject({ step: "authorization", reason: "user-agent-failed" })
+    expect((error as Error).message).toContain("UserAgent.redirect({ redirectUri })")
+    expect((error as Error).message).toContain('"@keyway/client/node"')
   })
 })

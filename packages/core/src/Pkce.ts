@@ -4,7 +4,7 @@
  * @see {@link https://www.rfc-editor.org/rfc/rfc7636.html | RFC 7636}
  * @module
  */
-import { base64UrlEncode, timingSafeEqualString } from "./internal/bytes.js"
+import { base64UrlEncode, timingSafeEqual } from "./Bytes.js"
 
 /**
  * The characters a code verifier may contain: `[A-Z] / [a-z] / [0-9] / "-" / "." / "_" / "~"`.
@@ -87,5 +87,5 @@ export const generate = async (length = 64): Promise<Pair> => {
  */
 export const verifyS256 = async (verifier: string, challenge: string): Promise<boolean> => {
   if (!isVerifier(verifier)) return false
-  return timingSafeEqualString(await challengeS256(verifier), challenge)
+  return timingSafeEqual(await challengeS256(verifier), challenge)
 }

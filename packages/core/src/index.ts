@@ -5,6 +5,9 @@
  * @packageDocumentation
  */
 
+/** Web-standard byte helpers: base64url, random values, constant-time comparison (RFC 4648 §5). */
+export * as Bytes from "./Bytes.js"
+
 /** Canonical server URIs: parse, validate, canonicalise, compare (RFC 8707 §2, RFC 3986 §6). */
 export * as CanonicalUri from "./CanonicalUri.js"
 

@@ -9,15 +9,21 @@ import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
 import { createInterface } from "node:readline"
 import { pathToFileURL } from "node:url"
-import * as current from "@keyway/resource-server"
+import * as current from "@keyway/resource-server/node"
 import { type AuthInfo, requireBearerAuth } from "@modelcontextprotocol/server"
 import { createRemoteJWKSet, jwtVerify } from "jose"
 import { ISSUER, RESOURCE, type Setup } from "./setup.ts"
 
 const mode = process.argv[2] ?? "none"
 const setup = JSON.parse(readFileSync(process.argv[3]!, "utf8")) as Setup
-const { createProtectedResource, jwt, toNodeListener } =
-  mode === "keyway-previous" ? ((await import(pathToFileURL(process.argv[4]!).href)) as typeof current) : current
+const loaded =
+  mode === "keyway-previous"
+    ? ((await import(pathToFileURL(process.argv[4]!).href)) as Partial<typeof current>)
+    : current
+const { createProtectedResource, jwt } = loaded as typeof current
+// Builds from before the node:http server moved to `/node` export it from their main entry; later ones do not, and
+// the bridge is the same `@keyway/http/node` listener either way.
+const toNodeListener = loaded.toNodeListener ?? current.toNodeListener
 const jwk = setup.publicJwk
 const resource = RESOURCE
 const jwksServer = createServer((_req, res) => {

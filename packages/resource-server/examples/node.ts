@@ -1,4 +1,4 @@
-import { createNodeServer, createProtectedResource, jwt } from "@keyway/resource-server"
+import { createNodeServer, createProtectedResource, jwt } from "@keyway/resource-server/node"
 
 // Your MCP server's canonical URI and its authorization server.
 const resource = process.env.MCP_RESOURCE ?? "https://mcp.example.com/mcp"

@@ -3,12 +3,13 @@
  * authentication (RFC 6750) with audience binding (RFC 8707), 401/403 challenges, per-operation scopes, and a
  * client for upstream calls that never forwards the inbound token.
  *
+ * This entry uses Web-standard APIs only (`fetch`, `Request`/`Response`, `URL`, Web Crypto): it runs on Node.js, Deno,
+ * Bun, Cloudflare Workers (no `nodejs_compat` needed) and other Web-standard runtimes. The node:http server is in
+ * `@keyway/resource-server/node`.
+ *
  * @packageDocumentation
  */
 
-/** Web handlers on `node:http`. */
-export * as Node from "./Node.js"
-export { createNodeServer, toNodeListener } from "./Node.js"
 /** Presentation schemes besides Bearer (DPoP), registered by extensions. */
 export * as Presentation from "./Presentation.js"
 /** The protected resource: the Effect service and the plain face. */

@@ -1,6 +1,6 @@
 import { rawRequest } from "@keyway/testing/raw"
 import { afterEach, describe, expect, it } from "vitest"
-import { listen, type RunningServer } from "../src/Node.js"
+import { listen, type RunningServer } from "../src/node/Node.js"
 import { createProtectedResource } from "../src/ProtectedResource.js"
 import { custom } from "../src/TokenVerifier.js"
 

@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import { exportJWK, generateKeyPair, type JWK, type JWTPayload, SignJWT } from "jose"
-import { toNodeListener, type WebHandler } from "../src/Node.js"
+import { toNodeListener, type WebHandler } from "../src/node/Node.js"
 
 export interface Running {
   readonly origin: string

@@ -1,6 +1,6 @@
 import { createServer } from "node:http"
 import { createAuthorizationServer, NodeServer, UserAuthenticator } from "@keyway/authorization-server"
-import { createProtectedResource, jwt, type ProtectedResource, toNodeListener } from "@keyway/resource-server"
+import { createProtectedResource, jwt, type ProtectedResource, toNodeListener } from "@keyway/resource-server/node"
 import { closing, listening } from "@keyway/testing"
 
 /** The demo user every stack knows. */

@@ -18,7 +18,7 @@ import {
   UserAgent,
 } from "@keyway/client"
 import { OAuthError } from "@keyway/core"
-import { createProtectedResource, jwt, toNodeListener } from "@keyway/resource-server"
+import { createProtectedResource, jwt, toNodeListener } from "@keyway/resource-server/node"
 import { closing, listening } from "@keyway/testing"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { decodeJwt } from "jose"

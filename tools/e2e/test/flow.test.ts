@@ -1,4 +1,4 @@
-import { createAuthClient, isAuthError, UserAgent } from "@keyway/client"
+import { createAuthClient, isAuthError, UserAgent } from "@keyway/client/node"
 import { type HeadlessChromium, launchChromium } from "@keyway/testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type Stack, startStack, USER } from "../src/stack.js"

@@ -82,9 +82,6 @@ export const readJson = (step: Step, url: string, response: Response): Effect.Ef
 export const isRecord = (u: unknown): u is Record<string, unknown> =>
   typeof u === "object" && u !== null && !Array.isArray(u)
 
-/** A fresh random value for `state` (256 bits, base64url). */
-export const randomToken = (): string => Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64url")
-
 /**
  * How long a discovery response may be reused, in seconds: core's RFC 9111 freshness of its headers at `nowSeconds`
  * (0 for `no-store`/`no-cache`), else the configured default when the response states none.

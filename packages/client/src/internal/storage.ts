@@ -6,6 +6,9 @@ export const tokensKey = (server: string): string => `tokens:${server}`
 /** A pending two-phase authorization, by its `state`. */
 export const pendingKey = (state: string): string => `pending:${state}`
 
+/** Whether a key is that of a pending authorization. */
+export const isPendingKey = (key: string): boolean => key.startsWith("pending:")
+
 /** The registration held for an authorization server, by its issuer. */
 export const clientKey = (issuer: string): string => `client:${issuer}`
 

@@ -1,4 +1,4 @@
-import { createAuthClient } from "@keyway/client"
+import { createAuthClient } from "@keyway/client/node"
 import { createTransport } from "@keyway/mcp-sdk-client"
 import { Client } from "@modelcontextprotocol/client"
 

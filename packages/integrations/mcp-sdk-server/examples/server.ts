@@ -1,5 +1,5 @@
 import { callerOf, protectMcp } from "@keyway/mcp-sdk-server"
-import { createNodeServer, createProtectedResource, jwt } from "@keyway/resource-server"
+import { createNodeServer, createProtectedResource, jwt } from "@keyway/resource-server/node"
 import { createMcpHandler, McpServer } from "@modelcontextprotocol/server"
 
 // Your MCP server's canonical URI and its authorization server.

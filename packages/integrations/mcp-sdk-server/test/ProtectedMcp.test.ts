@@ -1,6 +1,6 @@
 import { createServer, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
-import { createProtectedResource, custom, toNodeListener } from "@keyway/resource-server"
+import { createProtectedResource, custom, toNodeListener } from "@keyway/resource-server/node"
 import { Client, InsufficientScopeError, StreamableHTTPClientTransport } from "@modelcontextprotocol/client"
 import { createMcpHandler, McpServer, WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/server"
 import { afterEach, describe, expect, it } from "vitest"

@@ -1,6 +1,6 @@
 import { createServer } from "node:http"
 import { type AuthorizationServer, createAuthorizationServer, NodeServer } from "@keyway/authorization-server"
-import { createProtectedResource, jwt, toNodeListener } from "@keyway/resource-server"
+import { createProtectedResource, jwt, toNodeListener } from "@keyway/resource-server/node"
 import { closing, listening } from "@keyway/testing"
 
 export const SCOPES = { "notes:read": "Read notes", "notes:write": "Write notes" } as const

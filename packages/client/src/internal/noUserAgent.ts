@@ -1,0 +1,19 @@
+import { Effect } from "effect"
+import { AuthError } from "../AuthError.js"
+import { UserAgent } from "../UserAgent.js"
+
+/**
+ * The user agent of `createAuthClient` from the main entry when none is given: no runtime-neutral default can reach a
+ * user, so an authorization fails at once and says which agent to pass.
+ */
+export const noUserAgent: UserAgent["Service"] = UserAgent.of({
+  open: Effect.fail(
+    new AuthError({
+      step: "authorization",
+      reason: "user-agent-failed",
+      url: "about:blank",
+      message:
+        'no user agent is configured: in a web app pass userAgent: UserAgent.redirect({ redirectUri }); on Node.js import createAuthClient from "@keyway/client/node" for the system browser with a loopback listener; in automation pass UserAgent.headless()',
+    }),
+  ),
+})

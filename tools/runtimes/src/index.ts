@@ -1,0 +1,2 @@
+export { runtimeBinary } from "./binaries.js"
+export { type Bundle, bundleForBrowser } from "./bundle.js"
