@@ -14,6 +14,10 @@ import {
   type ClientCredentialsGrantOptions,
   optionsSchema as clientCredentialsSchema,
 } from "@keyway/ext-client-credentials/authorization-server"
+import {
+  type WorkloadIdentityOptions,
+  optionsDataSchema as workloadIdentitySchema,
+} from "@keyway/ext-workload-identity/authorization-server"
 import { z } from "zod"
 import { databaseProblem, isPostgres } from "./internal/database.js"
 
@@ -50,6 +54,11 @@ export type ClientConfig = Pick<
 export interface ExtensionsConfig {
   /** The client credentials grant for configured clients whose `grantTypes` include `client_credentials`. */
   readonly clientCredentials?: ClientCredentialsGrantOptions
+  /**
+   * Workload identity federation: the JWT bearer grant for workloads whose JWTs come from the trusted `issuers`
+   * (the options of `@keyway/ext-workload-identity` a file can hold; decisions go to the log).
+   */
+  readonly workloadIdentity?: Omit<WorkloadIdentityOptions, "fetch" | "log" | "warn">
 }
 
 /** An MCP server (protected resource) tokens are issued for: the library's `Config.ResourceOptions`. */
@@ -216,7 +225,15 @@ export const appConfigSchema = z
       upstream: Config.upstreamSchema.extend({ subjectFrom: Config.subjectSourceNameSchema.optional() }).optional(),
       // allowHttpLoopbackIssuer follows from the issuer.
       development: Config.developmentSchema.omit({ allowHttpLoopbackIssuer: true }).optional(),
-      extensions: z.strictObject({ clientCredentials: clientCredentialsSchema.optional() }, anObject).optional(),
+      extensions: z
+        .strictObject(
+          {
+            clientCredentials: clientCredentialsSchema.optional(),
+            workloadIdentity: workloadIdentitySchema.optional(),
+          },
+          anObject,
+        )
+        .optional(),
     },
     { error: "must be a JSON object" },
   )

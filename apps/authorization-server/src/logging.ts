@@ -165,7 +165,9 @@ const events = async (
   }
   if (method === "POST" && path === endpoints.token) {
     const grant = form?.get("grant_type") ?? "?"
-    const client = quote(clientOf(request, form) ?? "?")
+    const named = clientOf(request, form)
+    // A grant may come without a client (workload identity federation): then there is none to name.
+    const client = named === undefined ? "" : `, client ${quote(named)}`
     const body = await jsonOf(response)
     if (status === 200) {
       const verb = grant === "refresh_token" ? "token refreshed" : "token issued"
@@ -173,11 +175,11 @@ const events = async (
       const refresh = typeof body?.refresh_token === "string" ? ", with a refresh token" : ""
       const resource = form?.get("resource")
       return [
-        `${verb}: grant ${grant}, client ${client}${scope === undefined ? "" : `, scope ${quote(scope)}`}` +
+        `${verb}: grant ${grant}${client}${scope === undefined ? "" : `, scope ${quote(scope)}`}` +
           `${resource ? `, resource ${resource}` : ""}, expires in ${String(body?.expires_in ?? "?")} s${refresh}`,
       ]
     }
-    return [`token request refused: ${errorOf(body)}, grant ${grant}, client ${client}`]
+    return [`token request refused: ${errorOf(body)}, grant ${grant}${client}`]
   }
   if (method === "POST" && path === endpoints.revoke && status === 200) {
     return [`revocation requested by client ${quote(clientOf(request, form) ?? "?")}`]

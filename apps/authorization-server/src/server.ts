@@ -16,6 +16,7 @@ import {
 } from "@keyway/authorization-server"
 import { SecureUrl } from "@keyway/core"
 import { clientCredentialsGrant } from "@keyway/ext-client-credentials/authorization-server"
+import { type IssuanceEvent, workloadIdentityGrant } from "@keyway/ext-workload-identity/authorization-server"
 import {
   type AppConfig,
   ConfigFileError,
@@ -105,9 +106,34 @@ export const rateLimits = (config: RateLimitsConfig | false): Config.RateLimitOp
   }
 }
 
-/** The extensions the file turns on, in a fixed order. */
-export const extensionsOf = (config: ExtensionsConfig): ReadonlyArray<Extension.AuthorizationServerExtension> => [
+/** A workload identity decision as one log line (never the assertion or the token). */
+const describeIssuance = (event: IssuanceEvent): string => {
+  const who = [
+    event.issuer === undefined ? undefined : `issuer ${JSON.stringify(event.issuer)}`,
+    event.subject === undefined ? undefined : `workload ${JSON.stringify(event.subject)}`,
+  ].filter((part) => part !== undefined)
+  const what =
+    event.outcome === "issued"
+      ? `token issued: scope ${JSON.stringify(event.scope ?? "")}, resource ${event.resource ?? "?"}`
+      : `refused: ${event.error ?? "?"} (${event.description ?? ""})`
+  return `workload identity ${what}${who.length === 0 ? "" : `, ${who.join(", ")}`}`
+}
+
+/** The extensions the file turns on, in a fixed order; their decisions and warnings go to the app's log. */
+export const extensionsOf = (
+  config: ExtensionsConfig,
+  log: Log,
+): ReadonlyArray<Extension.AuthorizationServerExtension> => [
   ...(config.clientCredentials === undefined ? [] : [clientCredentialsGrant(config.clientCredentials)]),
+  ...(config.workloadIdentity === undefined
+    ? []
+    : [
+        workloadIdentityGrant({
+          ...config.workloadIdentity,
+          log: (event) => log(describeIssuance(event)),
+          warn: (message) => log(message.replace(/^\[keyway\] /, "warning: ")),
+        }),
+      ]),
 ]
 
 const describeError = (e: unknown): string =>
@@ -172,7 +198,7 @@ export const startAuthorizationServer = async (
           : { allowHttpLoopbackUpstream: config.development.allowHttpLoopbackUpstream }),
       },
       storage,
-      ...(config.extensions === undefined ? {} : { extensions: extensionsOf(config.extensions) }),
+      ...(config.extensions === undefined ? {} : { extensions: extensionsOf(config.extensions, log) }),
       warn: (message) => log(message.replace(/^\[keyway\] /, "warning: ")),
     })
   } catch (e) {

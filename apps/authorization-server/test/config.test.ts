@@ -348,6 +348,27 @@ describe("parseConfig: extensions", () => {
     grantTypes: ["client_credentials"],
   }
 
+  it("accepts workload identity federation with its trusted issuers", () => {
+    const value = {
+      ...minimal,
+      extensions: {
+        workloadIdentity: {
+          issuers: [
+            {
+              issuer: "https://oidc.cluster.example.com",
+              jwksUri: "https://oidc.cluster.example.com/jwks",
+              rules: [{ claims: { sub: "system:serviceaccount:agents:reader" }, resources: [RESOURCE], scopes: [] }],
+            },
+          ],
+        },
+      },
+    }
+    expect(parseConfig(value, "test.json")).toEqual(value)
+    expect(problems({ ...minimal, extensions: { workloadIdentity: { issuers: [] } } })).toBe(
+      "invalid configuration in test.json:\n  extensions.workloadIdentity.issuers: must name at least one trusted issuer",
+    )
+  })
+
   it("accepts the client credentials extension with its per-client limits, and clients with grant types", () => {
     const value = {
       ...minimal,

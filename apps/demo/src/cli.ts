@@ -19,7 +19,7 @@ export type Command =
   | { readonly kind: "serve"; readonly asPort?: number; readonly mcpPort?: number }
 
 /** The demo runs: the user's authorization code flow, or a machine client's extension grant. */
-export const SCENARIOS = ["default", "client-credentials"] as const
+export const SCENARIOS = ["default", "client-credentials", "workload-identity"] as const
 
 /** One of {@link SCENARIOS}. */
 export type Scenario = (typeof SCENARIOS)[number]
@@ -37,8 +37,9 @@ runs an MCP client through the whole authorization flow, and prints a step-by-st
 
 Options:
   --browser         do the login and consent in your system browser ($BROWSER, else the platform's opener)
-  --scenario <s>    default (a user authorizes the client), or client-credentials (a machine client with the OAuth
-                    client credentials extension: no user, no browser)
+  --scenario <s>    default (a user authorizes the client); client-credentials (a machine client with the OAuth
+                    client credentials extension) or workload-identity (a workload presenting the JWT its platform
+                    issued it, workload identity federation): no user, no browser
   --serve           only start the two servers and keep them running until SIGINT or SIGTERM; prints one JSON line
                     on stdout: {"authorizationServer", "mcpServer", "users", "clients"}
   --as-port <n>     port of the authorization server (default: a free one)

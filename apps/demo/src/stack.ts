@@ -55,6 +55,11 @@ export interface StackOptions {
    * tokens with `notes:read` only.
    */
   readonly machineClient?: boolean
+  /**
+   * Trusts a workload issuer for workload identity federation (and turns the extension on): its workloads whose `sub`
+   * is `subject` may obtain tokens with `notes:read` only. Its keys are fetched over http on loopback (development).
+   */
+  readonly workloadIssuer?: { readonly issuer: string; readonly jwksUri: string; readonly subject: string }
 }
 
 /** Re-exported for the demo's users: a loopback port that was free a moment ago. */
@@ -155,9 +160,35 @@ const startOn = async (options: StackOptions, asPort: number, mcpPort: number): 
         ],
         resources: [{ uri: mcpUrl, name: "Keyway notes", scopes: NOTE_SCOPES }],
         registration: true,
-        ...(machineClient === undefined
+        ...(machineClient === undefined && options.workloadIssuer === undefined
           ? {}
-          : { extensions: { clientCredentials: { clients: { [MACHINE_CLIENT_ID]: { scope: "notes:read" } } } } }),
+          : {
+              extensions: {
+                ...(machineClient === undefined
+                  ? {}
+                  : { clientCredentials: { clients: { [MACHINE_CLIENT_ID]: { scope: "notes:read" } } } }),
+                ...(options.workloadIssuer === undefined
+                  ? {}
+                  : {
+                      workloadIdentity: {
+                        issuers: [
+                          {
+                            issuer: options.workloadIssuer.issuer,
+                            jwksUri: options.workloadIssuer.jwksUri,
+                            rules: [
+                              {
+                                claims: { sub: options.workloadIssuer.subject },
+                                resources: [mcpUrl],
+                                scopes: ["notes:read"],
+                              },
+                            ],
+                          },
+                        ],
+                        development: { allowHttpLoopbackJwks: true },
+                      },
+                    }),
+              },
+            }),
       },
       { log: (line) => log("authorization server", line) },
     )

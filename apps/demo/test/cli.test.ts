@@ -38,7 +38,7 @@ describe("parseCommandLine", () => {
     ],
     [["--as-port", "9000", "--mcp-port", "9000"], "--as-port and --mcp-port must differ (both are 9000)"],
     [["--serve", "--browser"], "--browser and --serve cannot be combined"],
-    [["--scenario", "dpop"], '--scenario must be one of default, client-credentials, got "dpop"'],
+    [["--scenario", "dpop"], '--scenario must be one of default, client-credentials, workload-identity, got "dpop"'],
     [["--scenario", "default", "--serve"], "--scenario and --serve cannot be combined"],
     [
       ["--scenario", "client-credentials", "--browser"],

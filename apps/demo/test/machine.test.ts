@@ -62,3 +62,56 @@ describe("runMachineDemo: client credentials", () => {
     expect(existsSync(dir as string)).toBe(false)
   })
 })
+
+describe("runMachineDemo: workload identity federation", () => {
+  let out = ""
+  let secrets: ReadonlyArray<string> = []
+  let result: Awaited<ReturnType<typeof runMachineDemo>>
+
+  beforeAll(async () => {
+    result = await runMachineDemo("workload-identity", {
+      out: (text) => {
+        out += text
+      },
+      err: () => {},
+      onSecrets: (seen) => {
+        secrets = seen
+      },
+    })
+  })
+
+  it("prints the workload's flow in order: a JWT for the token endpoint, the token, a refused replay, a renewal", () => {
+    const order = [
+      STEPS.challenge,
+      STEPS.resourceMetadata,
+      STEPS.serverMetadata,
+      'the workload platform issues a fresh JWT for the token endpoint: {"iss":"http://127.0.0.1:',
+      MACHINE_STEPS.jwtBearer,
+      "assertion   eyJhbGciOi…[redacted",
+      '"sub": "spiffe://demo.keyway.test/ns/agents/sa/notes-reader"',
+      STEPS.mcp,
+      'list_notes → "No notes yet."',
+      "Replay: the same workload JWT presented again is refused",
+      '"error_description": "the assertion\'s jti was already used: an assertion is accepted once"',
+      STEPS.insufficientScope,
+      "the client stops with a typed error (step-up/insufficient-scope)",
+      "the workload platform issues a fresh JWT for the token endpoint",
+      MACHINE_STEPS.jwtBearer,
+      'list_notes → "No notes yet."',
+    ]
+    expect(positions(out, order).map((at, i) => (at < 0 ? `missing: ${order[i]}` : "ok"))).toEqual(
+      order.map(() => "ok"),
+    )
+    expect(out).not.toContain("client_id  ")
+    expect(out).not.toContain(STEPS.registration)
+    expect(result.steps).toBe(10)
+  })
+
+  it("prints no credential: the workload's JWTs and the access tokens are redacted", () => {
+    const jwts = secrets.filter((s) => /^eyJ[\w-]*\.[\w-]*\.[\w-]*$/.test(s))
+    // Two workload JWTs and two access tokens.
+    expect(jwts).toHaveLength(4)
+    for (const secret of secrets) expect(out.includes(secret), `leaked ${describeSecret(secret)}`).toBe(false)
+    expect(out).not.toMatch(/eyJ[\w-]+\.[\w-]+\.[\w-]+/)
+  })
+})

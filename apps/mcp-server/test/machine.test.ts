@@ -1,7 +1,10 @@
+import { createServer } from "node:http"
 import { createAuthClient, Extension } from "@keyway/client"
 import { clientCredentials } from "@keyway/ext-client-credentials/client"
 import { createTransport } from "@keyway/mcp-sdk-client"
+import { closing, listening } from "@keyway/testing"
 import { Client } from "@modelcontextprotocol/client"
+import { exportJWK, generateKeyPair, SignJWT } from "jose"
 import { afterEach, describe, expect, it } from "vitest"
 import { type Stack, startStack } from "./support/stack.js"
 
@@ -100,4 +103,55 @@ describe("notes MCP server with machine tokens (client credentials)", () => {
       }
     },
   )
+})
+
+describe("notes MCP server with workload tokens (workload identity federation)", () => {
+  it("accepts a token for itself obtained with a workload's JWT and refuses one bound to another resource", async () => {
+    const keys = await generateKeyPair("ES256")
+    const jwk = { ...(await exportJWK(keys.publicKey)), kid: "w1", alg: "ES256" }
+    const platform = createServer((_request, response) => {
+      response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ keys: [jwk] }))
+    })
+    const platformUrl = await listening(platform)
+    cleanups.push(() => closing(platform))
+    const subject = "spiffe://example.test/agent"
+    // The rule names both resources of the stack.
+    const s = await startStack(({ resource, other }) => ({
+      extensions: {
+        workloadIdentity: {
+          issuers: [
+            {
+              issuer: platformUrl,
+              jwksUri: `${platformUrl}/jwks.json`,
+              rules: [{ claims: { sub: subject }, resources: [resource, other], scopes: ["notes:read"] }],
+            },
+          ],
+          development: { allowHttpLoopbackJwks: true },
+        },
+      },
+    }))
+    cleanups.push(s.close)
+    const token = async (resource: string) => {
+      const now = Math.floor(Date.now() / 1000)
+      const assertion = await new SignJWT({ jti: crypto.randomUUID() })
+        .setProtectedHeader({ alg: "ES256", kid: "w1" })
+        .setIssuer(platformUrl)
+        .setSubject(subject)
+        .setAudience(`${s.as.issuer}/token`)
+        .setIssuedAt(now)
+        .setExpirationTime(now + 300)
+        .sign(keys.privateKey)
+      const response = await fetch(`${s.as.issuer}/token`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({ grant_type: "urn:ietf:params:oauth:grant-type:jwt-bearer", assertion, resource }),
+      })
+      expect(response.status).toBe(200)
+      return ((await response.json()) as { access_token: string }).access_token
+    }
+    expect((await initialize(s.mcp.url, await token(s.mcp.url))).status).toBe(200)
+    const refused = await initialize(s.mcp.url, await token(s.other))
+    expect(refused.status).toBe(401)
+    expect(refused.headers.get("www-authenticate")).toContain('error="invalid_token"')
+  })
 })

@@ -25,7 +25,11 @@ export interface Stack {
 }
 
 /** apps/authorization-server (temp data dir) and apps/mcp-server on loopback, ports picked first. */
-export const startStack = async (extra: Partial<AppConfig> = {}): Promise<Stack> => {
+export const startStack = async (
+  extra:
+    | Partial<AppConfig>
+    | ((resources: { readonly resource: string; readonly other: string }) => Partial<AppConfig>) = {},
+): Promise<Stack> => {
   const [asPort, mcpPort, otherPort] = [await freePort(), await freePort(), await freePort()]
   const dataDir = await mkdtemp(join(tmpdir(), "keyway-mcp-server-test-"))
   const resource = `http://127.0.0.1:${mcpPort}/mcp`
@@ -41,7 +45,7 @@ export const startStack = async (extra: Partial<AppConfig> = {}): Promise<Stack>
         { uri: resource, name: "Keyway notes", scopes: NOTE_SCOPES },
         { uri: other, name: "Another server", scopes: NOTE_SCOPES },
       ],
-      ...extra,
+      ...(typeof extra === "function" ? extra({ resource, other }) : extra),
     },
     { log: (line) => asLog.push(line) },
   )
