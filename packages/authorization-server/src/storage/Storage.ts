@@ -238,6 +238,26 @@ export interface Grant {
 }
 
 /**
+ * A grant as operators and users see it: the grant with when it was last used (the latest refresh token issued from
+ * it, else its creation).
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc6749.html#section-1.3 | RFC 6749 §1.3}
+ */
+export interface GrantSummary extends Grant {
+  readonly last_used_at: number
+}
+
+/**
+ * Which grants {@link GrantStore} `listGrants` returns: those not revoked, of one subject and/or one client.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc6749.html#section-1.3 | RFC 6749 §1.3}
+ */
+export interface GrantFilter {
+  readonly subject?: string
+  readonly client_id?: string
+}
+
+/**
  * An authorization code to store. `code` is the raw value returned to the client; the store keeps only its hash.
  *
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.2 | OAuth 2.1 §4.1.2}
@@ -538,6 +558,8 @@ export class GrantStore extends Context.Service<
      * revoked until they expire). Idempotent.
      */
     readonly revokeGrant: (grantId: string, now: number) => Effect.Effect<void, GrantNotFound | StorageError>
+    /** The grants not revoked, optionally of one subject and/or client, oldest first. */
+    readonly listGrants: (filter?: GrantFilter) => Effect.Effect<ReadonlyArray<GrantSummary>, StorageError>
     /** Records consent; the scopes are merged with any already remembered for this subject, client and resource. */
     readonly grantConsent: (consent: Consent) => Effect.Effect<Consent, StorageError>
     readonly getConsent: (

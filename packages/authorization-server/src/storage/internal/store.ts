@@ -29,6 +29,7 @@ import type {
   Consent,
   Grant,
   GrantStore,
+  GrantSummary,
   Jwk,
   KeyStore,
   NewClient,
@@ -660,6 +661,33 @@ export const makeGrantStore = (driver: Driver): GrantStore["Service"] => {
     revokeGrant: (grantId, now) =>
       atomic("revokeGrant")(function* () {
         return (yield* revoke(grantId, now)) ? Effect.void : Effect.fail(new GrantNotFound({ grant_id: grantId }))
+      }),
+    listGrants: (filter) =>
+      single("listGrants")(function* () {
+        const conditions = ["g.revoked_at IS NULL"]
+        const params: Array<Param> = []
+        if (filter?.subject !== undefined) {
+          params.push(filter.subject)
+          conditions.push(`g.subject = $${params.length}`)
+        }
+        if (filter?.client_id !== undefined) {
+          params.push(filter.client_id)
+          conditions.push(`g.client_id = $${params.length}`)
+        }
+        const found = yield* rows(
+          `SELECT g.*, (SELECT MAX(r.issued_at) FROM ${t.refreshTokens} r JOIN ${t.families} f ON f.family_id = r.family_id
+             WHERE f.grant_id = g.grant_id) AS last_refresh_at
+           FROM ${t.grants} g WHERE ${conditions.join(" AND ")} ORDER BY g.created_at, g.grant_id`,
+          params,
+        )
+        return Effect.succeed(
+          found.map(
+            (r): GrantSummary => ({
+              ...grantFromRow(r),
+              last_used_at: Math.max(num(r, "created_at"), optNum(r, "last_refresh_at") ?? 0),
+            }),
+          ),
+        )
       }),
     grantConsent: (consent) =>
       atomic("grantConsent")(function* () {
