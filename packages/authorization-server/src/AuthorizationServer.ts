@@ -31,11 +31,13 @@ import { tokenEndpoint } from "./internal/token.js"
 import { type Rotation, type RotationPolicy, rotate, rotationJob } from "./KeyRotation.js"
 import * as Metadata from "./Metadata.js"
 import * as NodeServer from "./NodeServer.js"
+import { type Readiness, readiness, type StorageObserverFn } from "./Operations.js"
 import { OutboundFetch, OutboundRefused } from "./outbound/OutboundFetch.js"
 import { Resolver } from "./outbound/Resolver.js"
 import { bucket, makeMemory, RateLimiter, type RateLimiterService } from "./RateLimiter.js"
 import { type SigningAlgorithm, TokenSigner } from "./Signing.js"
 import type { StorageError } from "./storage/Errors.js"
+import { StorageObserver } from "./storage/internal/observer.js"
 import { purgeJob } from "./storage/Purge.js"
 import {
   ClientStore,
@@ -403,6 +405,8 @@ export interface AuthorizationServerOptions extends ServerOptions {
   readonly storage?: StorageOption
   /** Replaces the default user authentication (configured users with scrypt hashes). */
   readonly authenticate?: AuthenticateFn
+  /** Called after every storage operation with its name, duration and outcome (see `Operations.StorageObserver`). */
+  readonly onStorageOperation?: StorageObserverFn
 }
 
 /**
@@ -441,9 +445,17 @@ export interface AuthorizationServerInstance {
    * `signingKeys.publishAhead`. Returns the key already waiting when a rotation is under way.
    */
   readonly rotateSigningKey: () => Promise<Rotation>
+  /**
+   * Whether the server can serve tokens now: the database answers and a key can sign (see `Operations.readiness`).
+   * Never rejects.
+   */
+  readonly readiness: () => Promise<Readiness>
   /** Stops the background jobs and releases storage (closes the SQLite database or the PostgreSQL pool). */
   readonly close: () => Promise<void>
 }
+
+// The storage could not even be opened.
+const UNREADY: Readiness = { ready: false, database: "failed", signingKey: "unknown" }
 
 const storageLayer = (option: StorageOption | undefined): Layer.Layer<StorageServices, StorageError> => {
   if (option === undefined || option.type === "memory") return layerMemory
@@ -474,6 +486,7 @@ export const createAuthorizationServer = (options: AuthorizationServerOptions): 
   const runtime = ManagedRuntime.make(
     AuthorizationServer.layer({ ...options, warn: () => undefined }).pipe(
       Layer.provideMerge(Layer.merge(storageLayer(options.storage), users)),
+      Layer.provideMerge(Layer.succeed(StorageObserver)(options.onStorageOperation)),
     ),
   )
   const run = <A>(effect: Effect.Effect<A, StorageError, AuthorizationServer | GrantStore>): Promise<A> =>
@@ -500,6 +513,7 @@ export const createAuthorizationServer = (options: AuthorizationServerOptions): 
     revokeConsent: (subject, clientId, resource) =>
       run(GrantStore.use((g) => g.revokeConsent(subject, clientId, resource))),
     rotateSigningKey: () => run(AuthorizationServer.use((s) => s.rotateSigningKey)),
+    readiness: () => runtime.runPromise(readiness).catch((): Readiness => UNREADY),
     close: () => runtime.dispose(),
   }
 }

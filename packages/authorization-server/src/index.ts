@@ -24,6 +24,8 @@ export * as ClientMetadata from "./cimd/index.js"
 export * as KeyRotation from "./KeyRotation.js"
 /** The metadata document and its well-known locations (RFC 8414, OpenID Discovery). */
 export * as Metadata from "./Metadata.js"
+/** Readiness and storage timing, for health endpoints and metrics. */
+export * as Operations from "./Operations.js"
 /** node:http bridge for Web handlers. */
 export * as NodeServer from "./NodeServer.js"
 /** The SSRF-guarded fetch for outbound requests to client-named URLs. */

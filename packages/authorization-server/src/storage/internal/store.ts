@@ -2,7 +2,7 @@
  * The stores, written once over the driver port: every method is one unit of work (a transaction when it reads and
  * then writes, or writes more than once), whatever the database.
  */
-import { Effect, Option } from "effect"
+import { Duration, Effect, Exit, Option } from "effect"
 import {
   ClientAlreadyExists,
   ClientNotFound,
@@ -51,6 +51,7 @@ import {
   successorOf,
   updatedHash,
 } from "./common.js"
+import { StorageObserver } from "./observer.js"
 import { count, type Driver, type Mode, type Param, type Row, row, rows, type Work } from "./sql.js"
 
 // ---------------------------------------------------------------------------------------------------------------------
@@ -168,10 +169,16 @@ const method =
   <T extends Effect.Effect<unknown, unknown>>(
     work: () => Work<T>,
   ): Effect.Effect<Effect.Success<T>, Effect.Error<T> | StorageError> =>
-    Effect.flatten(driver.run(operation, mode, work)) as Effect.Effect<
-      Effect.Success<T>,
-      Effect.Error<T> | StorageError
-    >
+    StorageObserver.use((observe) =>
+      observe === undefined
+        ? Effect.flatten(driver.run(operation, mode, work))
+        : Effect.timed(Effect.exit(driver.run(operation, mode, work))).pipe(
+            Effect.flatMap(([took, exit]) => {
+              observe(operation, Duration.toMillis(took) / 1000, Exit.isSuccess(exit))
+              return Effect.flatten(exit)
+            }),
+          ),
+    ) as Effect.Effect<Effect.Success<T>, Effect.Error<T> | StorageError>
 
 // ---------------------------------------------------------------------------------------------------------------------
 // Clients
