@@ -63,7 +63,10 @@ describe("readiness", () => {
   })
 
   it("is not ready when the storage cannot be opened", async () => {
-    const as = createAuthorizationServer({ ...options, storage: { type: "sqlite", path: "/nonexistent/dir/keyway.db" } })
+    const as = createAuthorizationServer({
+      ...options,
+      storage: { type: "sqlite", path: "/nonexistent/dir/keyway.db" },
+    })
     cleanups.push(() => as.close().catch(() => undefined))
     expect(await as.readiness()).toEqual({ ready: false, database: "failed", signingKey: "unknown" })
   })

@@ -31,7 +31,7 @@ const toView = ({ client, trust }: FoundClient): ClientView => ({
   // Only an operator's registration limits scope: a scope a client chose for itself (dynamic registration, metadata
   // document) protects nothing, since it can register again, and would block MCP step-up (a client registered with
   // the first challenge's scope must later ask for more); the user's consent decides.
-  scope: client.origin === "static" ? client.scope : undefined,
+  scope: client.origin === "static" || client.origin === "admin" ? client.scope : undefined,
   ...(trust === undefined ? {} : { metadataDocument: { host: trust.host, verified: trust.verified } }),
 })
 

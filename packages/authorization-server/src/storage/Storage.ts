@@ -97,12 +97,12 @@ export interface JwkSet {
 export type TokenEndpointAuthMethod = "none" | "client_secret_basic" | "client_secret_post" | "private_key_jwt"
 
 /**
- * Where a client record came from: configuration, dynamic registration (RFC 7591), or a fetched client ID metadata
- * document (cached until `expires_at`).
+ * Where a client record came from: configuration, an operator's command (`Administration.addClient`), dynamic
+ * registration (RFC 7591), or a fetched client ID metadata document (cached until `expires_at`).
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc7591.html | RFC 7591}
  */
-export type ClientOrigin = "static" | "dynamic" | "metadata-document"
+export type ClientOrigin = "static" | "admin" | "dynamic" | "metadata-document"
 
 /**
  * The client metadata a caller supplies; the registered metadata fields of RFC 7591 §2 and the registration
