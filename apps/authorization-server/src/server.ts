@@ -46,7 +46,7 @@ const databaseFile = async (config: AppConfig): Promise<string> => {
 }
 
 /** The library's storage option of a configuration, and how the log names it (never with a password). */
-const storageOf = async (
+export const storageOf = async (
   config: AppConfig,
 ): Promise<{ readonly storage: AuthorizationServer.StorageOption; readonly described: string }> => {
   if (isPostgres(config.database)) {
