@@ -6,10 +6,14 @@
  *
  * @module
  */
+
+import { resolve } from "node:path"
 import { parseArgs } from "node:util"
 import { Administration, Config, Storage } from "@keyway/authorization-server"
 import { Effect, type Layer } from "effect"
+import { openAuditLog } from "./audit.js"
 import { type AppConfig, loadConfig, UsageError } from "./config.js"
+import type { AuditEvent } from "./logging.js"
 import { storageOf } from "./server.js"
 
 /** The usage text of `admin`. */
@@ -192,6 +196,7 @@ const execute = (
   argument: string | undefined,
   values: Values,
   config: AppConfig,
+  record: (event: AuditEvent) => void,
 ): Effect.Effect<string, InputError | Storage.StorageError, Stores> =>
   Effect.gen(function* () {
     const asJson = values.json === true
@@ -237,6 +242,13 @@ const execute = (
             ...(values.scope === undefined ? {} : { scope: values.scope }),
           }),
         )
+        record({
+          event: "client_registered",
+          client_id: added.client.client_id,
+          client_name: added.client.client_name,
+          token_endpoint_auth_method: added.client.token_endpoint_auth_method,
+          redirect_uris: added.client.redirect_uris,
+        })
         if (asJson) {
           return json({
             ...clientView(added.client),
@@ -253,16 +265,19 @@ const execute = (
             ...(values.scope === undefined ? {} : { scope: values.scope }),
           }),
         )
+        record({ event: "client_updated", client_id: updated.client_id, redirect_uris: updated.redirect_uris })
         return asJson ? json(clientView(updated)) : `updated client ${updated.client_id}\n`
       }
       case "clients remove": {
         const revoked = yield* asInput(Administration.removeClient(id))
+        record({ event: "client_removed", client_id: id, revoked_grants: revoked })
         return asJson
           ? json({ removed: id, revoked_grants: revoked })
           : `removed client ${id}; revoked ${revoked.length} grant(s)\n`
       }
       case "clients rotate-secret": {
         const rotated = yield* asInput(Administration.rotateClientSecret(id))
+        record({ event: "client_secret_rotated", client_id: id })
         return asJson
           ? json({ client_id: id, client_secret: rotated.secret })
           : `client_id      ${id}\n${secretLine(rotated.secret)}`
@@ -304,6 +319,7 @@ const execute = (
         if (argument !== undefined && revoked.length === 0) {
           return yield* Effect.fail(new InputError(`no grant ${argument} (or it is revoked already)`))
         }
+        record({ event: "grants_revoked", grant_ids: revoked, user: values.user, client_id: values.client })
         return asJson
           ? json({ revoked })
           : `revoked ${revoked.length} grant(s)${revoked.map((g) => `\n  ${g}`).join("")}\n`
@@ -323,6 +339,7 @@ const execute = (
       }
       case "keys rotate": {
         const rotation = yield* Administration.rotateKey(policyOf(config))
+        if (rotation.created) record({ event: "key_rotated", kid: rotation.kid, activates_at: rotation.activatesAt })
         if (asJson) return json(rotation)
         return rotation.created
           ? `new key ${rotation.kid} published; it signs from ${iso(rotation.activatesAt)}\n`
@@ -330,11 +347,13 @@ const execute = (
       }
       case "keys retire": {
         const change = yield* asInput(Administration.retireKey(policyOf(config), id))
+        record({ event: "key_retired", kid: id, retires_at: change.key.retires_at })
         if (asJson) return json({ kid: id, retires_at: change.key.retires_at })
         return `key ${id} retired; it leaves the JWK Set at ${iso(change.key.retires_at)}\n`
       }
       case "keys revoke": {
         const change = yield* asInput(Administration.revokeKey(policyOf(config), id))
+        record({ event: "key_revoked", kid: id, replacement: change.replacement })
         if (asJson)
           return json({ kid: id, ...(change.replacement === undefined ? {} : { replacement: change.replacement }) })
         return (
@@ -405,11 +424,15 @@ export const runAdmin = async (
   }
   try {
     const layer = await storageLayer(config)
+    const events: Array<AuditEvent> = []
     const stdout = await Effect.runPromise(
-      execute(command, rest[0], values, config).pipe(
-        Effect.provide(layer as Layer.Layer<Stores, Storage.StorageError>),
-      ),
+      execute(command, rest[0], values, config, (event) => events.push(event)).pipe(Effect.provide(layer)),
     )
+    if (config.auditLog !== undefined && events.length > 0) {
+      const audit = openAuditLog(resolve(config.auditLog), "admin")
+      for (const event of events) audit.write(event)
+      audit.close()
+    }
     return { code: 0, stdout, stderr: "" }
   } catch (e) {
     const error = unwrap(e)

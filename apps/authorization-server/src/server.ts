@@ -14,15 +14,19 @@ import {
   UserAuthenticator,
 } from "@keyway/authorization-server"
 import { SecureUrl } from "@keyway/core"
+import { type AuditLog, openAuditLog } from "./audit.js"
 import { type AppConfig, ConfigFileError, DEFAULTS, parseConfig, type RateLimitsConfig } from "./config.js"
 import { isPostgres, redactConnectionString } from "./internal/database.js"
-import { defaultLog, type Log, withRequestLog } from "./logging.js"
+import { defaultLog, type Log, withObservation } from "./logging.js"
+import { ServerMetrics, serveMetrics } from "./metrics.js"
 
 /** A started server. */
 export interface RunningAuthorizationServer {
   /** The issuer identifier, e.g. `http://127.0.0.1:9000`. */
   readonly issuer: string
   readonly port: number
+  /** The metrics listener's URL (`http://host:port/metrics`), when `metrics` is configured. */
+  readonly metricsUrl?: string
   /** Stops listening, closes open connections and the database. */
   readonly close: () => Promise<void>
 }
@@ -96,6 +100,35 @@ export const rateLimits = (config: RateLimitsConfig | false): Config.RateLimitOp
   }
 }
 
+const HEALTH_PATHS = new Set(["/health/live", "/health/ready"])
+
+/**
+ * `/health/live` (the process answers) and `/health/ready` (the database answers and a key can sign: 200, else 503),
+ * at the root of the listener whatever the issuer's path; undefined for any other request.
+ */
+const health = (
+  request: Request,
+  server: AuthorizationServer.AuthorizationServerInstance,
+): Promise<Response> | undefined => {
+  const path = new URL(request.url).pathname
+  if (!HEALTH_PATHS.has(path)) return undefined
+  const answer = (status: number, body: object) =>
+    new Response(request.method === "HEAD" ? null : JSON.stringify(body), {
+      status,
+      headers: { "content-type": "application/json", "cache-control": "no-store" },
+    })
+  if (request.method !== "GET" && request.method !== "HEAD") {
+    return Promise.resolve(new Response(null, { status: 405, headers: { allow: "GET, HEAD" } }))
+  }
+  if (path === "/health/live") return Promise.resolve(answer(200, { status: "ok" }))
+  return server.readiness().then((r) =>
+    answer(r.ready ? 200 : 503, {
+      status: r.ready ? "ok" : "unavailable",
+      checks: { database: r.database, signingKey: r.signingKey },
+    }),
+  )
+}
+
 const describeError = (e: unknown): string =>
   typeof e === "object" && e !== null && "message" in e ? String((e as { message: unknown }).message) : String(e)
 
@@ -117,6 +150,9 @@ export const startAuthorizationServer = async (
   }
   const { storage, described } = await storageOf(config)
   const passwords = await users(config, log)
+  const metrics = config.metrics === undefined ? undefined : new ServerMetrics()
+  const audit: AuditLog | undefined =
+    config.auditLog === undefined ? undefined : openAuditLog(resolve(config.auditLog), "server")
 
   // Listen first: with port 0 the issuer is known only once the port is.
   let handler: (request: Request) => Promise<Response> = async () => new Response(null, { status: 503 })
@@ -127,7 +163,7 @@ export const startAuthorizationServer = async (
     host,
     port: config.port ?? DEFAULTS.port,
     publicUrl: () => publicUrl,
-    allow: (pathname) => allow(pathname),
+    allow: (pathname) => (HEALTH_PATHS.has(pathname) ? "GET, HEAD" : allow(pathname)),
   })
   const issuer = config.issuer ?? `http://${urlHost(host)}:${http.port}`
   publicUrl = issuer
@@ -158,9 +194,11 @@ export const startAuthorizationServer = async (
           : { allowHttpLoopbackUpstream: config.development.allowHttpLoopbackUpstream }),
       },
       storage,
+      ...(metrics === undefined ? {} : { onStorageOperation: metrics.storage }),
       warn: (message) => log(message.replace(/^\[keyway\] /, "warning: ")),
     })
   } catch (e) {
+    audit?.close()
     await http.close()
     throw new ConfigFileError(`invalid configuration: ${describeError(e)}`)
   }
@@ -168,11 +206,39 @@ export const startAuthorizationServer = async (
     // Opens the database, stores the configured clients and creates the signing key before the first request.
     await server.ready()
   } catch (e) {
+    audit?.close()
     await http.close()
     await server.close()
     throw e
   }
-  handler = withRequestLog(server.handler, issuer, log)
+  let metricsListener: NodeServer.RunningServer | undefined
+  if (config.metrics !== undefined && metrics !== undefined) {
+    try {
+      metricsListener = await serveMetrics(metrics.text, {
+        host: config.metrics.host ?? DEFAULTS.host,
+        port: config.metrics.port,
+      })
+    } catch (e) {
+      audit?.close()
+      await http.close()
+      await server.close()
+      throw new ConfigFileError(`invalid configuration: metrics: cannot listen: ${describeError(e)}`)
+    }
+  }
+  const observed = withObservation(server.handler, issuer, {
+    log,
+    ...(metrics === undefined ? {} : { request: metrics.request }),
+    ...(metrics === undefined && audit === undefined
+      ? {}
+      : {
+          audit: (event) => {
+            metrics?.event(event)
+            audit?.write(event)
+          },
+        }),
+  })
+  // Health checks are answered before the request log, which they would flood.
+  handler = (request) => health(request, server) ?? observed(request)
   allow = server.allow
   log(`database ${described}`)
   log(
@@ -180,14 +246,19 @@ export const startAuthorizationServer = async (
       `dynamic registration ${(config.registration ?? DEFAULTS.registration) ? "on" : "off"}` +
       (config.upstream === undefined ? "" : `; users sign in at the upstream ${config.upstream.issuer}`),
   )
+  if (metricsListener !== undefined) log(`metrics on ${metricsListener.url}/metrics`)
+  if (audit !== undefined) log(`audit log ${resolve(config.auditLog ?? "")}`)
   let closing: Promise<void> | undefined
   return {
     issuer: server.issuer,
     port: http.port,
+    ...(metricsListener === undefined ? {} : { metricsUrl: `${metricsListener.url}/metrics` }),
     close: () => {
       closing ??= (async () => {
         await http.close()
+        await metricsListener?.close()
         await server.close()
+        audit?.close()
         log("stopped")
       })()
       return closing
