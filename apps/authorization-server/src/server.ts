@@ -151,6 +151,8 @@ export const startAuthorizationServer = async (
   const { storage, described } = await storageOf(config)
   const passwords = await users(config, log)
   const metrics = config.metrics === undefined ? undefined : new ServerMetrics()
+  // The OpenTelemetry SDK is loaded only when traces are exported.
+  const tracing = config.tracing === undefined ? undefined : (await import("./tracing.js")).tracingLayer(config.tracing)
   const audit: AuditLog | undefined =
     config.auditLog === undefined ? undefined : openAuditLog(resolve(config.auditLog), "server")
 
@@ -195,6 +197,7 @@ export const startAuthorizationServer = async (
       },
       storage,
       ...(metrics === undefined ? {} : { onStorageOperation: metrics.storage }),
+      ...(tracing === undefined ? {} : { tracing }),
       warn: (message) => log(message.replace(/^\[keyway\] /, "warning: ")),
     })
   } catch (e) {
@@ -248,6 +251,7 @@ export const startAuthorizationServer = async (
   )
   if (metricsListener !== undefined) log(`metrics on ${metricsListener.url}/metrics`)
   if (audit !== undefined) log(`audit log ${resolve(config.auditLog ?? "")}`)
+  if (config.tracing !== undefined) log(`traces exported over OTLP to ${config.tracing.otlpEndpoint}`)
   let closing: Promise<void> | undefined
   return {
     issuer: server.issuer,

@@ -1,4 +1,6 @@
 import { readFile, writeFile } from "node:fs/promises"
+import { createServer } from "node:http"
+import type { AddressInfo } from "node:net"
 import { join } from "node:path"
 import { DatabaseSync } from "node:sqlite"
 import { fileURLToPath } from "node:url"
@@ -234,4 +236,79 @@ describe("metrics and the audit log", () => {
       expect(text).not.toContain(secret)
     }
   }, 90_000)
+})
+
+interface ReceivedSpan {
+  readonly name: string
+  readonly service: string
+  readonly attributes: Record<string, unknown>
+}
+
+/** A minimal OTLP/HTTP trace collector on loopback: it keeps the spans of every JSON export it receives. */
+const startCollector = async () => {
+  const spans: Array<ReceivedSpan> = []
+  const contentTypes: Array<string> = []
+  const server = createServer((req, res) => {
+    const chunks: Array<Buffer> = []
+    req.on("data", (chunk: Buffer) => chunks.push(chunk))
+    req.on("end", () => {
+      contentTypes.push(`${req.method} ${req.url} ${req.headers["content-type"]}`)
+      const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as {
+        resourceSpans: Array<{
+          resource: { attributes: Array<{ key: string; value: { stringValue?: string } }> }
+          scopeSpans: Array<{
+            spans: Array<{ name: string; attributes: Array<{ key: string; value: Record<string, unknown> }> }>
+          }>
+        }>
+      }
+      for (const rs of body.resourceSpans) {
+        const service = rs.resource.attributes.find((a) => a.key === "service.name")?.value.stringValue ?? ""
+        for (const ss of rs.scopeSpans) {
+          for (const span of ss.spans) {
+            const attributes = Object.fromEntries(span.attributes.map((a) => [a.key, Object.values(a.value)[0]]))
+            spans.push({ name: span.name, service, attributes })
+          }
+        }
+      }
+      res.writeHead(200, { "content-type": "application/json" })
+      res.end("{}")
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  defer(() => new Promise((resolve) => server.close(() => resolve())))
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, spans, contentTypes }
+}
+
+describe("traces", () => {
+  it("exports a span per endpoint request over OTLP/HTTP to the configured collector", async () => {
+    const collector = await startCollector()
+    const { child, issuer } = await startServer({
+      dataDir: await dir(),
+      tracing: { otlpEndpoint: collector.url, serviceName: "as-under-test" },
+      users: [{ username: "alice", password: PASSWORD }],
+      resources: [{ uri: RESOURCE, scopes: SCOPES }],
+    })
+    await waitForStderr(child, /traces exported over OTLP to /)
+    await fetch(`${issuer}/.well-known/oauth-authorization-server`)
+    const clientId = await registerClient(issuer)
+    await codeFlow(issuer, { clientId })
+    // Stopping flushes what is still batched.
+    child.process.kill("SIGTERM")
+    expect(await child.exit).toBe(0)
+    expect(new Set(collector.contentTypes)).toEqual(new Set(["POST /v1/traces application/json"]))
+    const names = collector.spans.map((s) => s.name)
+    for (const name of [
+      "AuthorizationServer.metadata",
+      "AuthorizationServer.register",
+      "AuthorizationServer.authorize",
+      "AuthorizationServer.authorize.login",
+      "AuthorizationServer.authorize.consent",
+      "AuthorizationServer.token",
+    ]) {
+      expect(names).toContain(name)
+    }
+    const token = collector.spans.find((s) => s.name === "AuthorizationServer.token")
+    expect(token?.service).toBe("as-under-test")
+    expect(token?.attributes).toMatchObject({ "http.request.method": "POST", "http.response.status_code": 200 })
+  }, 60_000)
 })

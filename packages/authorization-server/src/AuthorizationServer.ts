@@ -169,6 +169,15 @@ type Route = (
 const methodNotAllowed = (allow: string) =>
   new Response(null, { status: 405, headers: { Allow: allow, ...CORS_HEADERS } })
 
+/** The span name of an endpoint path: `token`, `authorize.login`, `metadata` for the well-known documents. */
+const spanName = (path: string, base: string): string =>
+  path.includes("/.well-known/")
+    ? "metadata"
+    : path
+        .slice(base.length + 1)
+        .split("/")
+        .join(".")
+
 /** Builds the router over the resolved configuration. */
 const router = (
   config: ResolvedConfig,
@@ -240,6 +249,20 @@ const router = (
       ),
       OPTIONS: () => Effect.succeed(preflight("POST, OPTIONS")),
     })
+  }
+  // Every endpoint is a traced function, its span named after the endpoint (AuthorizationServer.token, ...).
+  for (const [path, route] of routes) {
+    const name = spanName(path, base)
+    for (const [method, handler] of Object.entries(route)) {
+      route[method] = Effect.fn(`AuthorizationServer.${name}`)(function* (request: Request) {
+        const response = yield* handler(request)
+        yield* Effect.annotateCurrentSpan({
+          "http.request.method": method,
+          "http.response.status_code": response.status,
+        })
+        return response
+      })
+    }
   }
   const allowed = new Map<string, string>()
   for (const [path, route] of routes) {
@@ -407,6 +430,12 @@ export interface AuthorizationServerOptions extends ServerOptions {
   readonly authenticate?: AuthenticateFn
   /** Called after every storage operation with its name, duration and outcome (see `Operations.StorageObserver`). */
   readonly onStorageOperation?: StorageObserverFn
+  /**
+   * A layer installing Effect's tracer, e.g. `@effect/opentelemetry`'s `OtelTracer.layer` over an OTLP exporter: every
+   * endpoint's span (`AuthorizationServer.token`, ...) and those under it are then exported. None by default; the
+   * layer is released (and its spans flushed) by `close()`.
+   */
+  readonly tracing?: Layer.Layer<never>
 }
 
 /**
@@ -487,6 +516,7 @@ export const createAuthorizationServer = (options: AuthorizationServerOptions): 
     AuthorizationServer.layer({ ...options, warn: () => undefined }).pipe(
       Layer.provideMerge(Layer.merge(storageLayer(options.storage), users)),
       Layer.provideMerge(Layer.succeed(StorageObserver)(options.onStorageOperation)),
+      Layer.provide(options.tracing ?? Layer.empty),
     ),
   )
   const run = <A>(effect: Effect.Effect<A, StorageError, AuthorizationServer | GrantStore>): Promise<A> =>
