@@ -17,6 +17,7 @@ import {
 } from "./Config.js"
 import { ClientMetadataResolver } from "./cimd/ClientMetadataResolver.js"
 import { ClientTrustPolicy } from "./cimd/TrustPolicy.js"
+import { accountGet, accountLoginPost, accountPaths, accountRevokePost } from "./internal/account.js"
 import { authorizeGet, consentPost, loginPost } from "./internal/authorize.js"
 import { MetadataDocuments } from "./internal/clients.js"
 import { nowSeconds } from "./internal/clock.js"
@@ -217,6 +218,11 @@ const router = (
     routes.set(`${base}/authorize`, { GET: (r) => authorizeGet(config, sessions, r) })
     routes.set(`${base}/authorize/login`, { POST: (r) => loginPost(config, sessions, r, limiter) })
     routes.set(`${base}/authorize/consent`, { POST: (r) => consentPost(config, sessions, r) })
+    // The user's connected apps, on the same login session.
+    const account = accountPaths(base)
+    routes.set(account.page, { GET: (r) => accountGet(config, sessions, base, r) })
+    routes.set(account.login, { POST: (r) => accountLoginPost(config, sessions, base, r, limiter) })
+    routes.set(account.revoke, { POST: (r) => accountRevokePost(config, sessions, base, r) })
   } else {
     // Proxy mode: no local login; Keyway's consent for each client, then the upstream sign-in.
     const proxy = new ProxyState(config.secureCookies, new UpstreamClient(config.upstream), config.sessionSecret)
