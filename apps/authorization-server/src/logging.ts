@@ -99,6 +99,9 @@ export interface Endpoints {
   readonly revoke: string
   readonly introspect: string
   readonly jwks: string
+  readonly account: string
+  readonly accountLogin: string
+  readonly accountRevoke: string
 }
 
 /** The endpoint paths under an issuer URL. */
@@ -113,6 +116,9 @@ export const endpointsOf = (issuer: string): Endpoints => {
     revoke: `${path}/revoke`,
     introspect: `${path}/introspect`,
     jwks: `${path}/jwks`,
+    account: `${path}/account`,
+    accountLogin: `${path}/account/login`,
+    accountRevoke: `${path}/account/revoke`,
   }
 }
 
@@ -201,6 +207,34 @@ export const observe = async (
       return [{ line: "login refused: the form's CSRF check failed", audit: { event: "login_failed", reason: "csrf" } }]
     }
     return []
+  }
+  if (method === "POST" && path === endpoints.accountLogin) {
+    const name = form?.get("username") ?? ""
+    if (status === 303) {
+      return [{ line: `login ok: ${quote(name)} (account page)`, audit: { event: "login_succeeded", username: name } }]
+    }
+    if (status === 401 || status === 429) {
+      const reason = status === 401 ? "wrong_credentials" : "rate_limited"
+      return [
+        {
+          line: `login failed: ${quote(name)} (account page; ${status === 401 ? "wrong username or password" : "too many failed attempts"})`,
+          audit: { event: "login_failed", username: name, reason },
+        },
+      ]
+    }
+    if (status === 403) {
+      return [{ line: "login refused: the form's CSRF check failed", audit: { event: "login_failed", reason: "csrf" } }]
+    }
+    return []
+  }
+  if (method === "POST" && path === endpoints.accountRevoke && status === 303) {
+    const clientId = form?.get("client_id") ?? undefined
+    return [
+      {
+        line: `consent revoked by the user on the account page: client ${quote(clientId ?? "?")}`,
+        audit: { event: "consent_revoked", client_id: clientId },
+      },
+    ]
   }
   if (method === "POST" && path === endpoints.consent) {
     const about = describeAuthorization(authorizationRequest(form))
@@ -310,7 +344,14 @@ export const withObservation = (
 ): ((request: Request) => Promise<Response>) => {
   const { log, request: counted, audit } = observers
   const endpoints = endpointsOf(issuer)
-  const withForm = new Set([endpoints.login, endpoints.consent, endpoints.token, endpoints.revoke])
+  const withForm = new Set([
+    endpoints.login,
+    endpoints.consent,
+    endpoints.token,
+    endpoints.revoke,
+    endpoints.accountLogin,
+    endpoints.accountRevoke,
+  ])
   return async (request) => {
     const started = performance.now()
     const path = new URL(request.url).pathname

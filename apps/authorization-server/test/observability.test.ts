@@ -134,6 +134,26 @@ describe("metrics and the audit log", () => {
     })
     expect(revoked.status).toBe(200)
 
+    // The user revokes the app on the account page.
+    const accountPage = await fetch(`${issuer}/account`)
+    let cookie = accountPage.headers.getSetCookie()[0]?.split(";")[0] ?? ""
+    const form = (values: Record<string, string>) => ({
+      method: "POST",
+      redirect: "manual" as const,
+      headers: { "content-type": "application/x-www-form-urlencoded", cookie },
+      body: new URLSearchParams(values),
+    })
+    const csrfOf = (html: string) => /name="csrf_token" value="([^"]+)"/.exec(html)?.[1] ?? ""
+    const signedIn = await fetch(
+      `${issuer}/account/login`,
+      form({ csrf_token: csrfOf(await accountPage.text()), username: "alice", password: PASSWORD }),
+    )
+    expect(signedIn.status).toBe(303)
+    cookie = signedIn.headers.getSetCookie()[0]?.split(";")[0] ?? ""
+    const apps = await (await fetch(`${issuer}/account`, { headers: { cookie } })).text()
+    const revokedApp = await fetch(`${issuer}/account/revoke`, form({ csrf_token: csrfOf(apps), client_id: clientId }))
+    expect(revokedApp.status).toBe(303)
+
     // An admin command writes to the same audit log.
     const added = spawnCli(main, [
       "admin",
@@ -215,11 +235,14 @@ describe("metrics and the audit log", () => {
       "server token_refreshed",
       "server refresh_token_reuse_detected",
       "server token_revoked",
+      "server login_succeeded",
+      "server consent_revoked",
       "admin client_registered",
       "admin key_rotated",
     ])
     expect(events[1]).toMatchObject({ username: "alice", reason: "wrong_credentials", client_id: clientId })
     expect(events[4]).toMatchObject({ grant_type: "authorization_code", client_id: clientId, scope: "notes:read" })
+    expect(events[10]).toMatchObject({ event: "consent_revoked", client_id: clientId })
     // No secret used in the test reaches the audit log.
     for (const secret of [
       PASSWORD,
