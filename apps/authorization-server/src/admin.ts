@@ -9,12 +9,13 @@
 
 import { resolve } from "node:path"
 import { parseArgs } from "node:util"
-import { Administration, Config, Storage } from "@keyway/authorization-server"
+import { Administration, Config, Storage, UserAuthenticator } from "@keyway/authorization-server"
 import { Effect, type Layer } from "effect"
 import { openAuditLog } from "./audit.js"
 import { type AppConfig, loadConfig, UsageError } from "./config.js"
 import type { AuditEvent } from "./logging.js"
 import { storageOf } from "./server.js"
+import { editUsers, readPassword } from "./users.js"
 
 /** The usage text of `admin`. */
 export const ADMIN_USAGE = `usage: keyway-authorization-server admin --config <file.json> [--data-dir <dir> | --database <db>] <command> [--json]
@@ -35,6 +36,12 @@ commands:
   keys rotate                             a new key, published now, signing after signingKeys.publishAhead
   keys retire <kid>                       a key that no longer signs leaves the JWK Set once its tokens expired
   keys revoke <kid>                       a compromised key leaves the JWK Set at once (a new one signs if needed)
+  users list                              the configuration file's users
+  users add <username> [--display-name <name>]
+                                          asks for the password (without echo; from standard input when it is
+                                          not a terminal) and stores its scrypt hash in the configuration file
+  users passwd <username>                 a new password, the same way
+  users remove <username>                 removes the user and revokes their grants
 
 --json prints JSON instead of columns. Clients from the configuration file are changed in the file.`
 
@@ -64,6 +71,7 @@ const FLAGS = {
   "client-id": { type: "string" },
   user: { type: "string" },
   client: { type: "string" },
+  "display-name": { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const
 
@@ -81,6 +89,7 @@ const ACCEPTS: Record<string, ReadonlyArray<keyof typeof FLAGS>> = {
   "clients update": ["redirect-uri", "name", "scope"],
   "grants list": ["user", "client"],
   "grants revoke": ["user", "client"],
+  "users add": ["display-name"],
 }
 /** How many positional arguments (after the two words of the command) each command takes. */
 const ARGUMENTS: Record<string, string | undefined> = {
@@ -96,6 +105,10 @@ const ARGUMENTS: Record<string, string | undefined> = {
   "keys rotate": undefined,
   "keys retire": "kid",
   "keys revoke": "kid",
+  "users list": undefined,
+  "users add": "username",
+  "users passwd": "username",
+  "users remove": "username",
 }
 
 const iso = (seconds: number | undefined): string =>
@@ -423,11 +436,13 @@ export const runAdmin = async (
     return fail(2, (e as Error).message)
   }
   try {
-    const layer = await storageLayer(config)
     const events: Array<AuditEvent> = []
-    const stdout = await Effect.runPromise(
-      execute(command, rest[0], values, config, (event) => events.push(event)).pipe(Effect.provide(layer)),
-    )
+    const record = (event: AuditEvent) => events.push(event)
+    const stdout = command.startsWith("users ")
+      ? await users(command, rest[0] ?? "", values, config, resolve(values.config), record)
+      : await Effect.runPromise(
+          execute(command, rest[0], values, config, record).pipe(Effect.provide(await storageLayer(config))),
+        )
     if (config.auditLog !== undefined && events.length > 0) {
       const audit = openAuditLog(resolve(config.auditLog), "admin")
       for (const event of events) audit.write(event)
@@ -438,6 +453,74 @@ export const runAdmin = async (
     const error = unwrap(e)
     if (error instanceof InputError) return fail(2, error.message)
     return fail(1, error instanceof Error ? error.message : String(error))
+  }
+}
+
+/** The `users` commands: the configuration file's user list (`remove` also revokes the user's grants). */
+const users = async (
+  command: string,
+  username: string,
+  values: Values,
+  config: AppConfig,
+  file: string,
+  record: (event: AuditEvent) => void,
+): Promise<string> => {
+  if (config.upstream !== undefined) {
+    throw new InputError("users: users sign in at the upstream authorization server; this server has no user list")
+  }
+  const existing = config.users ?? []
+  const known = existing.some((u) => u.username === username)
+  const password = async () => {
+    const value = await readPassword(`Password for ${username}: `)
+    if (value === "") throw new InputError("password: must not be empty")
+    return UserAuthenticator.hashPassword(value)
+  }
+  switch (command) {
+    case "users list": {
+      const list = existing.map((u) => ({
+        username: u.username,
+        ...(u.displayName === undefined ? {} : { displayName: u.displayName }),
+      }))
+      if (values.json === true) return json(list)
+      return table(
+        ["USERNAME", "DISPLAY_NAME"],
+        list.map((u) => [u.username, u.displayName ?? "-"]),
+      )
+    }
+    case "users add": {
+      if (username === "") throw new InputError("username: must not be empty")
+      if (known) throw new InputError(`username: ${username} already exists`)
+      const passwordHash = await password()
+      const displayName = values["display-name"]
+      await editUsers(file, (list) => [
+        ...list,
+        { username, passwordHash, ...(displayName === undefined ? {} : { displayName }) },
+      ])
+      record({ event: "user_added", username })
+      return `added user ${username}\n`
+    }
+    case "users passwd": {
+      if (!known) throw new InputError(`no user ${username}`)
+      const passwordHash = await password()
+      await editUsers(file, (list) =>
+        list.map((u) => {
+          if (u.username !== username) return u
+          const { password: _old, ...rest } = u
+          return { ...rest, passwordHash }
+        }),
+      )
+      record({ event: "user_password_changed", username })
+      return `changed the password of ${username}\n`
+    }
+    default: {
+      if (!known) throw new InputError(`no user ${username}`)
+      await editUsers(file, (list) => list.filter((u) => u.username !== username))
+      const revoked = await Effect.runPromise(
+        Administration.revokeGrants({ subject: username }).pipe(Effect.provide(await storageLayer(config))),
+      )
+      record({ event: "user_removed", username, revoked_grants: revoked })
+      return `removed user ${username}; revoked ${revoked.length} grant(s)\n`
+    }
   }
 }
 

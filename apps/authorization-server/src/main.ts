@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { resolve } from "node:path"
 /**
  * keyway-authorization-server: `--config <file.json>` plus flags; logs to stderr; stops cleanly on SIGINT/SIGTERM.
  * Exit codes: 0 stopped by a signal, 1 failed while running or starting, 2 bad command line or configuration.
@@ -46,7 +47,11 @@ const main = async (): Promise<void> => {
   }
   process.on("SIGINT", stop)
   process.on("SIGTERM", stop)
-  running = await startAuthorizationServer(config, { log: defaultLog })
+  const line = parseCommandLine(argv)
+  running = await startAuthorizationServer(config, {
+    log: defaultLog,
+    ...(line.help ? {} : { configFile: resolve(line.config) }),
+  })
   if (stopping) finish(running)
 }
 

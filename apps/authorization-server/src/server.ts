@@ -11,14 +11,14 @@ import {
   type Config,
   createAuthorizationServer,
   NodeServer,
-  UserAuthenticator,
 } from "@keyway/authorization-server"
 import { SecureUrl } from "@keyway/core"
 import { type AuditLog, openAuditLog } from "./audit.js"
 import { type AppConfig, ConfigFileError, DEFAULTS, parseConfig, type RateLimitsConfig } from "./config.js"
 import { isPostgres, redactConnectionString } from "./internal/database.js"
-import { defaultLog, type Log, withObservation } from "./logging.js"
+import { defaultLog, withObservation } from "./logging.js"
 import { ServerMetrics, serveMetrics } from "./metrics.js"
+import { hashUsers, liveUsers } from "./users.js"
 
 /** A started server. */
 export interface RunningAuthorizationServer {
@@ -35,6 +35,11 @@ export interface RunningAuthorizationServer {
 export interface StartOptions {
   /** Receives readable one-line events; stderr with the time by default. */
   readonly log?: (line: string) => void
+  /**
+   * The configuration file the configuration came from: its users are then read again whenever it changes, so that
+   * `admin users` commands take effect without a restart.
+   */
+  readonly configFile?: string
 }
 
 const urlHost = (host: string): string => (host.includes(":") && !host.startsWith("[") ? `[${host}]` : host)
@@ -67,20 +72,6 @@ export const storageOf = async (
   const file = await databaseFile(config)
   return { storage: { type: "sqlite", path: file }, described: file }
 }
-
-const users = async (config: AppConfig, log: Log) =>
-  Promise.all(
-    (config.users ?? []).map(async (u) => {
-      if (u.password !== undefined) {
-        log(`user ${JSON.stringify(u.username)} has a clear-text password in the configuration; prefer passwordHash`)
-      }
-      return {
-        username: u.username,
-        passwordHash: u.passwordHash ?? (await UserAuthenticator.hashPassword(u.password ?? "")),
-        ...(u.displayName === undefined ? {} : { displayName: u.displayName }),
-      }
-    }),
-  )
 
 /**
  * The library's `rateLimits` from the file's: `clientAddressHeader` becomes the `clientAddress` function, reading the
@@ -149,7 +140,12 @@ export const startAuthorizationServer = async (
     )
   }
   const { storage, described } = await storageOf(config)
-  const passwords = await users(config, log)
+  const passwords = await hashUsers(config.users ?? [], log)
+  // The file's users are read again when it changes (admin users commands), unless users sign in upstream.
+  const authenticate =
+    options.configFile === undefined || config.upstream !== undefined
+      ? undefined
+      : await liveUsers(options.configFile, passwords, log)
   const metrics = config.metrics === undefined ? undefined : new ServerMetrics()
   // The OpenTelemetry SDK is loaded only when traces are exported.
   const tracing = config.tracing === undefined ? undefined : (await import("./tracing.js")).tracingLayer(config.tracing)
@@ -176,6 +172,7 @@ export const startAuthorizationServer = async (
       issuer,
       resources: config.resources,
       users: passwords,
+      ...(authenticate === undefined ? {} : { authenticate }),
       ...(config.clients === undefined ? {} : { clients: config.clients }),
       ...(config.defaultResource === undefined ? {} : { defaultResource: config.defaultResource }),
       ...(config.clientIdMetadataDocuments === undefined

@@ -1,8 +1,9 @@
-import { writeFile } from "node:fs/promises"
+import { spawn } from "node:child_process"
+import { readFile, writeFile } from "node:fs/promises"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { ClientAuth } from "@keyway/core"
-import { type PostgresServer, spawnCli, startPostgres } from "@keyway/testing"
+import { type PostgresServer, spawnCli, startPostgres, waitForStderr } from "@keyway/testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type AppConfig, startAuthorizationServer } from "../src/index.js"
 import { testCleanups } from "./support/cleanup.js"
@@ -262,4 +263,103 @@ describe("admin command errors", () => {
     expect(await missing.exit).toBe(2)
     expect(missing.stderr).toContain("--config <file.json> is required")
   }, 60_000)
+})
+
+/** `admin` with `input` on its standard input (not a terminal: the password is its first line). */
+const adminWithInput = (file: string, input: string, ...args: Array<string>) =>
+  new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+    const child = spawn(process.execPath, [main, "admin", "--config", file, ...args], {
+      stdio: ["pipe", "pipe", "pipe"],
+    })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.on("data", (d: Buffer) => {
+      stdout += d.toString()
+    })
+    child.stderr.on("data", (d: Buffer) => {
+      stderr += d.toString()
+    })
+    child.on("close", (code) => resolve({ code, stdout, stderr }))
+    child.stdin.end(input)
+  })
+
+describe("admin users against a live server", () => {
+  it("adds a user, changes the password and removes the user; the running server follows the file", async () => {
+    const folder = await dir()
+    const file = join(folder, "keyway.json")
+    await writeFile(
+      file,
+      JSON.stringify({
+        database: join(folder, "keyway.db"),
+        users: [{ username: "alice", password: PASSWORD }],
+        resources: [{ uri: RESOURCE, scopes: SCOPES }],
+      }),
+    )
+    const server = spawnCli(main, ["--config", file, "--port", "0"])
+    defer(server.kill)
+    const [, issuer = ""] = await waitForStderr(server, /issuer (\S+);/)
+    const app = await adminJson<{ client_id: string }>(
+      file,
+      "clients",
+      "add",
+      "--auth-method",
+      "none",
+      "--redirect-uri",
+      REDIRECT_URI,
+    )
+    const clientId = app.client_id
+
+    const added = await adminWithInput(file, "bob-first-password\n", "users", "add", "bob", "--display-name", "Bob")
+    expect(added).toEqual({ code: 0, stdout: "added user bob\n", stderr: "" })
+    const stored = JSON.parse(await readFile(file, "utf8")) as { users: Array<Record<string, string>> }
+    expect(stored.users[1]).toEqual({
+      username: "bob",
+      passwordHash: expect.stringMatching(/^scrypt\$/),
+      displayName: "Bob",
+    })
+    expect(JSON.stringify(stored)).not.toContain("bob-first-password")
+    const tokens = await codeFlow(issuer, { clientId, username: "bob", password: "bob-first-password" })
+    expect(await adminJson(file, "users", "list")).toEqual([
+      { username: "alice" },
+      { username: "bob", displayName: "Bob" },
+    ])
+
+    expect(await adminWithInput(file, "bob-second-password\n", "users", "passwd", "bob")).toMatchObject({ code: 0 })
+    await expect(codeFlow(issuer, { clientId, username: "bob", password: "bob-first-password" })).rejects.toThrow(
+      "login answered 401",
+    )
+    await codeFlow(issuer, { clientId, username: "bob", password: "bob-second-password" })
+
+    expect(await adminWithInput(file, "", "users", "remove", "bob")).toEqual({
+      code: 0,
+      stdout: "removed user bob; revoked 2 grant(s)\n",
+      stderr: "",
+    })
+    await expect(codeFlow(issuer, { clientId, username: "bob", password: "bob-second-password" })).rejects.toThrow(
+      "login answered 401",
+    )
+    expect((await refresh(issuer, clientId, tokens.refresh_token)).status).toBe(400)
+    // alice, whose clear-text password stays as it was, still signs in.
+    await codeFlow(issuer, { clientId })
+    expect(server.stderr).toContain(`users reloaded from ${file} (1)`)
+
+    const prefix = "keyway-authorization-server admin: "
+    expect(await adminWithInput(file, "x\n", "users", "add", "alice")).toEqual({
+      code: 2,
+      stdout: "",
+      stderr: `${prefix}username: alice already exists\n`,
+    })
+    expect(await adminWithInput(file, "\n", "users", "add", "carol")).toEqual({
+      code: 2,
+      stdout: "",
+      stderr: `${prefix}password: must not be empty\n`,
+    })
+    expect(await adminWithInput(file, "x\n", "users", "passwd", "carol")).toEqual({
+      code: 2,
+      stdout: "",
+      stderr: `${prefix}no user carol\n`,
+    })
+    expect(server.stderr).not.toContain("bob-first-password")
+    expect(server.stderr).not.toContain("bob-second-password")
+  }, 120_000)
 })
