@@ -1,16 +1,13 @@
 /**
- * The server's metrics in the Prometheus text format, served on a listener of their own (never the public port): Effect
- * metrics kept in a registry of this server's, updated from the observed requests, security events and storage
- * operations.
+ * The server's metrics in the Prometheus text format, served on a listener of their own (never the public port),
+ * updated from the observed requests, security events and storage operations.
  *
  * @module
  */
-import { NodeServer } from "@keyway/authorization-server"
-import { Effect, Metric } from "effect"
-import { PrometheusMetrics } from "effect/observability"
+import { Metrics } from "@keyway/http"
+import { listen, type RunningServer } from "@keyway/http/node"
+import { Metric } from "effect"
 import type { AuditEvent } from "./logging.js"
-
-const SECONDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 
 const requests = Metric.counter("keyway_http_requests_total", {
   description: "HTTP requests answered, by endpoint and status",
@@ -18,7 +15,7 @@ const requests = Metric.counter("keyway_http_requests_total", {
 })
 const requestSeconds = Metric.histogram("keyway_http_request_duration_seconds", {
   description: "Time to answer an HTTP request, by endpoint",
-  boundaries: SECONDS,
+  boundaries: Metrics.SECONDS,
 })
 const tokensIssued = Metric.counter("keyway_tokens_issued_total", {
   description: "Access tokens issued, by grant type",
@@ -38,7 +35,7 @@ const rateLimited = Metric.counter("keyway_rate_limited_total", {
 })
 const databaseSeconds = Metric.histogram("keyway_database_operation_duration_seconds", {
   description: "Time of a storage operation, by operation",
-  boundaries: SECONDS,
+  boundaries: Metrics.SECONDS,
 })
 const databaseErrors = Metric.counter("keyway_database_errors_total", {
   description: "Storage operations the database failed, by operation",
@@ -47,56 +44,42 @@ const databaseErrors = Metric.counter("keyway_database_errors_total", {
 
 /** The metrics of one server. */
 export class ServerMetrics {
-  readonly #registry: Metric.MetricRegistry = new Map()
+  readonly #registry = new Metrics.Registry()
 
   constructor() {
-    // Present from the start at zero, so that a rate and an alert need no first event.
-    this.#run(Metric.update(reuse, 0))
-    for (const grant of ["authorization_code", "refresh_token"]) {
-      this.#run(Metric.update(Metric.withAttributes(tokensIssued, { grant_type: grant }), 0))
-    }
-    for (const reason of ["wrong_credentials", "rate_limited", "csrf"]) {
-      this.#run(Metric.update(Metric.withAttributes(loginFailures, { reason }), 0))
-    }
-  }
-
-  #run(effect: Effect.Effect<void>): void {
-    Effect.runSync(Effect.provideService(effect, Metric.MetricRegistry, this.#registry))
+    // Present from the start at zero, so that a rate or an alert needs no first event.
+    this.#registry.add(reuse, {}, 0)
+    for (const grant_type of ["authorization_code", "refresh_token"])
+      this.#registry.add(tokensIssued, { grant_type }, 0)
+    for (const reason of ["wrong_credentials", "rate_limited", "csrf"]) this.#registry.add(loginFailures, { reason }, 0)
   }
 
   /** One answered request. */
   readonly request = (endpoint: string, status: number, seconds: number): void => {
-    this.#run(Metric.update(Metric.withAttributes(requests, { endpoint, status: String(status) }), 1))
-    this.#run(Metric.update(Metric.withAttributes(requestSeconds, { endpoint }), seconds))
-    if (status === 429) this.#run(Metric.update(Metric.withAttributes(rateLimited, { endpoint }), 1))
+    this.#registry.add(requests, { endpoint, status: String(status) })
+    this.#registry.observe(requestSeconds, { endpoint }, seconds)
+    if (status === 429) this.#registry.add(rateLimited, { endpoint })
   }
 
   /** One security event. */
   readonly event = (event: AuditEvent): void => {
     if (event.event === "token_issued" || event.event === "token_refreshed") {
-      this.#run(Metric.update(Metric.withAttributes(tokensIssued, { grant_type: String(event.grant_type) }), 1))
+      this.#registry.add(tokensIssued, { grant_type: String(event.grant_type) })
     } else if (event.event === "refresh_token_reuse_detected") {
-      this.#run(Metric.update(reuse, 1))
+      this.#registry.add(reuse)
     } else if (event.event === "login_failed") {
-      this.#run(Metric.update(Metric.withAttributes(loginFailures, { reason: String(event.reason) }), 1))
+      this.#registry.add(loginFailures, { reason: String(event.reason) })
     }
   }
 
   /** One storage operation. */
   readonly storage = (operation: string, seconds: number, ok: boolean): void => {
-    this.#run(Metric.update(Metric.withAttributes(databaseSeconds, { operation }), seconds))
-    if (!ok) this.#run(Metric.update(Metric.withAttributes(databaseErrors, { operation }), 1))
+    this.#registry.observe(databaseSeconds, { operation }, seconds)
+    if (!ok) this.#registry.add(databaseErrors, { operation })
   }
 
   /** The exposition, in the Prometheus text format 0.0.4. */
-  readonly text = (): string =>
-    Effect.runSync(Effect.provideService(PrometheusMetrics.format(), Metric.MetricRegistry, this.#registry))
-}
-
-/** Where the metrics listener listens. */
-export interface MetricsListenerOptions {
-  readonly host: string
-  readonly port: number
+  readonly text = (): string => this.#registry.text()
 }
 
 /**
@@ -104,19 +87,8 @@ export interface MetricsListenerOptions {
  *
  * @see {@link https://prometheus.io/docs/instrumenting/exposition_formats/ | Prometheus exposition formats}
  */
-export const serveMetrics = (text: () => string, options: MetricsListenerOptions): Promise<NodeServer.RunningServer> =>
-  NodeServer.listen(
-    async (request) => {
-      if (new URL(request.url).pathname !== "/metrics") {
-        return new Response("not found\n", { status: 404, headers: { "content-type": "text/plain" } })
-      }
-      return new Response(request.method === "HEAD" ? null : text(), {
-        headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8", "cache-control": "no-store" },
-      })
-    },
-    {
-      host: options.host,
-      port: options.port,
-      allow: (pathname) => (pathname === "/metrics" ? "GET, HEAD" : undefined),
-    },
-  )
+export const serveMetrics = (
+  text: () => string,
+  options: { readonly host: string; readonly port: number },
+): Promise<RunningServer> =>
+  listen(Metrics.handler(text), { host: options.host, port: options.port, allow: Metrics.allow })

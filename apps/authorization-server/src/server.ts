@@ -211,7 +211,7 @@ export const startAuthorizationServer = async (
     await server.close()
     throw e
   }
-  let metricsListener: NodeServer.RunningServer | undefined
+  let metricsListener: Awaited<ReturnType<typeof serveMetrics>> | undefined
   if (config.metrics !== undefined && metrics !== undefined) {
     try {
       metricsListener = await serveMetrics(metrics.text, {
