@@ -34,6 +34,10 @@ const adminJson = async <T>(file: string, ...args: Array<string>): Promise<T> =>
   return JSON.parse(result.stdout) as T
 }
 
+/** `admin clients add` of a public client (PKCE only) redirecting to REDIRECT_URI. */
+const addPublicClient = (file: string) =>
+  adminJson<{ client_id: string }>(file, "clients", "add", "--auth-method", "none", "--redirect-uri", REDIRECT_URI)
+
 const introspect = (issuer: string, clientId: string, secret: string, token: string) =>
   fetch(`${issuer}/introspect`, {
     method: "POST",
@@ -139,15 +143,7 @@ const scenario = async (database: Partial<AppConfig>) => {
   )
 
   // clients remove: the client is unknown to the server, and its (new) grants are revoked.
-  const publicApp = await adminJson<{ client_id: string }>(
-    file,
-    "clients",
-    "add",
-    "--auth-method",
-    "none",
-    "--redirect-uri",
-    REDIRECT_URI,
-  )
+  const publicApp = await addPublicClient(file)
   const publicTokens = await codeFlow(issuer, { clientId: publicApp.client_id })
   expect(await adminJson(file, "clients", "remove", publicApp.client_id)).toMatchObject({
     removed: publicApp.client_id,
@@ -179,17 +175,7 @@ const scenario = async (database: Partial<AppConfig>) => {
   expect(published).not.toContain(original)
   expect(published).toEqual([rotation.kid, revoked.replacement].sort())
   const fresh = await codeFlow(issuer, {
-    clientId: (
-      await adminJson<{ client_id: string }>(
-        file,
-        "clients",
-        "add",
-        "--auth-method",
-        "none",
-        "--redirect-uri",
-        REDIRECT_URI,
-      )
-    ).client_id,
+    clientId: (await addPublicClient(file)).client_id,
   })
   expect(kidOf(fresh.access_token)).toBe(revoked.replacement)
   const retired = await adminJson<{ kid: string; retires_at: number }>(file, "keys", "retire", rotation.kid)
@@ -298,15 +284,7 @@ describe("admin users against a live server", () => {
     const server = spawnCli(main, ["--config", file, "--port", "0"])
     defer(server.kill)
     const [, issuer = ""] = await waitForStderr(server, /issuer (\S+);/)
-    const app = await adminJson<{ client_id: string }>(
-      file,
-      "clients",
-      "add",
-      "--auth-method",
-      "none",
-      "--redirect-uri",
-      REDIRECT_URI,
-    )
+    const app = await addPublicClient(file)
     const clientId = app.client_id
 
     const added = await adminWithInput(file, "bob-first-password\n", "users", "add", "bob", "--display-name", "Bob")

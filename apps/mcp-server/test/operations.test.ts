@@ -6,7 +6,7 @@ import { startAuthorizationServer } from "@keyway/app-authorization-server"
 import { freePort, spawnCli, waitForStderr } from "@keyway/testing"
 import { afterEach, describe, expect, it } from "vitest"
 import { NOTE_SCOPES } from "../src/index.js"
-import { obtainToken, USER } from "./support/stack.js"
+import { obtainToken, rpc, USER } from "./support/stack.js"
 
 const main = fileURLToPath(new URL("../dist/main.js", import.meta.url))
 
@@ -27,17 +27,6 @@ const samples = (text: string): Map<string, number> =>
         return [match[1] ?? "", Number(match[2])] as const
       }),
   )
-
-const rpc = (url: string, token: string | undefined, method: string, params: object = {}) =>
-  fetch(url, {
-    method: "POST",
-    headers: {
-      "content-type": "application/json",
-      accept: "application/json, text/event-stream",
-      ...(token === undefined ? {} : { authorization: `Bearer ${token}` }),
-    },
-    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }),
-  })
 
 describe("health and metrics of the MCP server", () => {
   it("answers health checks, counts authentication outcomes by reason on the metrics listener, and turns unready without the authorization server", async () => {

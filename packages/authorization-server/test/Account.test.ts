@@ -4,9 +4,8 @@ import {
   cookieOf,
   csrfOf,
   loginAndConsent,
-  MCP,
-  obtainCode,
   PASSWORD,
+  publicAppTokens,
   startServer,
   type TestServer,
   tokenRequest,
@@ -26,21 +25,6 @@ const post = (path: string, cookie: string, values: Record<string, string>, head
     body: new URLSearchParams(values).toString(),
   })
 
-/** alice's tokens for public-app, through the front channel and the token endpoint. */
-const tokens = async () => {
-  const { code, verifier } = await obtainCode(server, { redirect_uri: "https://app.example.com/callback" })
-  const response = await tokenRequest(server, {
-    grant_type: "authorization_code",
-    code,
-    code_verifier: verifier,
-    redirect_uri: "https://app.example.com/callback",
-    client_id: "public-app",
-    resource: MCP,
-  })
-  expect(response.status).toBe(200)
-  return (await response.json()) as { access_token: string; refresh_token: string }
-}
-
 describe("the account page", () => {
   it("asks to sign in first, with the consent page's headers", async () => {
     const response = await fetch(`${server.issuer}/account`)
@@ -54,7 +38,7 @@ describe("the account page", () => {
   })
 
   it("lists the apps of the login session from the authorization flow, and revokes one with its grants", async () => {
-    const issued = await tokens()
+    const issued = await publicAppTokens(server)
     // The session of the authorization flow is the account page's.
     const request = await authorizeUrl(server, { scope: "tools:read" })
     const { cookie } = await loginAndConsent(server, request.url)

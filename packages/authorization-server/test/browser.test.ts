@@ -7,8 +7,8 @@ import { listen, type RunningServer } from "../src/NodeServer.js"
 import {
   authorizeUrl,
   MCP,
-  obtainCode,
   PASSWORD,
+  publicAppTokens,
   startServer,
   type TestServer,
   tokenRequest,
@@ -149,17 +149,7 @@ describe("login and consent in Chromium", () => {
 describe("connected apps in Chromium", () => {
   it("lists the app the user authorized, and Revoke removes it; its refresh token is then refused", async () => {
     await server.as.revokeConsent("alice", "public-app")
-    const { code, verifier } = await obtainCode(server, { scope: "tools:read" })
-    const issued = await tokenRequest(server, {
-      grant_type: "authorization_code",
-      code,
-      code_verifier: verifier,
-      redirect_uri: "https://app.example.com/callback",
-      client_id: "public-app",
-      resource: MCP,
-    })
-    expect(issued.status).toBe(200)
-    const { refresh_token } = (await issued.json()) as { refresh_token: string }
+    const { refresh_token } = await publicAppTokens(server, { scope: "tools:read" })
 
     const context = await browser.newContext()
     const page = await context.newPage()

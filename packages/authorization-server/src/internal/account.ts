@@ -9,11 +9,10 @@ import type { ResolvedConfig } from "../Config.js"
 import type { RateLimiterService } from "../RateLimiter.js"
 import type { StorageError } from "../storage/Errors.js"
 import { ClientStore, GrantStore } from "../storage/Storage.js"
-import { UserAuthenticator } from "../UserAuthenticator.js"
-import { readForm, redirect, sameOrigin } from "./authorize.js"
+import type { UserAuthenticator } from "../UserAuthenticator.js"
+import { readForm, redirect, sameOrigin, signIn } from "./authorize.js"
 import { nowSeconds } from "./clock.js"
 import { html } from "./html.js"
-import { loginGate, waitText } from "./limits.js"
 import { csrfRefused, loginPage, page } from "./pages.js"
 import { describeRedirect } from "./redirect.js"
 import type { Session, Sessions } from "./session.js"
@@ -170,25 +169,16 @@ export const accountLoginPost = (
     const ok = yield* posted(config, sessions, request)
     if (ok === undefined) return csrfRefused()
     const username = ok.form.get("username") ?? ""
-    const refused = (error: string, status: number, retryAfter?: number) =>
-      signInPage(paths.login, sessions.csrfToken(ok.session), {
-        error,
-        username,
-        status,
-        ...(retryAfter === undefined ? {} : { headers: { "Retry-After": String(retryAfter) } }),
-      })
-    const locked = (retryAfter: number) =>
-      refused(`Too many failed sign-in attempts. Try again in ${waitText(retryAfter)}.`, 429, retryAfter)
-    const gate = yield* loginGate(config, limiter, request, username)
-    if (!gate.allowed) return locked(gate.retryAfter)
-    const user = yield* UserAuthenticator.use((a) =>
-      a.authenticate({ username, password: ok.form.get("password") ?? "" }),
+    const fresh = yield* signIn(
+      config,
+      sessions,
+      limiter,
+      request,
+      username,
+      ok.form.get("password") ?? "",
+      (failure) => signInPage(paths.login, sessions.csrfToken(ok.session), { username, ...failure }),
     )
-    if (user === undefined) {
-      return gate.lockIfFailed > 0 ? locked(gate.lockIfFailed) : refused("Wrong username or password.", 401)
-    }
-    yield* gate.succeeded
-    const fresh = yield* sessions.create(user)
+    if (fresh instanceof Response) return fresh
     return redirect(paths.page, 303, { "Set-Cookie": sessions.cookie(fresh) })
   })
 
