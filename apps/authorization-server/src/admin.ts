@@ -10,7 +10,7 @@
 import { resolve } from "node:path"
 import { parseArgs } from "node:util"
 import { Administration, Config, Storage, UserAuthenticator } from "@keyway/authorization-server"
-import { Effect, type Layer } from "effect"
+import { Clock, Effect, type Layer } from "effect"
 import { openAuditLog } from "./audit.js"
 import { type AppConfig, loadConfig, UsageError } from "./config.js"
 import type { AuditEvent } from "./logging.js"
@@ -151,7 +151,8 @@ const keyView = (k: Storage.SigningKey, now: number, signing: string | undefined
 
 const json = (value: unknown) => `${JSON.stringify(value, null, 2)}\n`
 
-const nowSeconds = () => Math.floor(Date.now() / 1000)
+// Effect's Clock, as everywhere time is read.
+const nowSeconds = Effect.map(Clock.currentTimeMillis, (millis) => Math.floor(millis / 1000))
 
 /** The library's rotation policy of a configuration (what `keys` commands need). */
 const policyOf = (config: AppConfig) => ({
@@ -219,8 +220,9 @@ const execute = (
     const id = argument ?? ""
     switch (command) {
       case "clients list": {
+        const now = yield* nowSeconds
         const all = (yield* clients.list()).filter(
-          (c) => c.expires_at === undefined || c.origin !== "metadata-document" || c.expires_at > nowSeconds(),
+          (c) => c.expires_at === undefined || c.origin !== "metadata-document" || c.expires_at > now,
         )
         if (asJson) return json(all.map(clientView))
         return table(
@@ -235,7 +237,7 @@ const execute = (
         )
       }
       case "clients show": {
-        const client = clientView(yield* asInput(clients.get(id, nowSeconds())))
+        const client = clientView(yield* asInput(clients.get(id, yield* nowSeconds)))
         if (asJson) return json(client)
         return Object.entries(client)
           .map(([k, v]) => `${k.padEnd(27)}${Array.isArray(v) ? v.join(" ") : String(v)}\n`)
@@ -338,7 +340,7 @@ const execute = (
           : `revoked ${revoked.length} grant(s)${revoked.map((g) => `\n  ${g}`).join("")}\n`
       }
       case "keys list": {
-        const now = nowSeconds()
+        const now = yield* nowSeconds
         const signing = yield* keys.current(now).pipe(
           Effect.map((k) => k.kid),
           Effect.catchTag("NoSigningKey", () => Effect.succeed(undefined)),
