@@ -6,9 +6,11 @@
  * @module
  */
 import * as OtelTracer from "@effect/opentelemetry/OtelTracer"
+import type { TracerProvider } from "@opentelemetry/api"
 import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http"
 import { resourceFromAttributes } from "@opentelemetry/resources"
 import { BasicTracerProvider, BatchSpanProcessor } from "@opentelemetry/sdk-trace-base"
+import { ATTR_SERVICE_NAME } from "@opentelemetry/semantic-conventions"
 import { Effect, Layer } from "effect"
 import type { TracingConfig } from "./config.js"
 
@@ -26,9 +28,9 @@ export const tracingLayer = (config: TracingConfig): Layer.Layer<never> => {
     OtelTracer.OtelTracerProvider,
     Effect.acquireRelease(
       Effect.sync(
-        () =>
+        (): TracerProvider & BasicTracerProvider =>
           new BasicTracerProvider({
-            resource: resourceFromAttributes({ "service.name": config.serviceName ?? SERVICE_NAME }),
+            resource: resourceFromAttributes({ [ATTR_SERVICE_NAME]: config.serviceName ?? SERVICE_NAME }),
             spanProcessors: [
               new BatchSpanProcessor(
                 new OTLPTraceExporter({ url: `${config.otlpEndpoint.replace(/\/$/, "")}/v1/traces` }),
