@@ -230,10 +230,8 @@ export const observe = async (
   if (method === "POST" && path === endpoints.accountRevoke && status === 303) {
     const clientId = form?.get("client_id") ?? undefined
     return [
-      {
-        line: `consent revoked by the user on the account page: client ${quote(clientId ?? "?")}`,
-        audit: { event: "consent_revoked", client_id: clientId },
-      },
+      // The audit event comes from the server itself, which knows the user.
+      { line: `consent revoked by the user on the account page: client ${quote(clientId ?? "?")}` },
     ]
   }
   if (method === "POST" && path === endpoints.consent) {

@@ -194,6 +194,15 @@ export const startAuthorizationServer = async (
       },
       storage,
       ...(metrics === undefined ? {} : { onStorageOperation: metrics.storage }),
+      onSecurityEvent: (event) => {
+        if (event.event === "key_rotated") {
+          const from = new Date(Number(event.activates_at) * 1000).toISOString()
+          log(
+            `signing key created: ${String(event.kid)}, signs from ${from}${event.reason === undefined ? "" : ` (${String(event.reason)})`}`,
+          )
+        }
+        audit?.write(event)
+      },
       ...(tracing === undefined ? {} : { tracing }),
       warn: (message) => log(message.replace(/^\[keyway\] /, "warning: ")),
     })

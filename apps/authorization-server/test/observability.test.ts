@@ -242,7 +242,7 @@ describe("metrics and the audit log", () => {
     ])
     expect(events[1]).toMatchObject({ username: "alice", reason: "wrong_credentials", client_id: clientId })
     expect(events[4]).toMatchObject({ grant_type: "authorization_code", client_id: clientId, scope: "notes:read" })
-    expect(events[10]).toMatchObject({ event: "consent_revoked", client_id: clientId })
+    expect(events[10]).toMatchObject({ event: "consent_revoked", subject: "alice", client_id: clientId })
     // No secret used in the test reaches the audit log.
     for (const secret of [
       PASSWORD,
@@ -301,6 +301,30 @@ const startCollector = async () => {
   defer(() => new Promise((resolve) => server.close(() => resolve())))
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, spans, contentTypes }
 }
+
+describe("the audit log of key rotation", () => {
+  it("has a line for each signing key the server creates on its schedule", async () => {
+    const data = await dir()
+    const auditLog = join(data, "audit.jsonl")
+    const { child, issuer } = await startServer({
+      dataDir: data,
+      auditLog,
+      signingKeys: { rotateEvery: 2, publishAhead: 1, checkEvery: 0.2, clockSkew: 0 },
+      users: [{ username: "alice", password: PASSWORD }],
+      resources: [{ uri: RESOURCE, scopes: SCOPES }],
+    })
+    const [, kid = ""] = await waitForStderr(child, /signing key created: (\S+), signs from /)
+    const published = (await (await fetch(`${issuer}/jwks`)).json()) as { keys: Array<{ kid: string }> }
+    expect(published.keys.map((k) => k.kid)).toContain(kid)
+    child.process.kill("SIGTERM")
+    expect(await child.exit).toBe(0)
+    const events = (await readFile(auditLog, "utf8"))
+      .trimEnd()
+      .split("\n")
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
+    expect(events[0]).toMatchObject({ source: "server", event: "key_rotated", kid })
+  }, 60_000)
+})
 
 describe("traces", () => {
   it("exports a span per endpoint request over OTLP/HTTP to the configured collector", async () => {

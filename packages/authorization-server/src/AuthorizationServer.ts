@@ -32,7 +32,13 @@ import { tokenEndpoint } from "./internal/token.js"
 import { type Rotation, type RotationPolicy, rotate, rotationJob } from "./KeyRotation.js"
 import * as Metadata from "./Metadata.js"
 import * as NodeServer from "./NodeServer.js"
-import { type Readiness, readiness, type StorageObserverFn } from "./Operations.js"
+import {
+  type Readiness,
+  readiness,
+  type SecurityEventFn,
+  SecurityEvents,
+  type StorageObserverFn,
+} from "./Operations.js"
 import { OutboundFetch, OutboundRefused } from "./outbound/OutboundFetch.js"
 import { Resolver } from "./outbound/Resolver.js"
 import { bucket, makeMemory, RateLimiter, type RateLimiterService } from "./RateLimiter.js"
@@ -437,6 +443,11 @@ export interface AuthorizationServerOptions extends ServerOptions {
   /** Called after every storage operation with its name, duration and outcome (see `Operations.StorageObserver`). */
   readonly onStorageOperation?: StorageObserverFn
   /**
+   * Receives the security events the server decides itself (a signing key created, a consent revoked on the account
+   * page; see `Operations.SecurityEvent`), for an audit log.
+   */
+  readonly onSecurityEvent?: SecurityEventFn
+  /**
    * A layer installing Effect's tracer, e.g. `@effect/opentelemetry`'s `OtelTracer.layer` over an OTLP exporter: every
    * endpoint's span (`AuthorizationServer.token`, ...) and those under it are then exported. None by default; the
    * layer is released (and its spans flushed) by `close()`.
@@ -522,6 +533,7 @@ export const createAuthorizationServer = (options: AuthorizationServerOptions): 
     AuthorizationServer.layer({ ...options, warn: () => undefined }).pipe(
       Layer.provideMerge(Layer.merge(storageLayer(options.storage), users)),
       Layer.provideMerge(Layer.succeed(StorageObserver)(options.onStorageOperation)),
+      Layer.provideMerge(Layer.succeed(SecurityEvents)(options.onSecurityEvent)),
       Layer.provide(options.tracing ?? Layer.empty),
     ),
   )

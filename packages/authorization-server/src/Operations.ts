@@ -10,6 +10,7 @@ import { Effect } from "effect"
 import { nowSeconds } from "./internal/clock.js"
 import { KeyStore } from "./storage/Storage.js"
 
+export { type SecurityEvent, type SecurityEventFn, SecurityEvents } from "./internal/events.js"
 export { StorageObserver, type StorageObserverFn } from "./storage/internal/observer.js"
 
 /**

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import type { SecurityEvent } from "../src/Operations.js"
 import {
   authorizeUrl,
   cookieOf,
@@ -12,8 +13,9 @@ import {
 } from "./support/server.js"
 
 let server: TestServer
+const events: Array<SecurityEvent> = []
 beforeAll(async () => {
-  server = await startServer()
+  server = await startServer({ onSecurityEvent: (event) => events.push(event) })
 })
 afterAll(() => server?.close())
 
@@ -66,6 +68,10 @@ describe("the account page", () => {
     const revoked = await post("/account/revoke", cookie, { client_id: "public-app", csrf_token: csrf })
     expect([revoked.status, revoked.headers.get("location")]).toEqual([303, "/account"])
     expect(await server.as.listConsents("alice")).toEqual([])
+    expect(events).toEqual([
+      { event: "consent_revoked", subject: "alice", client_id: "public-app", revoked_grants: expect.any(Array) },
+    ])
+    expect((events[0]?.revoked_grants as ReadonlyArray<string>).length).toBe(2)
     const after = await (await fetch(`${server.issuer}/account`, { headers: { cookie } })).text()
     expect(after).toContain("<p data-no-apps>No application has access to your account.</p>")
     const refreshed = await tokenRequest(server, {

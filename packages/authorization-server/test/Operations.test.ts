@@ -4,7 +4,7 @@ import { join } from "node:path"
 import { Effect, Layer } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
 import { createAuthorizationServer } from "../src/AuthorizationServer.js"
-import { readiness } from "../src/Operations.js"
+import { readiness, type SecurityEvent } from "../src/Operations.js"
 import { StorageError } from "../src/storage/Errors.js"
 import { KeyStore } from "../src/storage/Storage.js"
 import { MCP } from "./support/server.js"
@@ -69,5 +69,20 @@ describe("readiness", () => {
     })
     cleanups.push(() => as.close().catch(() => undefined))
     expect(await as.readiness()).toEqual({ ready: false, database: "failed", signingKey: "unknown" })
+  })
+})
+
+describe("security events", () => {
+  it("reports a signing key created on demand", async () => {
+    const events: Array<SecurityEvent> = []
+    const as = createAuthorizationServer({ ...options, onSecurityEvent: (event) => events.push(event) })
+    cleanups.push(() => as.close())
+    await as.ready()
+    expect(events).toEqual([])
+    const rotation = await as.rotateSigningKey()
+    expect(events).toEqual([{ event: "key_rotated", kid: rotation.kid, activates_at: rotation.activatesAt }])
+    // A rotation already waiting is no new key.
+    await as.rotateSigningKey()
+    expect(events.length).toBe(1)
   })
 })

@@ -12,6 +12,7 @@ import { ClientStore, GrantStore } from "../storage/Storage.js"
 import type { UserAuthenticator } from "../UserAuthenticator.js"
 import { readForm, redirect, sameOrigin, signIn } from "./authorize.js"
 import { nowSeconds } from "./clock.js"
+import { emit } from "./events.js"
 import { html } from "./html.js"
 import { csrfRefused, loginPage, page } from "./pages.js"
 import { describeRedirect } from "./redirect.js"
@@ -195,6 +196,7 @@ export const accountRevokePost = (
     const clientId = ok?.form.get("client_id")
     if (ok === undefined || subject === undefined || clientId === undefined || clientId === "") return csrfRefused()
     yield* GrantStore.use((g) => g.revokeConsent(subject, clientId))
-    yield* revokeGrants({ subject, client_id: clientId })
+    const revoked = yield* revokeGrants({ subject, client_id: clientId })
+    yield* emit({ event: "consent_revoked", subject, client_id: clientId, revoked_grants: revoked })
     return redirect(accountPaths(base).page, 303)
   })
