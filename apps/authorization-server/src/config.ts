@@ -142,6 +142,31 @@ export interface AppConfig
   readonly development?: DevelopmentConfig
   /** MCP authorization extensions (see {@link ExtensionsConfig}); none by default. */
   readonly extensions?: ExtensionsConfig
+  /** Prometheus metrics on a listener of their own; off by default, and never on the public port. */
+  readonly metrics?: MetricsConfig
+  /**
+   * A file to append one JSON line per security event to (created with mode 0600); relative to the configuration
+   * file's directory. Off by default.
+   */
+  readonly auditLog?: string
+  /** OpenTelemetry traces of every endpoint, exported over OTLP/HTTP; off by default (and then free). */
+  readonly tracing?: TracingConfig
+}
+
+/** Where the metrics listener listens: `GET /metrics` in the Prometheus text format. */
+export interface MetricsConfig {
+  /** Required; 0 picks a free port. Must differ from the public port. */
+  readonly port: number
+  /** Default "127.0.0.1". */
+  readonly host?: string
+}
+
+/** Trace export over OTLP/HTTP (JSON or protobuf, as the collector accepts). */
+export interface TracingConfig {
+  /** The collector's base URL, e.g. `http://127.0.0.1:4318` (spans go to `<url>/v1/traces`). */
+  readonly otlpEndpoint: string
+  /** The `service.name` resource attribute; default "keyway-authorization-server". */
+  readonly serviceName?: string
 }
 
 /**
@@ -234,6 +259,22 @@ export const appConfigSchema = z
           anObject,
         )
         .optional(),
+      metrics: z
+        .strictObject({ port, host: nonEmpty.optional() }, { error: "must be an object with port (and host)" })
+        .optional(),
+      auditLog: nonEmpty.optional(),
+      tracing: z
+        .strictObject(
+          {
+            otlpEndpoint: nonEmpty.refine(
+              (v) => /^https?:$/.test(URL.parse(v)?.protocol ?? ""),
+              "must be an http(s) URL",
+            ),
+            serviceName: nonEmpty.optional(),
+          },
+          { error: "must be an object with otlpEndpoint" },
+        )
+        .optional(),
     },
     { error: "must be a JSON object" },
   )
@@ -244,6 +285,9 @@ export const appConfigSchema = z
         path: ["databaseSchema"],
         message: "needs a PostgreSQL database (postgres://… in database)",
       })
+    }
+    if (config.metrics !== undefined && config.metrics.port !== 0 && config.metrics.port === config.port) {
+      ctx.addIssue({ code: "custom", path: ["metrics", "port"], message: "must differ from port (the public port)" })
     }
     if (config.development?.allowHttpLoopbackUpstream === true) {
       if (config.upstream === undefined || SecureUrl.transportOf(config.upstream.issuer) !== "http-loopback") {
@@ -322,6 +366,7 @@ export const readConfigFile = async (file: string): Promise<AppConfig> => {
     ...(config.database === undefined || isPostgres(config.database)
       ? {}
       : { database: resolve(base, config.database) }),
+    ...(config.auditLog === undefined ? {} : { auditLog: resolve(base, config.auditLog) }),
   }
 }
 

@@ -97,6 +97,11 @@ export interface Endpoints {
   readonly token: string
   readonly register: string
   readonly revoke: string
+  readonly introspect: string
+  readonly jwks: string
+  readonly account: string
+  readonly accountLogin: string
+  readonly accountRevoke: string
 }
 
 /** The endpoint paths under an issuer URL. */
@@ -109,15 +114,44 @@ export const endpointsOf = (issuer: string): Endpoints => {
     token: `${path}/token`,
     register: `${path}/register`,
     revoke: `${path}/revoke`,
+    introspect: `${path}/introspect`,
+    jwks: `${path}/jwks`,
+    account: `${path}/account`,
+    accountLogin: `${path}/account/login`,
+    accountRevoke: `${path}/account/revoke`,
   }
 }
 
-const events = async (
+/**
+ * A security event for the audit log: its name and what identifies it (names, IDs, scopes, error codes; never a
+ * secret, a code or a token).
+ */
+export interface AuditEvent {
+  readonly event: string
+  readonly [field: string]: string | number | boolean | ReadonlyArray<string> | undefined
+}
+
+/** One thing a request did: its log line, and the audit event when it is a security event. */
+export interface Observed {
+  readonly line?: string
+  readonly audit?: AuditEvent
+}
+
+const REUSE = "the refresh token was already used; its whole family is now revoked"
+
+const params = (params: URLSearchParams) => ({
+  client_id: params.get("client_id") ?? undefined,
+  scope: params.get("scope") ?? undefined,
+  resource: params.get("resource") ?? undefined,
+})
+
+/** What a request did, as log lines and audit events. */
+export const observe = async (
   endpoints: Endpoints,
   request: Request,
   response: Response,
   form: URLSearchParams | undefined,
-): Promise<ReadonlyArray<string>> => {
+): Promise<ReadonlyArray<Observed>> => {
   const path = new URL(request.url).pathname
   const method = request.method
   const status = response.status
@@ -127,47 +161,115 @@ const events = async (
       const name = str(body?.client_name)
       const uris = Array.isArray(body?.redirect_uris) ? (body.redirect_uris as Array<unknown>).map(String) : []
       return [
-        `client registered: ${quote(str(body?.client_id) ?? "?")}${name === undefined ? "" : ` (${quote(name)})`}, ` +
-          `auth ${str(body?.token_endpoint_auth_method) ?? "?"}, redirect URIs ${uris.join(" ")}`,
+        {
+          line:
+            `client registered: ${quote(str(body?.client_id) ?? "?")}${name === undefined ? "" : ` (${quote(name)})`}, ` +
+            `auth ${str(body?.token_endpoint_auth_method) ?? "?"}, redirect URIs ${uris.join(" ")}`,
+          audit: {
+            event: "client_registered",
+            client_id: str(body?.client_id),
+            client_name: name,
+            token_endpoint_auth_method: str(body?.token_endpoint_auth_method),
+            redirect_uris: uris,
+          },
+        },
       ]
     }
-    return [`client registration refused: ${errorOf(body)}`]
+    return [{ line: `client registration refused: ${errorOf(body)}` }]
   }
   if (method === "POST" && path === endpoints.login) {
-    const username = quote(form?.get("username") ?? "")
+    const name = form?.get("username") ?? ""
+    const username = quote(name)
     const about = describeAuthorization(authorizationRequest(form))
-    if (status === 303 && response.headers.get("set-cookie") !== null) return [`login ok: ${username} (${about})`]
-    if (status === 401) return [`login failed: ${username} (wrong username or password)`]
-    if (status === 429) {
+    const client_id = authorizationRequest(form).get("client_id") ?? undefined
+    if (status === 303 && response.headers.get("set-cookie") !== null) {
       return [
-        `login refused: ${username} (too many failed attempts; retry after ${response.headers.get("retry-after")} s)`,
+        { line: `login ok: ${username} (${about})`, audit: { event: "login_succeeded", username: name, client_id } },
       ]
     }
-    if (status === 403) return ["login refused: the form's CSRF check failed"]
+    if (status === 401) {
+      return [
+        {
+          line: `login failed: ${username} (wrong username or password)`,
+          audit: { event: "login_failed", username: name, reason: "wrong_credentials", client_id },
+        },
+      ]
+    }
+    if (status === 429) {
+      return [
+        {
+          line: `login refused: ${username} (too many failed attempts; retry after ${response.headers.get("retry-after")} s)`,
+          audit: { event: "login_failed", username: name, reason: "rate_limited", client_id },
+        },
+      ]
+    }
+    if (status === 403) {
+      return [{ line: "login refused: the form's CSRF check failed", audit: { event: "login_failed", reason: "csrf" } }]
+    }
     return []
+  }
+  if (method === "POST" && path === endpoints.accountLogin) {
+    const name = form?.get("username") ?? ""
+    if (status === 303) {
+      return [{ line: `login ok: ${quote(name)} (account page)`, audit: { event: "login_succeeded", username: name } }]
+    }
+    if (status === 401 || status === 429) {
+      const reason = status === 401 ? "wrong_credentials" : "rate_limited"
+      return [
+        {
+          line: `login failed: ${quote(name)} (account page; ${status === 401 ? "wrong username or password" : "too many failed attempts"})`,
+          audit: { event: "login_failed", username: name, reason },
+        },
+      ]
+    }
+    if (status === 403) {
+      return [{ line: "login refused: the form's CSRF check failed", audit: { event: "login_failed", reason: "csrf" } }]
+    }
+    return []
+  }
+  if (method === "POST" && path === endpoints.accountRevoke && status === 303) {
+    const clientId = form?.get("client_id") ?? undefined
+    return [
+      // The audit event comes from the server itself, which knows the user.
+      { line: `consent revoked by the user on the account page: client ${quote(clientId ?? "?")}` },
+    ]
   }
   if (method === "POST" && path === endpoints.consent) {
     const about = describeAuthorization(authorizationRequest(form))
     const outcome = redirectOutcome(response)
-    if (outcome === "code") return [`consent granted: ${about}`, `authorization code issued: ${about}`]
-    if (outcome !== undefined && outcome.error === "access_denied") return [`consent denied: ${about}`]
-    if (outcome !== undefined) return [`authorization refused: ${outcome.error} (${about})`]
-    if (status === 403) return ["consent refused: the form's CSRF check failed"]
+    const request = params(authorizationRequest(form))
+    if (outcome === "code") {
+      return [
+        { line: `consent granted: ${about}`, audit: { event: "consent_given", ...request } },
+        { line: `authorization code issued: ${about}` },
+      ]
+    }
+    if (outcome !== undefined && outcome.error === "access_denied") {
+      return [{ line: `consent denied: ${about}`, audit: { event: "consent_denied", ...request } }]
+    }
+    if (outcome !== undefined) return [{ line: `authorization refused: ${outcome.error} (${about})` }]
+    if (status === 403) return [{ line: "consent refused: the form's CSRF check failed" }]
     return []
   }
   if (method === "GET" && path === endpoints.authorize) {
     const params = new URL(request.url).searchParams
     const outcome = redirectOutcome(response)
-    if (outcome === "code") return [`authorization code issued (consent remembered): ${describeAuthorization(params)}`]
-    if (outcome !== undefined) return [`authorization refused: ${outcome.error} (${describeAuthorization(params)})`]
-    if (status >= 400) return [`authorization request rejected on the error page (${describeAuthorization(params)})`]
+    if (outcome === "code") {
+      return [{ line: `authorization code issued (consent remembered): ${describeAuthorization(params)}` }]
+    }
+    if (outcome !== undefined) {
+      return [{ line: `authorization refused: ${outcome.error} (${describeAuthorization(params)})` }]
+    }
+    if (status >= 400) {
+      return [{ line: `authorization request rejected on the error page (${describeAuthorization(params)})` }]
+    }
     return []
   }
   if (method === "POST" && path === endpoints.token) {
     const grant = form?.get("grant_type") ?? "?"
-    const named = clientOf(request, form)
+    const clientId = clientOf(request, form)
     // A grant may come without a client (workload identity federation): then there is none to name.
-    const client = named === undefined ? "" : `, client ${quote(named)}`
+    const client = clientId === undefined ? "" : `, client ${quote(clientId)}`
     const body = await jsonOf(response)
     if (status === 200) {
       const verb = grant === "refresh_token" ? "token refreshed" : "token issued"
@@ -175,30 +277,80 @@ const events = async (
       const refresh = typeof body?.refresh_token === "string" ? ", with a refresh token" : ""
       const resource = form?.get("resource")
       return [
-        `${verb}: grant ${grant}${client}${scope === undefined ? "" : `, scope ${quote(scope)}`}` +
-          `${resource ? `, resource ${resource}` : ""}, expires in ${String(body?.expires_in ?? "?")} s${refresh}`,
+        {
+          line:
+            `${verb}: grant ${grant}${client}${scope === undefined ? "" : `, scope ${quote(scope)}`}` +
+            `${resource ? `, resource ${resource}` : ""}, expires in ${String(body?.expires_in ?? "?")} s${refresh}`,
+          audit: {
+            event: grant === "refresh_token" ? "token_refreshed" : "token_issued",
+            grant_type: grant,
+            client_id: clientId,
+            scope,
+            resource: resource ?? undefined,
+            refresh_token_issued: refresh !== "",
+          },
+        },
       ]
     }
-    return [`token request refused: ${errorOf(body)}, grant ${grant}${client}`]
+    const refused = { line: `token request refused: ${errorOf(body)}, grant ${grant}${client}` }
+    if (str(body?.error_description) === REUSE) {
+      return [refused, { audit: { event: "refresh_token_reuse_detected", client_id: clientId } }]
+    }
+    return [refused]
   }
   if (method === "POST" && path === endpoints.revoke && status === 200) {
-    return [`revocation requested by client ${quote(clientOf(request, form) ?? "?")}`]
+    const clientId = clientOf(request, form)
+    return [
+      {
+        line: `revocation requested by client ${quote(clientId ?? "?")}`,
+        audit: {
+          event: "token_revoked",
+          client_id: clientId,
+          token_type_hint: form?.get("token_type_hint") ?? undefined,
+        },
+      },
+    ]
   }
-  if (status >= 500) return [`error: ${method} ${path} answered ${status}`]
+  if (status >= 500) return [{ line: `error: ${method} ${path} answered ${status}` }]
   return []
 }
 
+/** The endpoint a path is, as a metric label: a fixed set, so that made-up paths cannot grow the metrics. */
+export const endpointLabel = (endpoints: Endpoints, path: string): string => {
+  for (const [name, endpoint] of Object.entries(endpoints)) if (path === endpoint) return name
+  if (path.startsWith("/.well-known/")) return "metadata"
+  return "other"
+}
+
+/** Who is told about each request besides the log. */
+export interface Observers {
+  readonly log: Log
+  /** Every request's endpoint, status and duration in seconds. */
+  readonly request?: (endpoint: string, status: number, seconds: number) => void
+  /** Every security event. */
+  readonly audit?: (event: AuditEvent) => void
+}
+
 /**
- * Wraps a Web handler so that every request is logged with its outcome. Form bodies of the login, consent, token and
- * revocation endpoints are read from a clone for the event lines; only non-secret fields are used.
+ * Wraps a Web handler so that every request is logged with its outcome, counted, and its security events audited.
+ * Form bodies of the login, consent, token and revocation endpoints are read from a clone for the event lines; only
+ * non-secret fields are used.
  */
-export const withRequestLog = (
+export const withObservation = (
   handler: (request: Request) => Promise<Response>,
   issuer: string,
-  log: Log,
+  observers: Observers,
 ): ((request: Request) => Promise<Response>) => {
+  const { log, request: counted, audit } = observers
   const endpoints = endpointsOf(issuer)
-  const withForm = new Set([endpoints.login, endpoints.consent, endpoints.token, endpoints.revoke])
+  const withForm = new Set([
+    endpoints.login,
+    endpoints.consent,
+    endpoints.token,
+    endpoints.revoke,
+    endpoints.accountLogin,
+    endpoints.accountRevoke,
+  ])
   return async (request) => {
     const started = performance.now()
     const path = new URL(request.url).pathname
@@ -210,12 +362,27 @@ export const withRequestLog = (
       log(`error: ${request.method} ${path} failed: ${(e as Error).message}`)
       throw e
     }
-    log(`${request.method} ${path} ${response.status} ${Math.round(performance.now() - started)}ms`)
+    const took = performance.now() - started
+    log(`${request.method} ${path} ${response.status} ${Math.round(took)}ms`)
+    counted?.(endpointLabel(endpoints, path), response.status, took / 1000)
     try {
-      for (const line of await events(endpoints, request, response, await form)) log(line)
+      for (const { line, audit: event } of await observe(endpoints, request, response, await form)) {
+        if (line !== undefined) log(line)
+        if (event !== undefined) audit?.(event)
+      }
     } catch (e) {
       log(`error: could not describe ${request.method} ${path}: ${(e as Error).message}`)
     }
     return response
   }
 }
+
+/**
+ * Wraps a Web handler so that every request is logged with its outcome (see {@link withObservation}, which also
+ * counts and audits).
+ */
+export const withRequestLog = (
+  handler: (request: Request) => Promise<Response>,
+  issuer: string,
+  log: Log,
+): ((request: Request) => Promise<Response>) => withObservation(handler, issuer, { log })

@@ -1,10 +1,13 @@
 #!/usr/bin/env node
+import { resolve } from "node:path"
 /**
  * keyway-authorization-server: `--config <file.json>` plus flags; logs to stderr; stops cleanly on SIGINT/SIGTERM.
  * Exit codes: 0 stopped by a signal, 1 failed while running or starting, 2 bad command line or configuration.
+ * `keyway-authorization-server admin <command>` runs an operator command instead (see `admin.ts`).
  *
  * @module
  */
+import { runAdmin } from "./admin.js"
 import { ConfigFileError, loadConfig, parseCommandLine, USAGE, UsageError } from "./config.js"
 import { defaultLog } from "./logging.js"
 import { type RunningAuthorizationServer, startAuthorizationServer } from "./server.js"
@@ -16,6 +19,13 @@ const fail = (code: number, message: string): never => {
 
 const main = async (): Promise<void> => {
   const argv = process.argv.slice(2)
+  if (argv[0] === "admin") {
+    const result = await runAdmin(argv.slice(1))
+    process.stdout.write(result.stdout)
+    process.stderr.write(result.stderr)
+    process.exitCode = result.code
+    return
+  }
   if (parseCommandLine(argv).help) {
     process.stdout.write(`${USAGE}\n`)
     return
@@ -37,7 +47,11 @@ const main = async (): Promise<void> => {
   }
   process.on("SIGINT", stop)
   process.on("SIGTERM", stop)
-  running = await startAuthorizationServer(config, { log: defaultLog })
+  const line = parseCommandLine(argv)
+  running = await startAuthorizationServer(config, {
+    log: defaultLog,
+    ...(line.help ? {} : { configFile: resolve(line.config) }),
+  })
   if (stopping) finish(running)
 }
 

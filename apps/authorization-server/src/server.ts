@@ -12,11 +12,11 @@ import {
   createAuthorizationServer,
   type Extension,
   NodeServer,
-  UserAuthenticator,
 } from "@keyway/authorization-server"
 import { SecureUrl } from "@keyway/core"
 import { clientCredentialsGrant } from "@keyway/ext-client-credentials/authorization-server"
 import { type IssuanceEvent, workloadIdentityGrant } from "@keyway/ext-workload-identity/authorization-server"
+import { type AuditLog, openAuditLog } from "./audit.js"
 import {
   type AppConfig,
   ConfigFileError,
@@ -26,13 +26,17 @@ import {
   type RateLimitsConfig,
 } from "./config.js"
 import { isPostgres, redactConnectionString } from "./internal/database.js"
-import { defaultLog, type Log, withRequestLog } from "./logging.js"
+import { defaultLog, type Log, withObservation } from "./logging.js"
+import { ServerMetrics, serveMetrics } from "./metrics.js"
+import { hashUsers, liveUsers } from "./users.js"
 
 /** A started server. */
 export interface RunningAuthorizationServer {
   /** The issuer identifier, e.g. `http://127.0.0.1:9000`. */
   readonly issuer: string
   readonly port: number
+  /** The metrics listener's URL (`http://host:port/metrics`), when `metrics` is configured. */
+  readonly metricsUrl?: string
   /** Stops listening, closes open connections and the database. */
   readonly close: () => Promise<void>
 }
@@ -41,6 +45,11 @@ export interface RunningAuthorizationServer {
 export interface StartOptions {
   /** Receives readable one-line events; stderr with the time by default. */
   readonly log?: (line: string) => void
+  /**
+   * The configuration file the configuration came from: its users are then read again whenever it changes, so that
+   * `admin users` commands take effect without a restart.
+   */
+  readonly configFile?: string
 }
 
 const urlHost = (host: string): string => (host.includes(":") && !host.startsWith("[") ? `[${host}]` : host)
@@ -56,7 +65,7 @@ const databaseFile = async (config: AppConfig): Promise<string> => {
 }
 
 /** The library's storage option of a configuration, and how the log names it (never with a password). */
-const storageOf = async (
+export const storageOf = async (
   config: AppConfig,
 ): Promise<{ readonly storage: AuthorizationServer.StorageOption; readonly described: string }> => {
   if (isPostgres(config.database)) {
@@ -73,20 +82,6 @@ const storageOf = async (
   const file = await databaseFile(config)
   return { storage: { type: "sqlite", path: file }, described: file }
 }
-
-const users = async (config: AppConfig, log: Log) =>
-  Promise.all(
-    (config.users ?? []).map(async (u) => {
-      if (u.password !== undefined) {
-        log(`user ${JSON.stringify(u.username)} has a clear-text password in the configuration; prefer passwordHash`)
-      }
-      return {
-        username: u.username,
-        passwordHash: u.passwordHash ?? (await UserAuthenticator.hashPassword(u.password ?? "")),
-        ...(u.displayName === undefined ? {} : { displayName: u.displayName }),
-      }
-    }),
-  )
 
 /**
  * The library's `rateLimits` from the file's: `clientAddressHeader` becomes the `clientAddress` function, reading the
@@ -136,6 +131,35 @@ export const extensionsOf = (
       ]),
 ]
 
+const HEALTH_PATHS = new Set(["/health/live", "/health/ready"])
+
+/**
+ * `/health/live` (the process answers) and `/health/ready` (the database answers and a key can sign: 200, else 503),
+ * at the root of the listener whatever the issuer's path; undefined for any other request.
+ */
+const health = (
+  request: Request,
+  server: AuthorizationServer.AuthorizationServerInstance,
+): Promise<Response> | undefined => {
+  const path = new URL(request.url).pathname
+  if (!HEALTH_PATHS.has(path)) return undefined
+  const answer = (status: number, body: object) =>
+    new Response(request.method === "HEAD" ? null : JSON.stringify(body), {
+      status,
+      headers: { "content-type": "application/json", "cache-control": "no-store" },
+    })
+  if (request.method !== "GET" && request.method !== "HEAD") {
+    return Promise.resolve(new Response(null, { status: 405, headers: { allow: "GET, HEAD" } }))
+  }
+  if (path === "/health/live") return Promise.resolve(answer(200, { status: "ok" }))
+  return server.readiness().then((r) =>
+    answer(r.ready ? 200 : 503, {
+      status: r.ready ? "ok" : "unavailable",
+      checks: { database: r.database, signingKey: r.signingKey },
+    }),
+  )
+}
+
 const describeError = (e: unknown): string =>
   typeof e === "object" && e !== null && "message" in e ? String((e as { message: unknown }).message) : String(e)
 
@@ -156,7 +180,17 @@ export const startAuthorizationServer = async (
     )
   }
   const { storage, described } = await storageOf(config)
-  const passwords = await users(config, log)
+  const passwords = await hashUsers(config.users ?? [], log)
+  // The file's users are read again when it changes (admin users commands), unless users sign in upstream.
+  const authenticate =
+    options.configFile === undefined || config.upstream !== undefined
+      ? undefined
+      : await liveUsers(options.configFile, passwords, log)
+  const metrics = config.metrics === undefined ? undefined : new ServerMetrics()
+  // The OpenTelemetry SDK is loaded only when traces are exported.
+  const tracing = config.tracing === undefined ? undefined : (await import("./tracing.js")).tracingLayer(config.tracing)
+  const audit: AuditLog | undefined =
+    config.auditLog === undefined ? undefined : openAuditLog(resolve(config.auditLog), "server")
 
   // Listen first: with port 0 the issuer is known only once the port is.
   let handler: (request: Request) => Promise<Response> = async () => new Response(null, { status: 503 })
@@ -167,7 +201,7 @@ export const startAuthorizationServer = async (
     host,
     port: config.port ?? DEFAULTS.port,
     publicUrl: () => publicUrl,
-    allow: (pathname) => allow(pathname),
+    allow: (pathname) => (HEALTH_PATHS.has(pathname) ? "GET, HEAD" : allow(pathname)),
   })
   const issuer = config.issuer ?? `http://${urlHost(host)}:${http.port}`
   publicUrl = issuer
@@ -178,6 +212,7 @@ export const startAuthorizationServer = async (
       issuer,
       resources: config.resources,
       users: passwords,
+      ...(authenticate === undefined ? {} : { authenticate }),
       ...(config.clients === undefined ? {} : { clients: config.clients }),
       ...(config.defaultResource === undefined ? {} : { defaultResource: config.defaultResource }),
       ...(config.clientIdMetadataDocuments === undefined
@@ -199,9 +234,21 @@ export const startAuthorizationServer = async (
       },
       storage,
       ...(config.extensions === undefined ? {} : { extensions: extensionsOf(config.extensions, log) }),
+      ...(metrics === undefined ? {} : { onStorageOperation: metrics.storage }),
+      onSecurityEvent: (event) => {
+        if (event.event === "key_rotated") {
+          const from = new Date(Number(event.activates_at) * 1000).toISOString()
+          log(
+            `signing key created: ${String(event.kid)}, signs from ${from}${event.reason === undefined ? "" : ` (${String(event.reason)})`}`,
+          )
+        }
+        audit?.write(event)
+      },
+      ...(tracing === undefined ? {} : { tracing }),
       warn: (message) => log(message.replace(/^\[keyway\] /, "warning: ")),
     })
   } catch (e) {
+    audit?.close()
     await http.close()
     throw new ConfigFileError(`invalid configuration: ${describeError(e)}`)
   }
@@ -209,11 +256,39 @@ export const startAuthorizationServer = async (
     // Opens the database, stores the configured clients and creates the signing key before the first request.
     await server.ready()
   } catch (e) {
+    audit?.close()
     await http.close()
     await server.close()
     throw e
   }
-  handler = withRequestLog(server.handler, issuer, log)
+  let metricsListener: Awaited<ReturnType<typeof serveMetrics>> | undefined
+  if (config.metrics !== undefined && metrics !== undefined) {
+    try {
+      metricsListener = await serveMetrics(metrics.text, {
+        host: config.metrics.host ?? DEFAULTS.host,
+        port: config.metrics.port,
+      })
+    } catch (e) {
+      audit?.close()
+      await http.close()
+      await server.close()
+      throw new ConfigFileError(`invalid configuration: metrics: cannot listen: ${describeError(e)}`)
+    }
+  }
+  const observed = withObservation(server.handler, issuer, {
+    log,
+    ...(metrics === undefined ? {} : { request: metrics.request }),
+    ...(metrics === undefined && audit === undefined
+      ? {}
+      : {
+          audit: (event) => {
+            metrics?.event(event)
+            audit?.write(event)
+          },
+        }),
+  })
+  // Health checks are answered before the request log, which they would flood.
+  handler = (request) => health(request, server) ?? observed(request)
   allow = server.allow
   log(`database ${described}`)
   log(
@@ -221,14 +296,20 @@ export const startAuthorizationServer = async (
       `dynamic registration ${(config.registration ?? DEFAULTS.registration) ? "on" : "off"}` +
       (config.upstream === undefined ? "" : `; users sign in at the upstream ${config.upstream.issuer}`),
   )
+  if (metricsListener !== undefined) log(`metrics on ${metricsListener.url}/metrics`)
+  if (audit !== undefined) log(`audit log ${resolve(config.auditLog ?? "")}`)
+  if (config.tracing !== undefined) log(`traces exported over OTLP to ${config.tracing.otlpEndpoint}`)
   let closing: Promise<void> | undefined
   return {
     issuer: server.issuer,
     port: http.port,
+    ...(metricsListener === undefined ? {} : { metricsUrl: `${metricsListener.url}/metrics` }),
     close: () => {
       closing ??= (async () => {
         await http.close()
+        await metricsListener?.close()
         await server.close()
+        audit?.close()
         log("stopped")
       })()
       return closing

@@ -39,6 +39,16 @@ describe("parseConfig", () => {
     expect(parseConfig(minimal, "test.json")).toEqual(minimal)
   })
 
+  it("accepts the operations options as is", () => {
+    const config = {
+      ...minimal,
+      metrics: { port: 0, host: "::1" },
+      auditLog: "audit.jsonl",
+      tracing: { otlpEndpoint: "http://127.0.0.1:4318", serviceName: "keyway" },
+    }
+    expect(parseConfig(config, "test.json")).toEqual(config)
+  })
+
   it.each([
     ["not an object", [], "must be a JSON object"],
     ["no users, no resources", {}, "users: is required\n  resources: is required"],
@@ -161,6 +171,18 @@ describe("parseConfig: operational options", () => {
     "development.allowHttpLoopbackUpstream: is only for an http upstream.issuer on a loopback host (127.0.0.1, [::1] or localhost)"
 
   it.each([
+    [
+      "metrics on the public port",
+      { ...minimal, port: 9000, metrics: { port: 9000 } },
+      "metrics.port: must differ from port (the public port)",
+    ],
+    ["metrics without a port", { ...minimal, metrics: { host: "127.0.0.1" } }, "metrics.port: is required"],
+    [
+      "a tracing endpoint that is not an http(s) URL",
+      { ...minimal, tracing: { otlpEndpoint: "collector:4318" } },
+      "tracing.otlpEndpoint: must be an http(s) URL",
+    ],
+    ["an empty auditLog", { ...minimal, auditLog: "" }, "auditLog: must not be empty"],
     [
       "a URL database of another scheme",
       { ...minimal, database: "mysql://keyway@db/keyway" },

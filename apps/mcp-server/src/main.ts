@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 /**
- * keyway-mcp-server: `--authorization-server <issuer>` (required), `--port`, `--host`, `--path`, `--public-url`. Logs to stderr; stops
+ * keyway-mcp-server: `--authorization-server <issuer>` (required), `--port`, `--host`, `--path`, `--public-url`,
+ * `--metrics-port`, `--metrics-host`. Answers `/health/live` and `/health/ready`. Logs to stderr; stops
  * cleanly on SIGINT/SIGTERM. Exit codes: 0 stopped by a signal, 1 failed, 2 bad command line.
  *
  * @module
@@ -17,6 +18,8 @@ options:
   --path <path>                 path of the MCP endpoint (default /mcp)
   --public-url <url>            the MCP endpoint as clients reach it, e.g. behind a TLS proxy
                                 (default http://<host>:<port><path>); request URLs never come from Host
+  --metrics-port <n>            serve Prometheus metrics at /metrics on this port (off by default; 0 picks one)
+  --metrics-host <address>      address of the metrics listener (default 127.0.0.1)
   -h, --help                    show this help
 
 The MCP endpoint URL (--public-url, or http://<host>:<port><path>) is the resource the authorization server must know.`
@@ -38,6 +41,8 @@ const parse = (argv: ReadonlyArray<string>) => {
         host: { type: "string" },
         path: { type: "string" },
         "public-url": { type: "string" },
+        "metrics-port": { type: "string" },
+        "metrics-host": { type: "string" },
         help: { type: "boolean", short: "h" },
       },
       strict: true,
@@ -57,6 +62,17 @@ const parse = (argv: ReadonlyArray<string>) => {
   if (typeof port === "string" && (!/^\d+$/.test(port) || Number(port) > 65535)) {
     throw new UsageError(`--port must be a whole number from 0 to 65535, got "${port}"`)
   }
+  const metricsPort = values["metrics-port"]
+  if (typeof metricsPort === "string" && (!/^\d+$/.test(metricsPort) || Number(metricsPort) > 65535)) {
+    throw new UsageError(`--metrics-port must be a whole number from 0 to 65535, got "${metricsPort}"`)
+  }
+  const metricsHost = values["metrics-host"]
+  if (typeof metricsHost === "string" && metricsPort === undefined) {
+    throw new UsageError("--metrics-host needs --metrics-port")
+  }
+  if (metricsPort !== undefined && metricsPort !== "0" && metricsPort === port) {
+    throw new UsageError("--metrics-port must differ from --port (the public port)")
+  }
   const path = values.path
   if (typeof path === "string" && !path.startsWith("/")) {
     throw new UsageError(`--path must start with "/", got "${path}"`)
@@ -74,6 +90,14 @@ const parse = (argv: ReadonlyArray<string>) => {
     ...(typeof port === "string" ? { port: Number(port) } : {}),
     ...(typeof values.host === "string" ? { host: values.host } : {}),
     ...(typeof path === "string" ? { path } : {}),
+    ...(typeof metricsPort === "string"
+      ? {
+          metrics: {
+            port: Number(metricsPort),
+            ...(typeof metricsHost === "string" ? { host: metricsHost } : {}),
+          },
+        }
+      : {}),
   }
 }
 

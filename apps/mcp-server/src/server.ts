@@ -5,11 +5,14 @@
  * @module
  */
 import type { AddressInfo } from "node:net"
+import { Metrics } from "@keyway/http"
+import { listen, type RunningServer } from "@keyway/http/node"
 import { callerOf, protectMcp } from "@keyway/mcp-sdk-server"
 import { createNodeServer, createProtectedResource, jwt } from "@keyway/resource-server/node"
 import { createMcpHandler, McpServer } from "@modelcontextprotocol/server"
 import { z } from "zod"
 import { type Note, Notes } from "./notes.js"
+import { authenticationOutcome, healthAnswer, ResourceMetrics, readiness } from "./operations.js"
 
 /** The scopes of the notes server, with the descriptions an authorization server shows on its consent page. */
 export const NOTE_SCOPES = {
@@ -40,6 +43,8 @@ export interface McpServerConfig {
   readonly publicUrl?: string
   /** Readable one-line events; stderr with the time by default. */
   readonly log?: (line: string) => void
+  /** Prometheus metrics on a listener of their own (`GET /metrics`); off by default, never on the MCP port. */
+  readonly metrics?: { readonly port: number; readonly host?: string }
 }
 
 /** A started MCP server. */
@@ -47,6 +52,8 @@ export interface RunningMcpServer {
   /** The MCP endpoint, which is also the protected resource identifier (the tokens' audience). */
   readonly url: string
   readonly port: number
+  /** The metrics listener's URL (`http://host:port/metrics`), when `metrics` is configured. */
+  readonly metricsUrl?: string
   readonly close: () => Promise<void>
 }
 
@@ -135,7 +142,13 @@ export const startMcpServer = async (config: McpServerConfig): Promise<RunningMc
     publicUrl: () => url,
     // For TRACE and the like: what the MCP endpoint (Streamable HTTP) and the metadata serve.
     allow: (pathname) =>
-      pathname === path ? "GET, POST, DELETE, OPTIONS" : metadataPaths.has(pathname) ? "GET, HEAD, OPTIONS" : undefined,
+      pathname === path
+        ? "GET, POST, DELETE, OPTIONS"
+        : metadataPaths.has(pathname)
+          ? "GET, HEAD, OPTIONS"
+          : pathname === "/health/live" || pathname === "/health/ready"
+            ? "GET, HEAD"
+            : undefined,
   })
   await new Promise<void>((resolve, reject) => {
     http.once("error", reject)
@@ -172,8 +185,29 @@ export const startMcpServer = async (config: McpServerConfig): Promise<RunningMc
   const protectedHandler = protectMcp(guard, mcp)
   metadataPaths = new Set(guard.metadataPaths)
   const served = new Set([path, ...guard.metadataPaths])
+  const metrics = config.metrics === undefined ? undefined : new ResourceMetrics()
+  let metricsListener: RunningServer | undefined
+  if (config.metrics !== undefined && metrics !== undefined) {
+    try {
+      metricsListener = await listen(Metrics.handler(metrics.text), {
+        host: config.metrics.host ?? "127.0.0.1",
+        port: config.metrics.port,
+        allow: Metrics.allow,
+      })
+    } catch (e) {
+      await closeHttp()
+      await mcp.close()
+      await guard.close()
+      throw e
+    }
+  }
+  const ready = readiness(config.authorizationServer)
   handler = async (request) => {
+    const started = performance.now()
     const reqPath = new URL(request.url).pathname
+    // Health checks are answered before the log, which they would flood.
+    const health = healthAnswer(request, reqPath, ready)
+    if (health !== undefined) return await health
     // Only the MCP endpoint and the metadata exist; anything else is not a protected resource of this server.
     const response = served.has(reqPath)
       ? await protectedHandler(request)
@@ -181,16 +215,25 @@ export const startMcpServer = async (config: McpServerConfig): Promise<RunningMc
     const challenge = response.headers.get("www-authenticate")
     const error = challenge === null ? "" : (/error="([^"]*)"/.exec(challenge)?.[1] ?? "no token")
     log(`${request.method} ${reqPath} ${response.status}${error === "" ? "" : ` (${error})`}`)
+    metrics?.request(
+      reqPath === path ? "mcp" : metadataPaths.has(reqPath) ? "metadata" : "other",
+      response.status,
+      (performance.now() - started) / 1000,
+      reqPath === path && request.method !== "OPTIONS" ? authenticationOutcome(response.status, challenge) : undefined,
+    )
     return response
   }
   log(`listening on ${url}, authorization server ${config.authorizationServer}`)
+  if (metricsListener !== undefined) log(`metrics on ${metricsListener.url}/metrics`)
   let closing: Promise<void> | undefined
   return {
     url,
     port,
+    ...(metricsListener === undefined ? {} : { metricsUrl: `${metricsListener.url}/metrics` }),
     close: () => {
       closing ??= (async () => {
         await closeHttp()
+        await metricsListener?.close()
         await mcp.close()
         await guard.close()
         log("stopped")

@@ -5,7 +5,7 @@ import { startAuthorizationServer } from "@keyway/app-authorization-server"
 import { Client, InsufficientScopeError, StreamableHTTPClientTransport } from "@modelcontextprotocol/client"
 import { afterEach, describe, expect, it } from "vitest"
 import { NOTE_SCOPES } from "../src/index.js"
-import { OTHER_USER, obtainToken, type Stack, startStack, USER } from "./support/stack.js"
+import { OTHER_USER, obtainToken, rpc, type Stack, startStack, USER } from "./support/stack.js"
 
 const cleanups: Array<() => Promise<void>> = []
 afterEach(async () => {
@@ -19,17 +19,6 @@ const stack = async (): Promise<Stack> => {
 }
 
 const metadataUrl = (resource: string) => `${new URL(resource).origin}/.well-known/oauth-protected-resource/mcp`
-
-const rpc = (url: string, token: string | undefined, method: string, params: Record<string, unknown> = {}) =>
-  fetch(url, {
-    method: "POST",
-    headers: {
-      "content-type": "application/json",
-      accept: "application/json, text/event-stream",
-      ...(token === undefined ? {} : { authorization: `Bearer ${token}` }),
-    },
-    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }),
-  })
 
 const initialize = {
   protocolVersion: "2025-11-25",

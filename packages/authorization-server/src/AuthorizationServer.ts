@@ -19,6 +19,7 @@ import {
 import { ClientMetadataResolver } from "./cimd/ClientMetadataResolver.js"
 import { ClientTrustPolicy } from "./cimd/TrustPolicy.js"
 import { Extensions } from "./Extension.js"
+import { accountGet, accountLoginPost, accountPaths, accountRevokePost } from "./internal/account.js"
 import { authorizeGet, consentPost, loginPost } from "./internal/authorize.js"
 import { MetadataDocuments } from "./internal/clients.js"
 import { nowSeconds } from "./internal/clock.js"
@@ -33,11 +34,19 @@ import { tokenEndpoint } from "./internal/token.js"
 import { type Rotation, type RotationPolicy, rotate, rotationJob } from "./KeyRotation.js"
 import * as Metadata from "./Metadata.js"
 import * as NodeServer from "./NodeServer.js"
+import {
+  type Readiness,
+  readiness,
+  type SecurityEventFn,
+  SecurityEvents,
+  type StorageObserverFn,
+} from "./Operations.js"
 import { OutboundFetch, OutboundRefused } from "./outbound/OutboundFetch.js"
 import { Resolver } from "./outbound/Resolver.js"
 import { bucket, makeMemory, RateLimiter, type RateLimiterService } from "./RateLimiter.js"
 import { type SigningAlgorithm, TokenSigner } from "./Signing.js"
 import type { StorageError } from "./storage/Errors.js"
+import { StorageObserver } from "./storage/internal/observer.js"
 import { purgeJob } from "./storage/Purge.js"
 import {
   ClientStore,
@@ -170,6 +179,15 @@ type Route = (
 const methodNotAllowed = (allow: string) =>
   new Response(null, { status: 405, headers: { Allow: allow, ...CORS_HEADERS } })
 
+/** The span name of an endpoint path: `token`, `authorize.login`, `metadata` for the well-known documents. */
+const spanName = (path: string, base: string): string =>
+  path.includes("/.well-known/")
+    ? "metadata"
+    : path
+        .slice(base.length + 1)
+        .split("/")
+        .join(".")
+
 /** Builds the router over the resolved configuration. */
 const router = (
   config: ResolvedConfig,
@@ -209,6 +227,11 @@ const router = (
     routes.set(`${base}/authorize`, { GET: (r) => authorizeGet(config, sessions, r) })
     routes.set(`${base}/authorize/login`, { POST: (r) => loginPost(config, sessions, r, limiter) })
     routes.set(`${base}/authorize/consent`, { POST: (r) => consentPost(config, sessions, r) })
+    // The user's connected apps, on the same login session.
+    const account = accountPaths(base)
+    routes.set(account.page, { GET: (r) => accountGet(config, sessions, base, r) })
+    routes.set(account.login, { POST: (r) => accountLoginPost(config, sessions, base, r, limiter) })
+    routes.set(account.revoke, { POST: (r) => accountRevokePost(config, sessions, base, r) })
   } else {
     // Proxy mode: no local login; Keyway's consent for each client, then the upstream sign-in.
     const proxy = new ProxyState(config.secureCookies, new UpstreamClient(config.upstream), config.sessionSecret)
@@ -241,6 +264,20 @@ const router = (
       ),
       OPTIONS: () => Effect.succeed(preflight("POST, OPTIONS")),
     })
+  }
+  // Every endpoint is a traced function, its span named after the endpoint (AuthorizationServer.token, ...).
+  for (const [path, route] of routes) {
+    const name = spanName(path, base)
+    for (const [method, handler] of Object.entries(route)) {
+      route[method] = Effect.fn(`AuthorizationServer.${name}`)(function* (request: Request) {
+        const response = yield* handler(request)
+        yield* Effect.annotateCurrentSpan({
+          "http.request.method": method,
+          "http.response.status_code": response.status,
+        })
+        return response
+      })
+    }
   }
   const allowed = new Map<string, string>()
   for (const [path, route] of routes) {
@@ -413,6 +450,19 @@ export interface AuthorizationServerOptions extends ServerOptions {
   readonly storage?: StorageOption
   /** Replaces the default user authentication (configured users with scrypt hashes). */
   readonly authenticate?: AuthenticateFn
+  /** Called after every storage operation with its name, duration and outcome (see `Operations.StorageObserver`). */
+  readonly onStorageOperation?: StorageObserverFn
+  /**
+   * Receives the security events the server decides itself (a signing key created, a consent revoked on the account
+   * page; see `Operations.SecurityEvent`), for an audit log.
+   */
+  readonly onSecurityEvent?: SecurityEventFn
+  /**
+   * A layer installing Effect's tracer, e.g. `@effect/opentelemetry`'s `OtelTracer.layer` over an OTLP exporter: every
+   * endpoint's span (`AuthorizationServer.token`, ...) and those under it are then exported. None by default; the
+   * layer is released (and its spans flushed) by `close()`.
+   */
+  readonly tracing?: Layer.Layer<never>
 }
 
 /**
@@ -451,9 +501,17 @@ export interface AuthorizationServerInstance {
    * `signingKeys.publishAhead`. Returns the key already waiting when a rotation is under way.
    */
   readonly rotateSigningKey: () => Promise<Rotation>
+  /**
+   * Whether the server can serve tokens now: the database answers and a key can sign (see `Operations.readiness`).
+   * Never rejects.
+   */
+  readonly readiness: () => Promise<Readiness>
   /** Stops the background jobs and releases storage (closes the SQLite database or the PostgreSQL pool). */
   readonly close: () => Promise<void>
 }
+
+// The storage could not even be opened.
+const UNREADY: Readiness = { ready: false, database: "failed", signingKey: "unknown" }
 
 const storageLayer = (option: StorageOption | undefined): Layer.Layer<StorageServices, StorageError> => {
   if (option === undefined || option.type === "memory") return layerMemory
@@ -488,6 +546,9 @@ export const createAuthorizationServer = (options: AuthorizationServerOptions): 
   const runtime = ManagedRuntime.make(
     AuthorizationServer.layer({ ...options, warn: () => undefined }).pipe(
       Layer.provideMerge(Layer.merge(storageLayer(options.storage), users)),
+      Layer.provideMerge(Layer.succeed(StorageObserver)(options.onStorageOperation)),
+      Layer.provideMerge(Layer.succeed(SecurityEvents)(options.onSecurityEvent)),
+      Layer.provide(options.tracing ?? Layer.empty),
     ),
   )
   const run = <A>(effect: Effect.Effect<A, StorageError, AuthorizationServer | GrantStore>): Promise<A> =>
@@ -514,6 +575,7 @@ export const createAuthorizationServer = (options: AuthorizationServerOptions): 
     revokeConsent: (subject, clientId, resource) =>
       run(GrantStore.use((g) => g.revokeConsent(subject, clientId, resource))),
     rotateSigningKey: () => run(AuthorizationServer.use((s) => s.rotateSigningKey)),
+    readiness: () => runtime.runPromise(readiness).catch((): Readiness => UNREADY),
     close: () => runtime.dispose(),
   }
 }

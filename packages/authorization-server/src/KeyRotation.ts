@@ -13,6 +13,7 @@
  */
 import { type Duration, Effect, Schedule } from "effect"
 import { nowSeconds } from "./internal/clock.js"
+import { emit } from "./internal/events.js"
 import { generateSigningKey, type SigningAlgorithm } from "./Signing.js"
 import type { StorageError } from "./storage/Errors.js"
 import { KeyStore, type SigningKey } from "./storage/Storage.js"
@@ -100,6 +101,7 @@ export const rotate = (policy: RotationPolicy, now: number): Effect.Effect<Rotat
       return { kid: pending.kid, alg: pending.alg, activatesAt: pending.activates_at, created: false }
     }
     const key = yield* addKey(yield* generate(policy.algorithm, now, now + policy.publishAhead))
+    yield* emit({ event: "key_rotated", kid: key.kid, activates_at: key.activates_at })
     return { kid: key.kid, alg: key.alg, activatesAt: key.activates_at, created: true }
   })
 
@@ -141,6 +143,7 @@ export const maintain = (
     }
     if (current === undefined) {
       const key = yield* addKey(yield* generate(policy.algorithm, now, now))
+      yield* emit({ event: "key_rotated", kid: key.kid, activates_at: key.activates_at, reason: "no key could sign" })
       return { created: key.kid, retired, withdrawn }
     }
     if (policy.rotateEvery !== false) {

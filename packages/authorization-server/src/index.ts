@@ -6,6 +6,8 @@
  * @packageDocumentation
  */
 
+/** Operator actions on the storage: clients, grants and signing keys. */
+export * as Administration from "./Administration.js"
 /** The server: Effect service and the plain `createAuthorizationServer` face. */
 export * as AuthorizationServer from "./AuthorizationServer.js"
 export { createAuthorizationServer } from "./AuthorizationServer.js"
@@ -28,6 +30,8 @@ export * as KeyRotation from "./KeyRotation.js"
 export * as Metadata from "./Metadata.js"
 /** node:http bridge for Web handlers. */
 export * as NodeServer from "./NodeServer.js"
+/** Readiness and storage timing, for health endpoints and metrics. */
+export * as Operations from "./Operations.js"
 /** The SSRF-guarded fetch for outbound requests to client-named URLs. */
 export * as Outbound from "./outbound/index.js"
 /** Proxy mode's upstream identity provider: per-client consent, then sign-in at an upstream authorization server. */

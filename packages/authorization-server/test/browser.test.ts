@@ -4,7 +4,15 @@ import { launchChromium } from "@keyway/testing"
 import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { listen, type RunningServer } from "../src/NodeServer.js"
-import { authorizeUrl, MCP, PASSWORD, startServer, type TestServer, tokenRequest } from "./support/server.js"
+import {
+  authorizeUrl,
+  MCP,
+  PASSWORD,
+  publicAppTokens,
+  startServer,
+  type TestServer,
+  tokenRequest,
+} from "./support/server.js"
 
 const ARTIFACTS = join(import.meta.dirname, "..", "test-artifacts")
 
@@ -135,5 +143,48 @@ describe("login and consent in Chromium", () => {
     } finally {
       await context.close()
     }
+  })
+})
+
+describe("connected apps in Chromium", () => {
+  it("lists the app the user authorized, and Revoke removes it; its refresh token is then refused", async () => {
+    await server.as.revokeConsent("alice", "public-app")
+    const { refresh_token } = await publicAppTokens(server, { scope: "tools:read" })
+
+    const context = await browser.newContext()
+    const page = await context.newPage()
+    try {
+      await page.goto(`${server.issuer}/account`)
+      await page.getByLabel("Username").fill("alice")
+      await page.getByLabel("Password").fill(PASSWORD)
+      await Promise.all([
+        page.waitForURL(`${server.issuer}/account`),
+        page.getByRole("button", { name: "Sign in" }).click(),
+      ])
+      expect(await page.title()).toBe("Connected apps")
+      const app = page.locator('[data-app="public-app"]')
+      expect(await app.locator("[data-app-name]").textContent()).toBe("Public App")
+      expect(await app.locator("[data-app-host]").textContent()).toBe("app.example.com")
+      // The grants of the tests above (tools:read tools:call) are the same app's.
+      expect(await app.locator("[data-app-access]").allTextContents()).toEqual(["Example MCP: tools:call, tools:read"])
+      expect(await app.locator("[data-first-use]").textContent()).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ$/)
+      expect(await app.locator("[data-last-use]").textContent()).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ$/)
+      await page.screenshot({ path: join(ARTIFACTS, "account-apps.png"), fullPage: true })
+
+      await Promise.all([
+        page.waitForResponse((r) => r.url() === `${server.issuer}/account` && r.request().method() === "GET"),
+        page.getByRole("button", { name: "Revoke Public App" }).click(),
+      ])
+      await page.locator("[data-no-apps]").waitFor()
+      expect(await page.locator("[data-app]").count()).toBe(0)
+      await page.screenshot({ path: join(ARTIFACTS, "account-revoked.png"), fullPage: true })
+    } finally {
+      await context.close()
+    }
+    const refused = await tokenRequest(server, { grant_type: "refresh_token", refresh_token, client_id: "public-app" })
+    expect([refused.status, await refused.json()]).toEqual([
+      400,
+      { error: "invalid_grant", error_description: "the refresh token has been revoked" },
+    ])
   })
 })

@@ -8,5 +8,7 @@
 /** Request bodies read within a size limit (413). */
 export * as Body from "./Body.js"
 export { DEFAULT_MAX_BODY_BYTES, PayloadTooLarge } from "./Body.js"
+/** A server's own Prometheus metrics and the handler serving them. */
+export * as Metrics from "./Metrics.js"
 /** The `Host` field, the request-target and the method, checked before a handler runs. */
 export * as RequestLine from "./RequestLine.js"

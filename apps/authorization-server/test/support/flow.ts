@@ -1,4 +1,4 @@
-import { Pkce } from "@keyway/core"
+import { ClientAuth, Pkce } from "@keyway/core"
 
 export const PASSWORD = "correct horse battery staple"
 export const REDIRECT_URI = "http://127.0.0.1/callback"
@@ -54,6 +54,8 @@ export interface FlowOptions {
   readonly wrongPassword?: string
   readonly password?: string
   readonly decision?: "approve" | "deny"
+  /** A confidential client's secret, sent with HTTP Basic at the token endpoint. */
+  readonly clientSecret?: string
 }
 
 /** The whole code flow over HTTP: login page, (optionally a failed login), login, consent, token request. */
@@ -109,12 +111,17 @@ export const codeFlow = async (issuer: string, options: FlowOptions): Promise<To
   if (code === null) throw new Error(`no code after consent (${consent.status})`)
   const token = await fetch(`${issuer}/token`, {
     method: "POST",
-    headers: { "content-type": "application/x-www-form-urlencoded" },
+    headers: {
+      "content-type": "application/x-www-form-urlencoded",
+      ...(options.clientSecret === undefined
+        ? {}
+        : { authorization: ClientAuth.encodeClientSecretBasic(options.clientId, options.clientSecret) }),
+    },
     body: new URLSearchParams({
       grant_type: "authorization_code",
       code,
       redirect_uri: REDIRECT_URI,
-      client_id: options.clientId,
+      ...(options.clientSecret === undefined ? { client_id: options.clientId } : {}),
       code_verifier: pkce.verifier,
       resource: RESOURCE,
     }).toString(),

@@ -166,3 +166,15 @@ export const obtainToken = async (
   if (token.status !== 200) throw new Error(`token endpoint answered ${token.status}: ${await token.text()}`)
   return ((await token.json()) as { access_token: string }).access_token
 }
+
+/** A JSON-RPC request to the MCP endpoint, with a bearer token when given. */
+export const rpc = (url: string, token: string | undefined, method: string, params: Record<string, unknown> = {}) =>
+  fetch(url, {
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+      ...(token === undefined ? {} : { authorization: `Bearer ${token}` }),
+    },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }),
+  })

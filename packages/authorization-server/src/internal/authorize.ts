@@ -31,7 +31,7 @@ const toView = ({ client, trust }: FoundClient): ClientView => ({
   // Only an operator's registration limits scope: a scope a client chose for itself (dynamic registration, metadata
   // document) protects nothing, since it can register again, and would block MCP step-up (a client registered with
   // the first challenge's scope must later ask for more); the user's consent decides.
-  scope: client.origin === "static" ? client.scope : undefined,
+  scope: client.origin === "static" || client.origin === "admin" ? client.scope : undefined,
   ...(trust === undefined ? {} : { metadataDocument: { host: trust.host, verified: trust.verified } }),
 })
 
@@ -240,6 +240,46 @@ export const postedForm = (config: ResolvedConfig, sessions: Sessions, request: 
     return { form, session, query, valid: checked.success }
   })
 
+/** How a failed sign-in is shown: the form again with the error, 401, or 429 with `Retry-After` when locked. */
+export interface SignInFailure {
+  readonly error: string
+  readonly status: 401 | 429
+  readonly headers?: Record<string, string>
+}
+
+/**
+ * A sign-in attempt: the limits (see {@link loginGate}), then the user-authentication service. The new session (a new
+ * id, so an id planted before the login is worthless afterwards), or the answer `refuse` gives for the failure. A
+ * locked account or address is refused without checking the password, whether or not the account exists.
+ */
+export const signIn = (
+  config: ResolvedConfig,
+  sessions: Sessions,
+  limiter: RateLimiterService,
+  request: Request,
+  username: string,
+  password: string,
+  refuse: (failure: SignInFailure) => Response,
+): Effect.Effect<Session | Response, StorageError, UserAuthenticator> =>
+  Effect.gen(function* () {
+    const locked = (retryAfter: number) =>
+      refuse({
+        error: `Too many failed sign-in attempts. Try again in ${waitText(retryAfter)}.`,
+        status: 429,
+        headers: { "Retry-After": String(retryAfter) },
+      })
+    const gate = yield* loginGate(config, limiter, request, username)
+    if (!gate.allowed) return locked(gate.retryAfter)
+    const user = yield* UserAuthenticator.use((a) => a.authenticate({ username, password }))
+    if (user === undefined) {
+      return gate.lockIfFailed > 0
+        ? locked(gate.lockIfFailed)
+        : refuse({ error: "Wrong username or password.", status: 401 })
+    }
+    yield* gate.succeeded
+    return yield* sessions.create(user)
+  })
+
 /**
  * POST of the login form: CSRF check, the sign-in limits (see {@link loginGate}), then the user-authentication service.
  * A locked account or address is answered 429 with `Retry-After` and the form saying when to try again, without
@@ -255,30 +295,18 @@ export const loginPost = (
     const posted = yield* postedForm(config, sessions, request)
     if (posted instanceof Response) return posted
     const { form, session, query, valid } = posted
-    const authenticator = yield* UserAuthenticator
     const username = form.get("username") ?? ""
-    const refused = (error: string, status: number, retryAfter?: number) =>
+    const fresh = yield* signIn(config, sessions, limiter, request, username, form.get("password") ?? "", (failure) =>
       loginPage({
         action: config.endpoints.login,
         csrf: sessions.csrfToken(session!),
         request: query,
         clientName: valid.client.clientName ?? valid.client.clientId,
-        error,
         username,
-        status,
-        ...(retryAfter === undefined ? {} : { headers: { "Retry-After": String(retryAfter) } }),
-      })
-    const locked = (retryAfter: number) =>
-      refused(`Too many failed sign-in attempts. Try again in ${waitText(retryAfter)}.`, 429, retryAfter)
-    const gate = yield* loginGate(config, limiter, request, username)
-    if (!gate.allowed) return locked(gate.retryAfter)
-    const user = yield* authenticator.authenticate({ username, password: form.get("password") ?? "" })
-    if (user === undefined) {
-      return gate.lockIfFailed > 0 ? locked(gate.lockIfFailed) : refused("Wrong username or password.", 401)
-    }
-    yield* gate.succeeded
-    // A new session id at login, so an id planted before it is worthless afterwards.
-    const fresh = yield* sessions.create(user)
+        ...failure,
+      }),
+    )
+    if (fresh instanceof Response) return fresh
     return redirect(`${config.endpoints.authorization}?${query}`, 303, { "Set-Cookie": sessions.cookie(fresh) })
   })
 

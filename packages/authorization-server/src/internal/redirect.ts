@@ -63,3 +63,19 @@ export const isPrivateUseScheme = (uri: string): boolean => {
   const url = parse(uri)
   return url !== undefined && url.protocol !== "https:" && url.protocol !== "http:"
 }
+
+/** How the shared redirect URI rule reads in an error (registration, administration). */
+export const redirectProblemText = (uri: string, problem: RedirectUriProblem): string => {
+  switch (problem.kind) {
+    case "not-absolute":
+      return `${uri} is not an absolute URI`
+    case "fragment":
+      return `${uri} must not have a fragment`
+    case "http-not-loopback":
+      return `${uri} uses http on a host that is not loopback`
+    case "scheme":
+      return problem.forbidden
+        ? `${uri} uses the forbidden scheme ${problem.scheme}`
+        : `${uri} uses a private-use scheme that is not a reverse domain name (RFC 8252 §7.1)`
+  }
+}

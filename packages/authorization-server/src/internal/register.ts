@@ -9,7 +9,7 @@ import { nowSeconds } from "./clock.js"
 import { randomToken } from "./crypto.js"
 import { BodyTooLargeFailure } from "./formEndpoint.js"
 import { CORS_HEADERS, json, mediaType, oauthError, payloadTooLarge, readBody } from "./http.js"
-import { isPrivateUseScheme, type RedirectUriProblem, redirectUriProblem } from "./redirect.js"
+import { isPrivateUseScheme, redirectProblemText, redirectUriProblem } from "./redirect.js"
 
 /**
  * What a registration policy decides.
@@ -46,22 +46,6 @@ const fail = (code: OAuthError.ErrorCode, description: string) => Effect.fail(OA
 
 const DOCUMENT = Wire.Documents.clientRegistrationRequest
 const JWKS_URI_UNSUPPORTED = "jwks_uri is not supported; send the keys inline in jwks"
-
-/** How the shared redirect URI rule reads in a registration error. */
-const redirectProblemText = (uri: string, problem: RedirectUriProblem): string => {
-  switch (problem.kind) {
-    case "not-absolute":
-      return `${uri} is not an absolute URI`
-    case "fragment":
-      return `${uri} must not have a fragment`
-    case "http-not-loopback":
-      return `${uri} uses http on a host that is not loopback`
-    case "scheme":
-      return problem.forbidden
-        ? `${uri} uses the forbidden scheme ${problem.scheme}`
-        : `${uri} uses a private-use scheme that is not a reverse domain name (RFC 8252 §7.1)`
-  }
-}
 
 /** How the shared public-keys rule reads in a registration error. */
 const jwkSetProblemText = (problem: JwkSetProblem): string => {

@@ -97,12 +97,12 @@ export interface JwkSet {
 export type TokenEndpointAuthMethod = "none" | "client_secret_basic" | "client_secret_post" | "private_key_jwt"
 
 /**
- * Where a client record came from: configuration, dynamic registration (RFC 7591), or a fetched client ID metadata
- * document (cached until `expires_at`).
+ * Where a client record came from: configuration, an operator's command (`Administration.addClient`), dynamic
+ * registration (RFC 7591), or a fetched client ID metadata document (cached until `expires_at`).
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc7591.html | RFC 7591}
  */
-export type ClientOrigin = "static" | "dynamic" | "metadata-document"
+export type ClientOrigin = "static" | "admin" | "dynamic" | "metadata-document"
 
 /**
  * The client metadata a caller supplies; the registered metadata fields of RFC 7591 §2 and the registration
@@ -235,6 +235,26 @@ export interface Grant {
   readonly auth_time: number
   readonly created_at: number
   readonly revoked_at?: number
+}
+
+/**
+ * A grant as operators and users see it: the grant with when it was last used (the latest refresh token issued from
+ * it, else its creation).
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc6749.html#section-1.3 | RFC 6749 §1.3}
+ */
+export interface GrantSummary extends Grant {
+  readonly last_used_at: number
+}
+
+/**
+ * Which grants {@link GrantStore} `listGrants` returns: those not revoked, of one subject and/or one client.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc6749.html#section-1.3 | RFC 6749 §1.3}
+ */
+export interface GrantFilter {
+  readonly subject?: string
+  readonly client_id?: string
 }
 
 /**
@@ -538,6 +558,8 @@ export class GrantStore extends Context.Service<
      * revoked until they expire). Idempotent.
      */
     readonly revokeGrant: (grantId: string, now: number) => Effect.Effect<void, GrantNotFound | StorageError>
+    /** The grants not revoked, optionally of one subject and/or client, oldest first. */
+    readonly listGrants: (filter?: GrantFilter) => Effect.Effect<ReadonlyArray<GrantSummary>, StorageError>
     /** Records consent; the scopes are merged with any already remembered for this subject, client and resource. */
     readonly grantConsent: (consent: Consent) => Effect.Effect<Consent, StorageError>
     readonly getConsent: (

@@ -487,6 +487,32 @@ export const storageContract = (name: string, factory: StoresFactory): void => {
         }),
       ))
 
+    it("lists grants not revoked, by subject and by client, with when each was last used", () =>
+      run(
+        Effect.gen(function* () {
+          const { grants, code } = yield* issued
+          const bob = newCode({ subject: "bob", client_id: "client-b", issued_at: NOW + 10 })
+          const bobCode = yield* grants.createCode(bob)
+          const revoked = yield* grants.createCode(newCode({ issued_at: NOW + 20 }))
+          yield* grants.revokeGrant(revoked.grant_id, NOW + 21)
+          const later = yield* grants.createRefresh({
+            grant_id: code.grant_id,
+            token: secret(),
+            scope: "files:read",
+            issued_at: NOW + 30,
+          })
+          expect(later.issued_at).toBe(NOW + 30)
+          const all = yield* grants.listGrants()
+          expect(all.map((g) => [g.grant_id, g.subject, g.client_id, g.last_used_at])).toEqual([
+            [code.grant_id, "alice", "client-a", NOW + 30],
+            [bobCode.grant_id, "bob", "client-b", bobCode.issued_at],
+          ])
+          expect((yield* grants.listGrants({ subject: "bob" })).map((g) => g.grant_id)).toEqual([bobCode.grant_id])
+          expect((yield* grants.listGrants({ client_id: "client-a" })).map((g) => g.grant_id)).toEqual([code.grant_id])
+          expect(yield* grants.listGrants({ subject: "bob", client_id: "client-a" })).toEqual([])
+        }),
+      ))
+
     it("revokes single access tokens by jti until they expire", () =>
       run(
         Effect.gen(function* () {

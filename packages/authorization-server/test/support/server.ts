@@ -171,3 +171,21 @@ export const tokenRequest = (server: TestServer, body: Record<string, string>, h
 
 /** client_secret_basic as every client sends it: core's one encoding (RFC 6749 §2.3.1). */
 export const basic = ClientAuth.encodeClientSecretBasic
+
+/** alice's tokens for `public-app` (https://app.example.com/callback): the front channel, then the code redeemed. */
+export const publicAppTokens = async (
+  server: TestServer,
+  params: AuthorizeParams = {},
+): Promise<{ readonly access_token: string; readonly refresh_token: string }> => {
+  const { code, verifier } = await obtainCode(server, params)
+  const response = await tokenRequest(server, {
+    grant_type: "authorization_code",
+    code,
+    code_verifier: verifier,
+    redirect_uri: "https://app.example.com/callback",
+    client_id: "public-app",
+    resource: MCP,
+  })
+  if (response.status !== 200) throw new Error(`token endpoint answered ${response.status}: ${await response.text()}`)
+  return (await response.json()) as { access_token: string; refresh_token: string }
+}

@@ -2,7 +2,7 @@
  * The stores, written once over the driver port: every method is one unit of work (a transaction when it reads and
  * then writes, or writes more than once), whatever the database.
  */
-import { Effect, Option } from "effect"
+import { Duration, Effect, Exit, Option } from "effect"
 import {
   ClientAlreadyExists,
   ClientNotFound,
@@ -29,6 +29,7 @@ import type {
   Consent,
   Grant,
   GrantStore,
+  GrantSummary,
   Jwk,
   KeyStore,
   NewClient,
@@ -50,6 +51,7 @@ import {
   successorOf,
   updatedHash,
 } from "./common.js"
+import { StorageObserver } from "./observer.js"
 import { count, type Driver, type Mode, type Param, type Row, row, rows, type Work } from "./sql.js"
 
 // ---------------------------------------------------------------------------------------------------------------------
@@ -167,10 +169,16 @@ const method =
   <T extends Effect.Effect<unknown, unknown>>(
     work: () => Work<T>,
   ): Effect.Effect<Effect.Success<T>, Effect.Error<T> | StorageError> =>
-    Effect.flatten(driver.run(operation, mode, work)) as Effect.Effect<
-      Effect.Success<T>,
-      Effect.Error<T> | StorageError
-    >
+    StorageObserver.use((observe) =>
+      observe === undefined
+        ? Effect.flatten(driver.run(operation, mode, work))
+        : Effect.timed(Effect.exit(driver.run(operation, mode, work))).pipe(
+            Effect.flatMap(([took, exit]) => {
+              observe(operation, Duration.toMillis(took) / 1000, Exit.isSuccess(exit))
+              return Effect.flatten(exit)
+            }),
+          ),
+    ) as Effect.Effect<Effect.Success<T>, Effect.Error<T> | StorageError>
 
 // ---------------------------------------------------------------------------------------------------------------------
 // Clients
@@ -660,6 +668,33 @@ export const makeGrantStore = (driver: Driver): GrantStore["Service"] => {
     revokeGrant: (grantId, now) =>
       atomic("revokeGrant")(function* () {
         return (yield* revoke(grantId, now)) ? Effect.void : Effect.fail(new GrantNotFound({ grant_id: grantId }))
+      }),
+    listGrants: (filter) =>
+      single("listGrants")(function* () {
+        const conditions = ["g.revoked_at IS NULL"]
+        const params: Array<Param> = []
+        if (filter?.subject !== undefined) {
+          params.push(filter.subject)
+          conditions.push(`g.subject = $${params.length}`)
+        }
+        if (filter?.client_id !== undefined) {
+          params.push(filter.client_id)
+          conditions.push(`g.client_id = $${params.length}`)
+        }
+        const found = yield* rows(
+          `SELECT g.*, (SELECT MAX(r.issued_at) FROM ${t.refreshTokens} r JOIN ${t.families} f ON f.family_id = r.family_id
+             WHERE f.grant_id = g.grant_id) AS last_refresh_at
+           FROM ${t.grants} g WHERE ${conditions.join(" AND ")} ORDER BY g.created_at, g.grant_id`,
+          params,
+        )
+        return Effect.succeed(
+          found.map(
+            (r): GrantSummary => ({
+              ...grantFromRow(r),
+              last_used_at: Math.max(num(r, "created_at"), optNum(r, "last_refresh_at") ?? 0),
+            }),
+          ),
+        )
       }),
     grantConsent: (consent) =>
       atomic("grantConsent")(function* () {

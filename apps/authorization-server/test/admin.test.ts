@@ -1,0 +1,343 @@
+import { spawn } from "node:child_process"
+import { readFile, writeFile } from "node:fs/promises"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { ClientAuth } from "@keyway/core"
+import { type PostgresServer, spawnCli, startPostgres, waitForStderr } from "@keyway/testing"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type AppConfig, startAuthorizationServer } from "../src/index.js"
+import { testCleanups } from "./support/cleanup.js"
+import { codeFlow, PASSWORD, REDIRECT_URI, RESOURCE, refresh, SCOPES } from "./support/flow.js"
+
+const main = fileURLToPath(new URL("../dist/main.js", import.meta.url))
+
+const { defer, dir } = testCleanups()
+
+let postgres: PostgresServer
+beforeAll(async () => {
+  postgres = await startPostgres()
+}, 300_000)
+afterAll(() => postgres?.stop())
+
+/** Runs `admin` with the configuration file as a separate process; its exit code and output. */
+const admin = async (file: string, ...args: Array<string>) => {
+  const child = spawnCli(main, ["admin", "--config", file, ...args])
+  defer(child.kill)
+  const code = await child.exit
+  return { code, stdout: child.stdout, stderr: child.stderr }
+}
+
+/** `admin ... --json`, which must succeed; its parsed output. */
+const adminJson = async <T>(file: string, ...args: Array<string>): Promise<T> => {
+  const result = await admin(file, ...args, "--json")
+  if (result.code !== 0) throw new Error(`admin ${args.join(" ")} exited ${result.code}: ${result.stderr}`)
+  return JSON.parse(result.stdout) as T
+}
+
+/** `admin clients add` of a public client (PKCE only) redirecting to REDIRECT_URI. */
+const addPublicClient = (file: string) =>
+  adminJson<{ client_id: string }>(file, "clients", "add", "--auth-method", "none", "--redirect-uri", REDIRECT_URI)
+
+const introspect = (issuer: string, clientId: string, secret: string, token: string) =>
+  fetch(`${issuer}/introspect`, {
+    method: "POST",
+    headers: {
+      "content-type": "application/x-www-form-urlencoded",
+      authorization: ClientAuth.encodeClientSecretBasic(clientId, secret),
+    },
+    body: new URLSearchParams({ token }),
+  })
+
+/** The `kid` of a JWT's protected header. */
+const kidOf = (jwt: string): string =>
+  (JSON.parse(Buffer.from(jwt.split(".")[0] ?? "", "base64url").toString("utf8")) as { kid: string }).kid
+
+const jwksKids = async (issuer: string) =>
+  ((await (await fetch(`${issuer}/jwks`)).json()) as { keys: Array<{ kid: string }> }).keys.map((k) => k.kid).sort()
+
+interface KeyRow {
+  readonly kid: string
+  readonly state: string
+}
+
+/** Starts a live server on the database and runs every admin command against it, checking the server sees each. */
+const scenario = async (database: Partial<AppConfig>) => {
+  const config: AppConfig = {
+    port: 0,
+    ...database,
+    users: [{ username: "alice", password: PASSWORD }],
+    resources: [{ uri: RESOURCE, scopes: SCOPES }],
+  }
+  const file = join(await dir(), "keyway.json")
+  await writeFile(file, JSON.stringify(config))
+  const server = await startAuthorizationServer(config, { log: () => undefined })
+  defer(server.close)
+  const { issuer } = server
+
+  // clients add: the secret is printed once, and the live server accepts it.
+  const added = await adminJson<{ client_id: string; client_secret: string; origin: string }>(
+    file,
+    "clients",
+    "add",
+    "--name",
+    "Ops tool",
+    "--redirect-uri",
+    REDIRECT_URI,
+  )
+  expect(added.origin).toBe("admin")
+  const clientId = added.client_id
+  const shown = await admin(file, "clients", "show", clientId, "--json")
+  expect(JSON.parse(shown.stdout)).toMatchObject({ client_id: clientId, client_name: "Ops tool", has_secret: true })
+  expect(shown.stdout).not.toContain(added.client_secret)
+  const listed = await adminJson<Array<{ client_id: string }>>(file, "clients", "list")
+  expect(listed.map((c) => c.client_id)).toEqual([clientId])
+  const human = await admin(file, "clients", "list")
+  expect(human.stdout.split("\n")[0]).toMatch(/^CLIENT_ID\s+ORIGIN\s+AUTH\s+NAME\s+REDIRECT_URIS$/)
+  expect(human.stdout).toContain(`${clientId}  admin   client_secret_basic  Ops tool  ${REDIRECT_URI}`)
+
+  const tokens = await codeFlow(issuer, { clientId, clientSecret: added.client_secret })
+  expect(await (await introspect(issuer, clientId, added.client_secret, tokens.access_token)).json()).toMatchObject({
+    active: true,
+    client_id: clientId,
+  })
+
+  // grants list and revoke: introspection and the refresh token see the revocation at once.
+  const grants = await adminJson<Array<{ grant_id: string; subject: string; client_id: string; scope: string }>>(
+    file,
+    "grants",
+    "list",
+    "--user",
+    "alice",
+  )
+  expect(grants.map((g) => [g.subject, g.client_id, g.scope])).toEqual([["alice", clientId, "notes:read"]])
+  expect(await adminJson(file, "grants", "list", "--client", "someone-else")).toEqual([])
+  const grantId = grants[0]?.grant_id ?? ""
+  expect(await adminJson(file, "grants", "revoke", grantId)).toEqual({ revoked: [grantId] })
+  expect(await (await introspect(issuer, clientId, added.client_secret, tokens.access_token)).json()).toEqual({
+    active: false,
+  })
+  const refused = await fetch(`${issuer}/token`, {
+    method: "POST",
+    headers: {
+      "content-type": "application/x-www-form-urlencoded",
+      authorization: ClientAuth.encodeClientSecretBasic(clientId, added.client_secret),
+    },
+    body: new URLSearchParams({ grant_type: "refresh_token", refresh_token: tokens.refresh_token }),
+  })
+  expect([refused.status, await refused.json()]).toEqual([
+    400,
+    { error: "invalid_grant", error_description: "the refresh token has been revoked" },
+  ])
+  expect(await adminJson(file, "grants", "list")).toEqual([])
+
+  // clients rotate-secret: the old secret stops working at once.
+  const rotated = await adminJson<{ client_secret: string }>(file, "clients", "rotate-secret", clientId)
+  expect(rotated.client_secret).not.toBe(added.client_secret)
+  expect((await introspect(issuer, clientId, added.client_secret, "x")).status).toBe(401)
+  expect(await (await introspect(issuer, clientId, rotated.client_secret, "x")).json()).toEqual({ active: false })
+
+  // clients update: the server checks redirect URIs against the new list.
+  await adminJson(file, "clients", "update", clientId, "--redirect-uri", "http://127.0.0.1/elsewhere")
+  await expect(codeFlow(issuer, { clientId, clientSecret: rotated.client_secret })).rejects.toThrow(
+    "authorize answered 400",
+  )
+
+  // clients remove: the client is unknown to the server, and its (new) grants are revoked.
+  const publicApp = await addPublicClient(file)
+  const publicTokens = await codeFlow(issuer, { clientId: publicApp.client_id })
+  expect(await adminJson(file, "clients", "remove", publicApp.client_id)).toMatchObject({
+    removed: publicApp.client_id,
+  })
+  expect((await refresh(issuer, publicApp.client_id, publicTokens.refresh_token)).status).toBe(401)
+  expect(await admin(file, "clients", "remove", clientId)).toMatchObject({ code: 0 })
+  expect((await introspect(issuer, clientId, rotated.client_secret, "x")).status).toBe(401)
+
+  // keys: rotate publishes a new key; revoke unpublishes the compromised one at once and a new key signs.
+  const keys = await adminJson<Array<KeyRow>>(file, "keys", "list")
+  expect(keys.map((k) => k.state)).toEqual(["signing"])
+  const original = keys[0]?.kid ?? ""
+  expect(await jwksKids(issuer)).toEqual([original])
+  const rotation = await adminJson<{ kid: string; created: boolean }>(file, "keys", "rotate")
+  expect(rotation.created).toBe(true)
+  expect(await jwksKids(issuer)).toEqual([original, rotation.kid].sort())
+  expect((await adminJson<Array<KeyRow>>(file, "keys", "list")).map((k) => [k.kid, k.state])).toEqual([
+    [original, "signing"],
+    [rotation.kid, "waiting"],
+  ])
+  const retireSigning = await admin(file, "keys", "retire", original)
+  expect(retireSigning).toMatchObject({
+    code: 2,
+    stderr: `keyway-authorization-server admin: kid: ${original} is the key signing now; rotate first and retire it once its successor signs\n`,
+  })
+  const revoked = await adminJson<{ kid: string; replacement: string }>(file, "keys", "revoke", original)
+  expect(revoked.kid).toBe(original)
+  const published = await jwksKids(issuer)
+  expect(published).not.toContain(original)
+  expect(published).toEqual([rotation.kid, revoked.replacement].sort())
+  const fresh = await codeFlow(issuer, {
+    clientId: (await addPublicClient(file)).client_id,
+  })
+  expect(kidOf(fresh.access_token)).toBe(revoked.replacement)
+  const retired = await adminJson<{ kid: string; retires_at: number }>(file, "keys", "retire", rotation.kid)
+  expect(retired.kid).toBe(rotation.kid)
+  expect(await jwksKids(issuer)).toContain(rotation.kid)
+}
+
+describe("admin commands against a live server", () => {
+  it("on SQLite: clients, grants and keys change what the server does at once", async () => {
+    await scenario({ database: join(await dir(), "keyway.db") })
+  }, 120_000)
+
+  it("on PostgreSQL: clients, grants and keys change what the server does at once", async () => {
+    await scenario({ database: postgres.createDatabase("admin_commands") })
+  }, 120_000)
+})
+
+describe("admin command errors", () => {
+  const configFile = async () => {
+    const file = join(await dir(), "keyway.json")
+    await writeFile(
+      file,
+      JSON.stringify({
+        database: join(await dir(), "keyway.db"),
+        users: [{ username: "alice", password: PASSWORD }],
+        resources: [{ uri: RESOURCE, scopes: SCOPES }],
+      }),
+    )
+    return file
+  }
+
+  it("answers bad input with exit code 2 and a message naming the field", async () => {
+    const file = await configFile()
+    const prefix = "keyway-authorization-server admin: "
+    const cases: Array<[Array<string>, string]> = [
+      [
+        ["clients", "add", "--redirect-uri", "http://example.com/cb"],
+        "--redirect-uri: http://example.com/cb uses http on a host that is not loopback",
+      ],
+      [["clients", "add"], "--redirect-uri: needs at least one redirect URI"],
+      [
+        ["clients", "add", "--redirect-uri", REDIRECT_URI, "--auth-method", "private_key_jwt"],
+        "--auth-method: must be one of none, client_secret_basic, client_secret_post",
+      ],
+      [["clients", "show", "nope"], "no client nope"],
+      [["clients", "rotate-secret", "nope"], "no client nope"],
+      [["keys", "revoke", "nope"], "no signing key nope"],
+      [["grants", "revoke"], "grants revoke needs a grant ID, --user or --client"],
+      [["grants", "revoke", "g-1"], "no grant g-1 (or it is revoked already)"],
+    ]
+    for (const [args, message] of cases) {
+      const result = await admin(file, ...args)
+      expect([args, result.code, result.stderr, result.stdout]).toEqual([args, 2, `${prefix}${message}\n`, ""])
+    }
+  }, 60_000)
+
+  it("answers a bad command line with exit code 2 and the usage", async () => {
+    const file = await configFile()
+    for (const [args, message] of [
+      [["frob"], 'unknown command "frob"'],
+      [["clients", "show"], "clients show needs <client-id>"],
+      [["keys", "list", "extra"], 'keys list takes no argument, got "extra"'],
+      [["keys", "list", "--user", "alice"], "keys list does not take --user"],
+    ] as const) {
+      const result = await admin(file, ...args)
+      expect(result.code).toBe(2)
+      expect(result.stderr).toMatch(new RegExp(`^keyway-authorization-server admin: ${message}\n\nusage: `))
+    }
+    const missing = spawnCli(main, ["admin", "clients", "list"])
+    defer(missing.kill)
+    expect(await missing.exit).toBe(2)
+    expect(missing.stderr).toContain("--config <file.json> is required")
+  }, 60_000)
+})
+
+/** `admin` with `input` on its standard input (not a terminal: the password is its first line). */
+const adminWithInput = (file: string, input: string, ...args: Array<string>) =>
+  new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+    const child = spawn(process.execPath, [main, "admin", "--config", file, ...args], {
+      stdio: ["pipe", "pipe", "pipe"],
+    })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.on("data", (d: Buffer) => {
+      stdout += d.toString()
+    })
+    child.stderr.on("data", (d: Buffer) => {
+      stderr += d.toString()
+    })
+    child.on("close", (code) => resolve({ code, stdout, stderr }))
+    child.stdin.end(input)
+  })
+
+describe("admin users against a live server", () => {
+  it("adds a user, changes the password and removes the user; the running server follows the file", async () => {
+    const folder = await dir()
+    const file = join(folder, "keyway.json")
+    await writeFile(
+      file,
+      JSON.stringify({
+        database: join(folder, "keyway.db"),
+        users: [{ username: "alice", password: PASSWORD }],
+        resources: [{ uri: RESOURCE, scopes: SCOPES }],
+      }),
+    )
+    const server = spawnCli(main, ["--config", file, "--port", "0"])
+    defer(server.kill)
+    const [, issuer = ""] = await waitForStderr(server, /issuer (\S+);/)
+    const app = await addPublicClient(file)
+    const clientId = app.client_id
+
+    const added = await adminWithInput(file, "bob-first-password\n", "users", "add", "bob", "--display-name", "Bob")
+    expect(added).toEqual({ code: 0, stdout: "added user bob\n", stderr: "" })
+    const stored = JSON.parse(await readFile(file, "utf8")) as { users: Array<Record<string, string>> }
+    expect(stored.users[1]).toEqual({
+      username: "bob",
+      passwordHash: expect.stringMatching(/^scrypt\$/),
+      displayName: "Bob",
+    })
+    expect(JSON.stringify(stored)).not.toContain("bob-first-password")
+    const tokens = await codeFlow(issuer, { clientId, username: "bob", password: "bob-first-password" })
+    expect(await adminJson(file, "users", "list")).toEqual([
+      { username: "alice" },
+      { username: "bob", displayName: "Bob" },
+    ])
+
+    expect(await adminWithInput(file, "bob-second-password\n", "users", "passwd", "bob")).toMatchObject({ code: 0 })
+    await expect(codeFlow(issuer, { clientId, username: "bob", password: "bob-first-password" })).rejects.toThrow(
+      "login answered 401",
+    )
+    await codeFlow(issuer, { clientId, username: "bob", password: "bob-second-password" })
+
+    expect(await adminWithInput(file, "", "users", "remove", "bob")).toEqual({
+      code: 0,
+      stdout: "removed user bob; revoked 2 grant(s)\n",
+      stderr: "",
+    })
+    await expect(codeFlow(issuer, { clientId, username: "bob", password: "bob-second-password" })).rejects.toThrow(
+      "login answered 401",
+    )
+    expect((await refresh(issuer, clientId, tokens.refresh_token)).status).toBe(400)
+    // alice, whose clear-text password stays as it was, still signs in.
+    await codeFlow(issuer, { clientId })
+    expect(server.stderr).toContain(`users reloaded from ${file} (1)`)
+
+    const prefix = "keyway-authorization-server admin: "
+    expect(await adminWithInput(file, "x\n", "users", "add", "alice")).toEqual({
+      code: 2,
+      stdout: "",
+      stderr: `${prefix}username: alice already exists\n`,
+    })
+    expect(await adminWithInput(file, "\n", "users", "add", "carol")).toEqual({
+      code: 2,
+      stdout: "",
+      stderr: `${prefix}password: must not be empty\n`,
+    })
+    expect(await adminWithInput(file, "x\n", "users", "passwd", "carol")).toEqual({
+      code: 2,
+      stdout: "",
+      stderr: `${prefix}no user carol\n`,
+    })
+    expect(server.stderr).not.toContain("bob-first-password")
+    expect(server.stderr).not.toContain("bob-second-password")
+  }, 120_000)
+})
