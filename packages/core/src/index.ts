@@ -5,6 +5,8 @@
  * @packageDocumentation
  */
 
+/** Claim checks of JWTs presented as authorization grants (RFC 7523 §3). */
+export * as Assertion from "./Assertion.js"
 /** Canonical server URIs: parse, validate, canonicalise, compare (RFC 8707 §2, RFC 3986 §6). */
 export * as CanonicalUri from "./CanonicalUri.js"
 
