@@ -12,6 +12,7 @@
 import { createPrivateKey } from "node:crypto"
 import { createAuthClient, Extension, isAuthError, UserAgent } from "@keyway/client"
 import { clientCredentials } from "@keyway/ext-client-credentials/client"
+import { enterpriseManaged } from "@keyway/ext-enterprise-managed/client"
 import { createTransport } from "@keyway/mcp-sdk-client"
 import { Client } from "@modelcontextprotocol/client"
 import { type ConformanceContext, parseContext } from "./context.js"
@@ -55,6 +56,22 @@ const main = async (): Promise<void> => {
         }),
       ]
     : []
+  // Enterprise-managed authorization (SEP-990): the suite plays the identity provider and hands over the user's ID
+  // token; the credentials at the MCP authorization server are bound to whichever one discovery finds.
+  const idToken = context.idp_id_token
+  if (idToken !== undefined && context.idp_client_id !== undefined && clientId !== undefined) {
+    extensions.push(
+      enterpriseManaged({
+        identityProvider: {
+          clientId: context.idp_client_id,
+          ...(context.idp_issuer !== undefined ? { issuer: context.idp_issuer } : {}),
+          ...(context.idp_token_endpoint !== undefined ? { tokenEndpoint: context.idp_token_endpoint } : {}),
+        },
+        idToken: () => idToken,
+        clients: { issuer: () => true, clientId, ...(clientSecret !== undefined ? { clientSecret } : {}) },
+      }),
+    )
+  }
   const privateKeyJwt = machine ? undefined : privateKeyOf(context)
   const auth = createAuthClient({
     extensions,
