@@ -167,6 +167,12 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
       "authorization-server",
       "client-credentials.ts",
     )
+    copyExample("packages/extensions/enterprise-managed/examples/client.ts", "client", "enterprise-managed.ts")
+    copyExample(
+      "packages/extensions/enterprise-managed/examples/authorization-server.ts",
+      "authorization-server",
+      "enterprise-managed.ts",
+    )
     copyFileSync(join(import.meta.dirname, "fixtures", "browser.mjs"), join(projectDir("client"), "browser.mjs"))
     // The second install: the frameworks the examples use, and @types/node for compiling them.
     await Promise.all([
@@ -175,11 +181,16 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
         [
           tarball("@keyway/mcp-sdk-client"),
           tarball("@keyway/ext-client-credentials"),
+          tarball("@keyway/ext-enterprise-managed"),
           devVersion("packages/integrations/mcp-sdk-client", "@modelcontextprotocol/client"),
         ],
         cache,
       ),
-      npmInstall(projectDir("authorization-server"), [tarball("@keyway/ext-client-credentials")], cache),
+      npmInstall(
+        projectDir("authorization-server"),
+        [tarball("@keyway/ext-client-credentials"), tarball("@keyway/ext-enterprise-managed")],
+        cache,
+      ),
       npmInstall(
         projectDir("resource-server"),
         [
