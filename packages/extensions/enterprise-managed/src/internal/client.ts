@@ -49,7 +49,7 @@ export interface AuthorizationServerClient {
 export interface EnterpriseManagedOptions {
   readonly identityProvider: IdentityProviderOptions
   /**
-   * The user's ID token from the identity provider (single sign-on, for example {@link signIn}); asked for each
+   * The user's ID token from the identity provider (from its single sign-on with the identity provider); asked for each
    * token exchange, so it may sign the user in again when the one held has expired.
    */
   readonly idToken: () => string | Promise<string>
