@@ -173,6 +173,11 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
       "authorization-server",
       "enterprise-managed.ts",
     )
+    copyExample(
+      "packages/extensions/enterprise-managed/examples/identity-provider.ts",
+      "authorization-server",
+      "identity-provider.ts",
+    )
     copyFileSync(join(import.meta.dirname, "fixtures", "browser.mjs"), join(projectDir("client"), "browser.mjs"))
     // The second install: the frameworks the examples use, and @types/node for compiling them.
     await Promise.all([

@@ -1,17 +1,14 @@
-import { createAuthClient } from "@keyway/client"
-import { enterpriseManaged } from "@keyway/ext-enterprise-managed/client"
+import { createAuthClient, UserAgent } from "@keyway/client"
+import { enterpriseManaged, signIn } from "@keyway/ext-enterprise-managed/client"
 
-// The ID token from the user's single sign-on with the enterprise identity provider (OpenID Connect).
-const idToken = process.env.ID_TOKEN ?? ""
+// Single sign-on once, with the enterprise identity provider (OpenID Connect, in the system browser).
+const idp = { issuer: "https://idp.example.com", clientId: "chat", clientSecret: process.env.IDP_CLIENT_SECRET ?? "" }
+const { idToken } = await signIn({ ...idp, userAgent: UserAgent.browser() })
 
 const auth = createAuthClient({
   extensions: [
     enterpriseManaged({
-      identityProvider: {
-        issuer: "https://idp.example.com",
-        clientId: "chat",
-        clientSecret: process.env.IDP_CLIENT_SECRET ?? "",
-      },
+      identityProvider: idp,
       idToken: () => idToken,
       clients: { issuer: "https://auth.example.com", clientId: "chat", clientSecret: process.env.CLIENT_SECRET ?? "" },
     }),

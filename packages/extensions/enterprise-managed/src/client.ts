@@ -11,3 +11,4 @@ export {
   enterpriseManaged,
   type IdentityProviderOptions,
 } from "./internal/client.js"
+export { type SignedIn, type SignInOptions, signIn } from "./internal/signIn.js"

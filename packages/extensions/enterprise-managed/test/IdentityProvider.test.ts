@@ -8,7 +8,7 @@ import { decodeJwt, decodeProtectedHeader } from "jose"
 import * as oauth from "oauth4webapi"
 import { afterEach, beforeAll, describe, expect, it } from "vitest"
 import { identityAssertionGrant, identityAssertionIssuer } from "../src/authorization-server.js"
-import { enterpriseManaged } from "../src/client.js"
+import { enterpriseManaged, signIn as signInWith } from "../src/client.js"
 import { call, SECRET, startStack } from "./support/stack.js"
 
 const cleanups: Array<() => Promise<void>> = []
@@ -196,6 +196,36 @@ describe("Keyway's authorization server as the enterprise identity provider", ()
       client_id: "chat-at-mcp",
       scope: "notes:read",
     })
+  })
+
+  it("the client's own sign-in (a user agent of @keyway/client) gives the ID token the strategy exchanges", async () => {
+    const { idp, s } = await wire()
+    const signedIn = await signInWith({
+      issuer: idp,
+      clientId: "chat",
+      clientSecret: IDP_SECRET,
+      userAgent: UserAgent.testUser({ username: "alice", password: PASSWORD }),
+    })
+    expect(signedIn.claims).toMatchObject({ iss: idp, sub: "alice", aud: "chat" })
+    const auth = createAuthClient({
+      extensions: [
+        enterpriseManaged({
+          identityProvider: { issuer: idp, clientId: "chat", clientSecret: IDP_SECRET },
+          idToken: () => signedIn.idToken,
+          clients: { issuer: s.issuer, clientId: "chat-at-mcp", clientSecret: SECRET },
+        }),
+      ],
+    })
+    cleanups.push(() => auth.dispose())
+    expect((await call(auth.fetch, s.mcp[0], "tools/list")).status).toBe(200)
+    // A user the identity provider does not know gets no ID token.
+    const failure = await signInWith({
+      issuer: idp,
+      clientId: "chat",
+      clientSecret: IDP_SECRET,
+      userAgent: UserAgent.testUser({ username: "mallory", password: PASSWORD }),
+    }).catch((e: unknown) => e)
+    expect(isAuthError(failure) && [failure.step, failure.reason]).toEqual(["authorization", "user-agent-failed"])
   })
 
   it("refuses every exchange it should, with the exact error", async () => {
