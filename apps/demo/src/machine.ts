@@ -18,7 +18,7 @@ import { MACHINE_CLIENT_ID, type Stack, startStack } from "./stack.js"
 import { Progress, Transcript } from "./transcript.js"
 
 /** The machine-to-machine scenarios. */
-export type MachineScenario = Exclude<Scenario, "default">
+export type MachineScenario = Exclude<Scenario, "default" | "enterprise">
 
 /** Runs a machine-to-machine scenario; resolves when the whole flow went as it should. */
 export const runMachineDemo = async (_scenario: MachineScenario, options: DemoOptions): Promise<DemoResult> => {
