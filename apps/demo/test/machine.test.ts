@@ -3,16 +3,7 @@ import { beforeAll, describe, expect, it } from "vitest"
 import { runMachineDemo } from "../src/machine.js"
 import { MACHINE_STEPS, STEPS } from "../src/narrator.js"
 import { describe as describeSecret } from "../src/redact.js"
-
-/** Where each expected text first appears after the previous one; -1 when missing. */
-const positions = (text: string, needles: ReadonlyArray<string>): Array<number> => {
-  let from = 0
-  return needles.map((needle) => {
-    const at = text.indexOf(needle, from)
-    if (at >= 0) from = at + needle.length
-    return at
-  })
-}
+import { positions } from "./support/positions.js"
 
 describe("runMachineDemo: client credentials", () => {
   let out = ""

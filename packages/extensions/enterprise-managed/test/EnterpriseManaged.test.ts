@@ -2,11 +2,12 @@ import { createAuthClient, isAuthError } from "@keyway/client"
 import { Grant } from "@keyway/core"
 import { generateKeyPair, type JWTPayload } from "jose"
 import { afterEach, describe, expect, it } from "vitest"
+// The protected notes stack the extensions' tests share.
+import { call, SECRET, type Stack, startStack } from "../../client-credentials/test/support/stack.js"
 import { ID_JAG_PROFILE, identityAssertionGrant } from "../src/authorization-server.js"
 import { enterpriseManaged } from "../src/client.js"
 import { EXTENSION_ID } from "../src/index.js"
 import { startIdp, type TestIdp } from "./support/idp.js"
-import { call, SECRET, type Stack, startStack } from "./support/stack.js"
 
 const cleanups: Array<() => Promise<void>> = []
 afterEach(async () => {

@@ -1,5 +1,4 @@
-import { createServer, type Server } from "node:http"
-import type { AddressInfo } from "node:net"
+import { createServer } from "node:http"
 import { createAuthorizationServer, NodeServer, UserAuthenticator } from "@keyway/authorization-server"
 import { createAuthClient, isAuthError, UserAgent } from "@keyway/client"
 import { Grant } from "@keyway/core"
@@ -7,9 +6,10 @@ import { Effect } from "effect"
 import { decodeJwt, decodeProtectedHeader } from "jose"
 import * as oauth from "oauth4webapi"
 import { afterEach, beforeAll, describe, expect, it } from "vitest"
+// The protected notes stack the extensions' tests share.
+import { call, closing, listening, SECRET, startStack } from "../../client-credentials/test/support/stack.js"
 import { identityAssertionGrant, identityAssertionIssuer } from "../src/authorization-server.js"
 import { enterpriseManaged, signIn as signInWith } from "../src/client.js"
-import { call, SECRET, startStack } from "./support/stack.js"
 
 const cleanups: Array<() => Promise<void>> = []
 afterEach(async () => {
@@ -22,11 +22,6 @@ let passwordHash: string
 beforeAll(async () => {
   passwordHash = await UserAuthenticator.hashPassword(PASSWORD)
 })
-
-const listening = async (server: Server): Promise<string> => {
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`
-}
 
 /** Signs `username` in at the identity provider with OpenID Connect, validated by oauth4webapi; the ID token. */
 const signIn = async (issuer: string, username: string, clientId = "chat") => {
@@ -146,8 +141,7 @@ describe("Keyway's authorization server as the enterprise identity provider", ()
     })
     server.on("request", NodeServer.toNodeListener(idp.handler, { publicUrl: idpIssuer }))
     cleanups.push(async () => {
-      server.closeAllConnections()
-      await new Promise<void>((resolve) => server.close(() => resolve()))
+      await closing(server)
       await idp.close()
     })
     return { idp: idpIssuer, s }

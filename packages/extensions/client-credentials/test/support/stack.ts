@@ -6,12 +6,12 @@ import { createProtectedResource, jwt, toNodeListener } from "@keyway/resource-s
 export const SCOPES = { "notes:read": "Read notes", "notes:write": "Write notes" } as const
 export const SECRET = "s3cr3t-s3cr3t-s3cr3t-s3cr3t-s3cr3t-s3cr3t"
 
-const listening = async (server: Server): Promise<string> => {
+export const listening = async (server: Server): Promise<string> => {
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`
 }
 
-const closing = (server: Server) =>
+export const closing = (server: Server) =>
   new Promise<void>((resolve) => {
     server.closeAllConnections()
     server.close(() => resolve())

@@ -1,7 +1,8 @@
 import type { Extension } from "@keyway/authorization-server"
-import { CanonicalUri, Grant, OAuthError, Scope } from "@keyway/core"
+import { CanonicalUri, Grant, Scope } from "@keyway/core"
 import { Effect, Result } from "effect"
 import { z } from "zod"
+import { checkOptions, err } from "./common.js"
 
 /**
  * An MCP authorization server the identity provider issues identity assertions for, and the resources behind it.
@@ -71,8 +72,6 @@ export const issuerOptionsSchema = z.strictObject({
   lifetime: z.number().int().min(10).max(3600).optional(),
 })
 
-const err = (code: OAuthError.ErrorCode, description: string) => Effect.fail(OAuthError.make(code, description))
-
 const same = (a: string, b: string): boolean =>
   a === b || (CanonicalUri.isValid(a) && CanonicalUri.isValid(b) && CanonicalUri.parse(a) === CanonicalUri.parse(b))
 
@@ -105,11 +104,7 @@ const same = (a: string, b: string): boolean =>
 export const identityAssertionIssuer = (
   options: IdentityAssertionIssuerOptions,
 ): Extension.AuthorizationServerExtension => {
-  const checked = issuerOptionsSchema.safeParse(options)
-  if (!checked.success) {
-    const issue = checked.error.issues[0]
-    throw new TypeError(`identityAssertionIssuer: ${issue?.path.join(".") ?? ""}: ${issue?.message ?? "invalid"}`)
-  }
+  checkOptions("identityAssertionIssuer", issuerOptionsSchema, options)
   const lifetime = options.lifetime ?? 300
   return {
     id: `${Grant.extensions.enterpriseManaged}#identity-provider`,

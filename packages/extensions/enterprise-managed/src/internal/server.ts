@@ -12,6 +12,7 @@ import {
   jwtVerify,
 } from "jose"
 import { z } from "zod"
+import { checkOptions, err } from "./common.js"
 
 /**
  * The authorization grant profile an authorization server lists in `authorization_grant_profiles_supported`.
@@ -87,8 +88,6 @@ export const optionsSchema = z.strictObject(
   { error: "must be an object" },
 )
 
-const err = (code: OAuthError.ErrorCode, description: string) => Effect.fail(OAuthError.make(code, description))
-
 /** The `typ` and `iss` of a compact JWT, unverified; undefined for anything that is not one. */
 const peek = (assertion: string): { typ: unknown; iss: unknown } | undefined => {
   try {
@@ -128,11 +127,7 @@ const canonical = (uri: string): string | undefined => {
 export const identityAssertionGrant = (
   options: IdentityAssertionGrantOptions,
 ): Extension.AuthorizationServerExtension => {
-  const checked = optionsSchema.safeParse(options)
-  if (!checked.success) {
-    const issue = checked.error.issues[0]
-    throw new TypeError(`identityAssertionGrant: ${issue?.path.join(".") ?? ""}: ${issue?.message ?? "invalid"}`)
-  }
+  checkOptions("identityAssertionGrant", optionsSchema, options)
   const clockSkew = options.clockSkew ?? 60
   const maxLifetime = options.maxLifetime ?? 600
   const providers = new Map(options.identityProviders.map((p) => [p.issuer, p]))
