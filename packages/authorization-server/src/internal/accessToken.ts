@@ -58,21 +58,7 @@ export const verifyAccessToken = (
   now: number,
 ): Effect.Effect<AccessTokenClaims | undefined, StorageError, TokenSigner> =>
   Effect.gen(function* () {
-    if (token.split(".").length !== 3) return undefined
-    const signer = yield* TokenSigner
-    const jwks = yield* signer.jwks
-    const verified = yield* Effect.promise(() =>
-      jwtVerify(token, createLocalJWKSet(jwks as unknown as JSONWebKeySet), {
-        issuer: config.issuer,
-        typ: "at+jwt",
-        algorithms: ALGORITHMS,
-        currentDate: new Date(now * 1000),
-        requiredClaims: ["sub", "aud", "jti", "iat", "exp"],
-      }).then(
-        (r) => r.payload,
-        () => undefined,
-      ),
-    )
+    const verified = yield* verifyOwnJwt(config, token, now, "at+jwt")
     if (verified === undefined) return undefined
     const { iss, sub, aud, client_id, scope, jti, iat, exp } = verified
     if (
