@@ -19,7 +19,7 @@ export type Command =
   | { readonly kind: "serve"; readonly asPort?: number; readonly mcpPort?: number }
 
 /** The demo runs: the user's authorization code flow, or a machine client's extension grant. */
-export const SCENARIOS = ["default", "client-credentials", "workload-identity"] as const
+export const SCENARIOS = ["default", "client-credentials", "workload-identity", "enterprise"] as const
 
 /** One of {@link SCENARIOS}. */
 export type Scenario = (typeof SCENARIOS)[number]
@@ -39,7 +39,8 @@ Options:
   --browser         do the login and consent in your system browser ($BROWSER, else the platform's opener)
   --scenario <s>    default (a user authorizes the client); client-credentials (a machine client with the OAuth
                     client credentials extension) or workload-identity (a workload presenting the JWT its platform
-                    issued it, workload identity federation): no user, no browser
+                    issued it, workload identity federation): no user, no browser; enterprise (the user signs in once
+                    at an enterprise identity provider; enterprise-managed authorization, no consent page)
   --serve           only start the two servers and keep them running until SIGINT or SIGTERM; prints one JSON line
                     on stdout: {"authorizationServer", "mcpServer", "users", "clients"}
   --as-port <n>     port of the authorization server (default: a free one)
@@ -97,6 +98,11 @@ export const parseCommandLine = (argv: ReadonlyArray<string>): Command => {
     if (values.browser === true) throw new UsageError("--browser and --serve cannot be combined")
     if (values.scenario !== undefined) throw new UsageError("--scenario and --serve cannot be combined")
     return { kind: "serve", ...ports }
+  }
+  if (scenario === "enterprise" && values.browser === true) {
+    throw new UsageError(
+      "--scenario enterprise signs the demo user in without a browser; it cannot be combined with --browser",
+    )
   }
   if (scenario !== "default" && values.browser === true) {
     throw new UsageError(`--scenario ${scenario} has no user and no browser; it cannot be combined with --browser`)

@@ -47,6 +47,14 @@ export const STEPS = {
   refresh: "Refresh: a new access token and a rotated refresh token (OAuth 2.1 §4.3, §4.3.1)",
 } as const
 
+/** Step titles of the enterprise-managed authorization scenario's token requests. */
+export const ENTERPRISE_STEPS = {
+  tokenExchange:
+    "Token exchange at the identity provider: the ID token for an identity assertion (ID-JAG) for this MCP server (RFC 8693)",
+  jwtBearer:
+    "Token request: the identity assertion as a JWT bearer grant, with client authentication (RFC 7523 §2.1, SEP-990)",
+} as const
+
 /** Step titles of the machine-to-machine scenarios' token requests. */
 export const MACHINE_STEPS = {
   clientCredentials:
@@ -202,6 +210,12 @@ export class Narrator {
       this.printExchange(exchange)
     } else if (sameEndpoint(url, this.endpoints.token)) {
       this.tokenExchange(exchange)
+    } else if (
+      exchange.method === "POST" &&
+      new URLSearchParams(exchange.requestBody ?? "").get("grant_type") ===
+        "urn:ietf:params:oauth:grant-type:token-exchange"
+    ) {
+      this.identityAssertionExchange(exchange)
     } else {
       this.t.step(`${exchange.method} ${url.origin}${url.pathname}`)
       this.printExchange(exchange)
@@ -232,6 +246,20 @@ export class Narrator {
     }
   }
 
+  /** The token exchange at an enterprise identity provider, and the identity assertion's claims (SEP-990). */
+  private identityAssertionExchange(exchange: Exchange): void {
+    this.t.step(ENTERPRISE_STEPS.tokenExchange)
+    this.printExchange(exchange)
+    const body = parseJson(exchange.responseBody) as { access_token?: unknown } | undefined
+    const decoded = typeof body?.access_token === "string" ? decodeJwt(body.access_token) : undefined
+    if (decoded === undefined) return
+    this.t.note("the identity assertion is a JWT signed by the identity provider; its header and claims, decoded:")
+    this.t.json({ header: { typ: decoded.header.typ, alg: decoded.header.alg }, claims: decoded.claims }, 6)
+    this.t.note(
+      "aud = the MCP server's authorization server, resource = the MCP server, client_id = the client there: the identity provider decided this user may reach it, with this scope",
+    )
+  }
+
   private tokenExchange(exchange: Exchange): void {
     const form = new URLSearchParams(exchange.requestBody ?? "")
     const grant = form.get("grant_type")
@@ -242,7 +270,9 @@ export class Narrator {
         : grant === "client_credentials"
           ? MACHINE_STEPS.clientCredentials
           : grant === "urn:ietf:params:oauth:grant-type:jwt-bearer"
-            ? MACHINE_STEPS.jwtBearer
+            ? decodeJwt(form.get("assertion") ?? "")?.header.typ === "oauth-id-jag+jwt"
+              ? ENTERPRISE_STEPS.jwtBearer
+              : MACHINE_STEPS.jwtBearer
             : STEPS.token
     this.t.step(title, `token ${grant}`)
     this.printExchange(exchange)

@@ -81,6 +81,7 @@ export const SECRET_PARAMETERS: ReadonlySet<string> = new Set([
   "client_secret",
   "client_assertion",
   "assertion",
+  "subject_token",
   "csrf_token",
   "password",
   "token",

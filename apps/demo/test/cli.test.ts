@@ -38,11 +38,18 @@ describe("parseCommandLine", () => {
     ],
     [["--as-port", "9000", "--mcp-port", "9000"], "--as-port and --mcp-port must differ (both are 9000)"],
     [["--serve", "--browser"], "--browser and --serve cannot be combined"],
-    [["--scenario", "dpop"], '--scenario must be one of default, client-credentials, workload-identity, got "dpop"'],
+    [
+      ["--scenario", "dpop"],
+      '--scenario must be one of default, client-credentials, workload-identity, enterprise, got "dpop"',
+    ],
     [["--scenario", "default", "--serve"], "--scenario and --serve cannot be combined"],
     [
       ["--scenario", "client-credentials", "--browser"],
       "--scenario client-credentials has no user and no browser; it cannot be combined with --browser",
+    ],
+    [
+      ["--scenario", "enterprise", "--browser"],
+      "--scenario enterprise signs the demo user in without a browser; it cannot be combined with --browser",
     ],
     [["--verbose"], "Unknown option '--verbose'"],
     [["extra"], "Unexpected argument 'extra'. This command does not take positional arguments"],

@@ -8,7 +8,7 @@ import { Narrator, STEPS } from "../src/narrator.js"
 import { describe as describeSecret, Redactor } from "../src/redact.js"
 import { type Stack, startStack } from "../src/stack.js"
 import { Transcript } from "../src/transcript.js"
-import { positions } from "./support.js"
+import { positions } from "./support/positions.js"
 
 describe("runDemo", () => {
   let out = ""

@@ -3,7 +3,7 @@ import { beforeAll, describe, expect, it } from "vitest"
 import { runMachineDemo } from "../src/machine.js"
 import { MACHINE_STEPS, STEPS } from "../src/narrator.js"
 import { describe as describeSecret } from "../src/redact.js"
-import { positions } from "./support.js"
+import { positions } from "./support/positions.js"
 
 describe("runMachineDemo: client credentials", () => {
   let out = ""

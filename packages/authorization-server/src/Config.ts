@@ -264,6 +264,14 @@ export interface ConfigOptions {
   /** Rotate refresh tokens of confidential clients too (public clients always rotate); true by default. */
   readonly rotateConfidentialRefreshTokens?: boolean
   /**
+   * OpenID Connect: `openid` may be requested besides a resource's scopes, and the authorization code grant then
+   * also answers an ID token for the client (`iss`, `sub`, `aud`, `exp`, `iat`, `auth_time`, the request's `nonce`),
+   * for clients that sign users in with this server (an enterprise identity provider). False by default.
+   *
+   * @see {@link https://openid.net/specs/openid-connect-core-1_0.html#CodeFlowAuth | OpenID Connect Core 1.0 §3.1}
+   */
+  readonly openid?: boolean
+  /**
    * Client IDs whose remembered consent is reused even though they cannot be verified. A public client whose redirect
    * URIs are all loopback or private-use (custom scheme) URIs could be any local program choosing its own port and
    * PKCE pair, so by default it is shown the consent page on every authorization (RFC 8252 §8.6); list a client here
@@ -341,6 +349,8 @@ export interface ResolvedConfig {
   /** Public clients with loopback or private-use redirect URIs whose remembered consent is reused all the same. */
   readonly rememberConsentFor: ReadonlySet<string>
   readonly rotateConfidentialRefreshTokens: boolean
+  /** Whether ID tokens are issued for `openid` (OpenID Connect Core 1.0 §3.1). */
+  readonly openid: boolean
   readonly registration: boolean
   /** Whether URL client IDs are resolved through client ID metadata documents. */
   readonly clientIdMetadataDocuments: boolean
@@ -774,6 +784,7 @@ export const configSchema = z.object(
     clients: z.array(clientSchema, anArray).optional(),
     lifetimes: lifetimesSchema.optional(),
     rotateConfidentialRefreshTokens: aBoolean.optional(),
+    openid: aBoolean.optional(),
     rememberConsentFor: z.array(nonEmpty, anArray).optional(),
     introspectionClients: z.array(nonEmpty, anArray).optional(),
     clientIdMetadataDocuments: clientIdMetadataDocumentsSchema.optional(),
@@ -987,6 +998,7 @@ export const resolve = (options: ConfigOptions): ResolvedConfig => {
     rememberConsentFor: new Set(options.rememberConsentFor ?? []),
     rotateConfidentialRefreshTokens:
       options.rotateConfidentialRefreshTokens ?? defaults.rotateConfidentialRefreshTokens,
+    openid: options.openid ?? false,
     registration: options.registration ?? defaults.registration,
     clientIdMetadataDocuments: cimdEnabled,
     introspectionClients,

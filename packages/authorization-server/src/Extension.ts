@@ -71,6 +71,23 @@ export interface GrantContext {
    * single use of assertions (RFC 7523 §3 item 7), shared by every instance on one store.
    */
   readonly rememberJti: (namespace: string, jti: string, expiresAt: number) => Effect.Effect<boolean, StorageError>
+  /**
+   * Signs a JWT with the server's current signing key and this header `typ`, for grants that issue other tokens than
+   * access tokens (an identity provider's identity assertions). The claims are the caller's, `iss` included.
+   */
+  readonly sign: (
+    claims: Readonly<Record<string, unknown>>,
+    typ: string,
+  ) => Effect.Effect<string, OAuthError.OAuthError | StorageError>
+  /**
+   * Verifies a JWT this server signed and a client presents back (an ID token as a token exchange's subject token):
+   * signature by a published key, `iss` = this issuer, header `typ` when given, not expired at `now`. Its claims, or
+   * undefined for anything else.
+   */
+  readonly verifyOwn: (
+    token: string,
+    options?: { readonly typ?: string },
+  ) => Effect.Effect<Readonly<Record<string, unknown>> | undefined, StorageError>
 }
 
 /**

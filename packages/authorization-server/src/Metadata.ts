@@ -20,7 +20,7 @@ const AUTH_METHODS = ["none", "client_secret_basic", "client_secret_post", "priv
 /**
  * The metadata document. The same document answers at the RFC 8414 and the OpenID Discovery locations;
  * `subject_types_supported` and `id_token_signing_alg_values_supported` are there because OpenID Discovery
- * requires them (no ID tokens are issued: `openid` is not a supported scope).
+ * requires them; ID tokens are issued only with the `openid` option, which adds `openid` to `scopes_supported`.
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-2 | RFC 8414 §2}
  * @see {@link https://www.rfc-editor.org/rfc/rfc9207.html#section-3 | RFC 9207 §3}
@@ -30,6 +30,7 @@ const AUTH_METHODS = ["none", "client_secret_basic", "client_secret_post", "priv
 export const document = (config: ResolvedConfig): Record<string, unknown> => {
   const scopes = new Set<string>()
   for (const resource of config.resources.values()) for (const scope of resource.scopes.keys()) scopes.add(scope)
+  if (config.openid) scopes.add("openid")
   const grantTypes = new Set(["authorization_code", "refresh_token"])
   for (const extension of config.extensions) for (const grant of extension.grants ?? []) grantTypes.add(grant.grantType)
   const authMethods = [

@@ -2,7 +2,17 @@ import { createLocalJWKSet, exportJWK, generateKeyPair, jwtVerify, SignJWT } fro
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { layerMemory } from "../src/storage/Storage.js"
 import { startEffectServer } from "./support/effectServer.js"
-import { basic, MCP, OTHER, obtainCode, SECRET, startServer, type TestServer, tokenRequest } from "./support/server.js"
+import {
+  authorizeUrl,
+  basic,
+  MCP,
+  OTHER,
+  obtainCode,
+  SECRET,
+  startServer,
+  type TestServer,
+  tokenRequest,
+} from "./support/server.js"
 
 let server: TestServer
 let jwtClientKey: CryptoKey
@@ -242,6 +252,49 @@ describe("authorization_code grant", () => {
       "invalid_request",
       /code is missing/,
     )
+  })
+})
+
+describe("OpenID Connect ID tokens (the openid option)", () => {
+  it("without the option, openid is a scope like any other: not defined for the resource", async () => {
+    const request = await authorizeUrl(server, { scope: "openid tools:read" })
+    const answer = await fetch(request.url, { redirect: "manual" })
+    const location = new URL(answer.headers.get("location") ?? "")
+    expect(location.searchParams.get("error")).toBe("invalid_scope")
+    expect(location.searchParams.get("error_description")).toBe("scope openid is not defined for this resource")
+  })
+
+  it("with it, openid may be asked and the code's token response carries an ID token with the request's nonce", async () => {
+    const oidc = await startServer({ openid: true })
+    try {
+      const { code, verifier } = await obtainCode(oidc, { scope: "openid tools:read", nonce: "n-0S6_WzA2Mj" })
+      const response = await redeem(code, verifier, {}, oidc)
+      expect(response.status).toBe(200)
+      const body = (await response.json()) as TokenBody & { id_token: string }
+      expect(body.scope).toBe("openid tools:read")
+      const jwks = await (await fetch(`${oidc.issuer}/jwks`)).json()
+      const { payload, protectedHeader } = await jwtVerify(body.id_token, createLocalJWKSet(jwks), {
+        issuer: oidc.issuer,
+        audience: "public-app",
+        algorithms: ["ES256"],
+      })
+      expect(protectedHeader.typ).toBe("JWT")
+      expect(payload).toMatchObject({ sub: "alice", nonce: "n-0S6_WzA2Mj" })
+      expect(typeof payload.auth_time).toBe("number")
+      // Without openid, no ID token.
+      const plain = await obtainCode(oidc, { scope: "tools:read" })
+      const withoutOpenid = (await (await redeem(plain.code, plain.verifier, {}, oidc)).json()) as Record<
+        string,
+        unknown
+      >
+      expect(withoutOpenid.id_token).toBeUndefined()
+      const metadata = (await (await fetch(`${oidc.issuer}/.well-known/openid-configuration`)).json()) as {
+        scopes_supported: ReadonlyArray<string>
+      }
+      expect(metadata.scopes_supported).toContain("openid")
+    } finally {
+      await oidc.close()
+    }
   })
 })
 

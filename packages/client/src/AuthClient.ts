@@ -242,6 +242,7 @@ const make = Effect.gen(function* () {
       server,
       scope,
       challenge: options.challenge,
+      fetch: config.fetch,
       tokenRequest: (body, requestOptions) => provide(tokenRequest(server, body, requestOptions)),
     })
     const tokens = toTokens(yield* Clock.currentTimeMillis, acquired.response, {

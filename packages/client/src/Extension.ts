@@ -11,7 +11,7 @@
 import type { Challenge, Wire } from "@keyway/core"
 import { Context, type Effect, Layer } from "effect"
 import type { AuthError, Step } from "./AuthError.js"
-import type { ClientInformation, PrivateKeyJwt } from "./ClientConfig.js"
+import type { ClientInformation, FetchLike, PrivateKeyJwt } from "./ClientConfig.js"
 import type { DiscoveredAuthorizationServer } from "./Discovery.js"
 
 /**
@@ -52,6 +52,11 @@ export interface AcquireContext {
   readonly scope: string | undefined
   /** The Bearer challenge that started this acquisition, if any. */
   readonly challenge: Challenge.BearerParams | undefined
+  /**
+   * The client's configured `fetch`, for a strategy's requests to other parties (an identity provider's token
+   * endpoint); redirects are the strategy's to refuse.
+   */
+  readonly fetch: FetchLike
   /** POSTs a form to the token endpoint and returns the validated token response. */
   readonly tokenRequest: (
     body: URLSearchParams,

@@ -84,3 +84,25 @@ export const ASYMMETRIC_ALGORITHMS: ReadonlyArray<string> = [
   "PS512",
   "EdDSA",
 ]
+
+/**
+ * The token type of an Identity Assertion JWT Authorization Grant (ID-JAG): the `requested_token_type` and
+ * `issued_token_type` of the token exchange that obtains one.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-identity-assertion-authz-grant#section-4.3 | Identity Assertion Authorization Grant §4.3}
+ */
+export const ID_JAG_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:id-jag"
+
+/**
+ * The token type of an OpenID Connect ID token, as the `subject_token_type` of a token exchange.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8693.html#section-3 | RFC 8693 §3}
+ */
+export const ID_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:id_token"
+
+/**
+ * The JWT header `typ` of an ID-JAG: what tells it apart from other assertions of the JWT bearer grant.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-identity-assertion-authz-grant#section-3 | Identity Assertion Authorization Grant §3}
+ */
+export const ID_JAG_TYP = "oauth-id-jag+jwt"

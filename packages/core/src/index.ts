@@ -5,9 +5,10 @@
  * @packageDocumentation
  */
 
+/** Claim checks of JWTs presented as authorization grants (RFC 7523 §3). */
+export * as Assertion from "./Assertion.js"
 /** Web-standard byte helpers: base64url, random values, constant-time comparison (RFC 4648 §5). */
 export * as Bytes from "./Bytes.js"
-
 /** Canonical server URIs: parse, validate, canonicalise, compare (RFC 8707 §2, RFC 3986 §6). */
 export * as CanonicalUri from "./CanonicalUri.js"
 

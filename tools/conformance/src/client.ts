@@ -12,6 +12,7 @@
 import { createPrivateKey } from "node:crypto"
 import { createAuthClient, Extension, isAuthError, UserAgent } from "@keyway/client"
 import { clientCredentials } from "@keyway/ext-client-credentials/client"
+import { enterpriseManaged } from "@keyway/ext-enterprise-managed/client"
 import { workloadIdentity } from "@keyway/ext-workload-identity/client"
 import { createTransport } from "@keyway/mcp-sdk-client"
 import { Client } from "@modelcontextprotocol/client"
@@ -59,6 +60,22 @@ const main = async (): Promise<void> => {
   }
   // A workload's JWT in the context means workload identity federation: the JWT bearer grant, no client of its own.
   if (context.valid_jwt !== undefined) extensions.push(workloadIdentity({ assertion: context.valid_jwt }))
+  // Enterprise-managed authorization (SEP-990): the suite plays the identity provider and hands over the user's ID
+  // token; the credentials at the MCP authorization server are bound to whichever one discovery finds.
+  const idToken = context.idp_id_token
+  if (idToken !== undefined && context.idp_client_id !== undefined && clientId !== undefined) {
+    extensions.push(
+      enterpriseManaged({
+        identityProvider: {
+          clientId: context.idp_client_id,
+          ...(context.idp_issuer !== undefined ? { issuer: context.idp_issuer } : {}),
+          ...(context.idp_token_endpoint !== undefined ? { tokenEndpoint: context.idp_token_endpoint } : {}),
+        },
+        idToken: () => idToken,
+        clients: { issuer: () => true, clientId, ...(clientSecret !== undefined ? { clientSecret } : {}) },
+      }),
+    )
+  }
   const privateKeyJwt = machine ? undefined : privateKeyOf(context)
   const auth = createAuthClient({
     extensions,

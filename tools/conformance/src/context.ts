@@ -20,6 +20,14 @@ export interface ConformanceContext {
   readonly signing_algorithm?: string
   /** A workload's JWT for the JWT bearer grant (workload identity federation scenarios). */
   readonly valid_jwt?: string
+  /** Enterprise-managed authorization: the client's ID at the identity provider. */
+  readonly idp_client_id?: string
+  /** Enterprise-managed authorization: the user's ID token from the identity provider. */
+  readonly idp_id_token?: string
+  /** Enterprise-managed authorization: the identity provider's issuer. */
+  readonly idp_issuer?: string
+  /** Enterprise-managed authorization: the identity provider's token endpoint. */
+  readonly idp_token_endpoint?: string
 }
 
 const stringField = (record: Record<string, unknown>, key: string): string | undefined => {
@@ -46,6 +54,10 @@ export const parseContext = (raw: string | undefined): ConformanceContext => {
   const record = parsed as Record<string, unknown>
   const context: Record<string, string> = {}
   for (const key of ["name", "client_id", "client_secret", "private_key_pem", "signing_algorithm", "valid_jwt"]) {
+    const value = stringField(record, key)
+    if (value !== undefined) context[key] = value
+  }
+  for (const key of ["idp_client_id", "idp_id_token", "idp_issuer", "idp_token_endpoint"]) {
     const value = stringField(record, key)
     if (value !== undefined) context[key] = value
   }

@@ -173,6 +173,17 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
       "authorization-server",
       "workload-identity.ts",
     )
+    copyExample("packages/extensions/enterprise-managed/examples/client.ts", "client", "enterprise-managed.ts")
+    copyExample(
+      "packages/extensions/enterprise-managed/examples/authorization-server.ts",
+      "authorization-server",
+      "enterprise-managed.ts",
+    )
+    copyExample(
+      "packages/extensions/enterprise-managed/examples/identity-provider.ts",
+      "authorization-server",
+      "identity-provider.ts",
+    )
     copyFileSync(join(import.meta.dirname, "fixtures", "browser.mjs"), join(projectDir("client"), "browser.mjs"))
     // The second install: the frameworks the examples use, and @types/node for compiling them.
     await Promise.all([
@@ -182,6 +193,7 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
           tarball("@keyway/mcp-sdk-client"),
           tarball("@keyway/ext-client-credentials"),
           tarball("@keyway/ext-workload-identity"),
+          tarball("@keyway/ext-enterprise-managed"),
           // The extensions serve both roles: they depend on both role packages.
           tarball("@keyway/authorization-server"),
           tarball("@keyway/http"),
@@ -194,6 +206,7 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
         [
           tarball("@keyway/ext-client-credentials"),
           tarball("@keyway/ext-workload-identity"),
+          tarball("@keyway/ext-enterprise-managed"),
           tarball("@keyway/client"),
         ],
         cache,

@@ -20,6 +20,34 @@ export interface AccessTokenClaims {
 const ALGORITHMS = ["ES256", "ES384", "EdDSA", "RS256", "PS256"]
 
 /**
+ * Verifies a JWT as one this server signed: signature by a published key, our issuer, `typ` when given, not expired
+ * at `now`. Its claims, or `undefined` for anything else.
+ */
+export const verifyOwnJwt = (
+  config: ResolvedConfig,
+  token: string,
+  now: number,
+  typ: string | undefined,
+): Effect.Effect<Readonly<Record<string, unknown>> | undefined, StorageError, TokenSigner> =>
+  Effect.gen(function* () {
+    if (token.split(".").length !== 3) return undefined
+    const signer = yield* TokenSigner
+    const jwks = yield* signer.jwks
+    return yield* Effect.promise(() =>
+      jwtVerify(token, createLocalJWKSet(jwks as unknown as JSONWebKeySet), {
+        issuer: config.issuer,
+        ...(typ === undefined ? {} : { typ }),
+        algorithms: ALGORITHMS,
+        currentDate: new Date(now * 1000),
+        requiredClaims: ["exp"],
+      }).then(
+        (r) => r.payload as Readonly<Record<string, unknown>>,
+        () => undefined,
+      ),
+    )
+  })
+
+/**
  * Verifies a token as one of our own access tokens: signature by a published key, `typ` at+jwt, our issuer, not
  * expired at `now`. `undefined` for anything else (another issuer's token, a refresh token, garbage), so callers can
  * treat all of those alike, as RFC 7009 §2.2 and RFC 7662 §2.2 ask.
@@ -30,21 +58,7 @@ export const verifyAccessToken = (
   now: number,
 ): Effect.Effect<AccessTokenClaims | undefined, StorageError, TokenSigner> =>
   Effect.gen(function* () {
-    if (token.split(".").length !== 3) return undefined
-    const signer = yield* TokenSigner
-    const jwks = yield* signer.jwks
-    const verified = yield* Effect.promise(() =>
-      jwtVerify(token, createLocalJWKSet(jwks as unknown as JSONWebKeySet), {
-        issuer: config.issuer,
-        typ: "at+jwt",
-        algorithms: ALGORITHMS,
-        currentDate: new Date(now * 1000),
-        requiredClaims: ["sub", "aud", "jti", "iat", "exp"],
-      }).then(
-        (r) => r.payload,
-        () => undefined,
-      ),
-    )
+    const verified = yield* verifyOwnJwt(config, token, now, "at+jwt")
     if (verified === undefined) return undefined
     const { iss, sub, aud, client_id, scope, jti, iat, exp } = verified
     if (

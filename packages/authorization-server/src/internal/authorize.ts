@@ -125,6 +125,7 @@ export const issueCode = (
       auth_time: authTime,
       issued_at: issuedAt,
       expires_at: issuedAt + config.codeTtl,
+      ...(request.nonce === undefined ? {} : { nonce: request.nonce }),
     })
     return redirect(
       redirectWith(request.redirectUri, { code, state: request.state, iss: config.issuer }),

@@ -26,6 +26,8 @@ export interface ValidAuthorizationRequest {
   readonly resource: Resource
   readonly scopes: ReadonlyArray<string>
   readonly state: string | undefined
+  /** The OpenID Connect `nonce`, repeated in the ID token. */
+  readonly nonce: string | undefined
 }
 
 /** Error shown on a page: the redirect URI is not (yet) trusted. */
@@ -60,6 +62,7 @@ const SINGLE = [
   "code_challenge_method",
   "scope",
   "state",
+  "nonce",
 ]
 
 /**
@@ -142,6 +145,8 @@ export const validate = (
     scopes = [...resource.scopes.keys()].filter((s) => allowed === undefined || allowed.has(s))
   }
   for (const scope of scopes) {
+    // OpenID Connect's `openid` asks for an ID token, not for access to the resource.
+    if (scope === "openid" && config.openid) continue
     if (!resource.scopes.has(scope)) return fail("invalid_scope", `scope ${scope} is not defined for this resource`)
     if (allowed !== undefined && !allowed.has(scope))
       return fail("invalid_scope", `this client may not request ${scope}`)
@@ -155,6 +160,7 @@ export const validate = (
     resource,
     scopes,
     state,
+    nonce: params.get("nonce") ?? undefined,
   })
 }
 

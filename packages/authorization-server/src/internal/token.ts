@@ -5,6 +5,7 @@ import type { GrantContext, GrantHandler, Issue, TokenBinding } from "../Extensi
 import { TokenSigner } from "../Signing.js"
 import type { StorageError } from "../storage/Errors.js"
 import { type Client, type ClientStore, GrantStore } from "../storage/Storage.js"
+import { verifyOwnJwt } from "./accessToken.js"
 import { authenticateClient, identifiesClient } from "./clientAuth.js"
 import type { MetadataDocuments } from "./clients.js"
 import { nowSeconds } from "./clock.js"
@@ -127,6 +128,11 @@ const authorizationCodeGrant = (
       authTime: record.auth_time,
     })
     const refreshToken = client.grant_types.includes("refresh_token") ? randomToken(32) : undefined
+    // OpenID Connect Core 1.0 §3.1.3.3: an ID token for the client when `openid` was granted.
+    const idToken =
+      config.openid && Scope.parse(record.scope).includes("openid")
+        ? yield* signIdToken(config, client.client_id, record)
+        : undefined
     // One transaction: the code consumed, the access token recorded, the refresh family opened.
     yield* grants
       .redeemCode({
@@ -138,7 +144,7 @@ const authorizationCodeGrant = (
           : { refresh: { token: refreshToken, expires_at: now + config.refreshTokenTtl } }),
       })
       .pipe(Effect.catchTags(codeErrors))
-    return tokenResponse(binding, access.token, config.accessTokenTtl, record.scope, refreshToken)
+    return tokenResponse(binding, access.token, config.accessTokenTtl, record.scope, refreshToken, idToken)
   })
 
 const refreshErrors = {
@@ -229,12 +235,42 @@ const refreshGrant = (
     return tokenResponse(binding, access.token, config.accessTokenTtl, scope, refreshed.refresh_token)
   })
 
+/**
+ * An OpenID Connect ID token for the client the code was issued to.
+ *
+ * @see {@link https://openid.net/specs/openid-connect-core-1_0.html#IDToken | OpenID Connect Core 1.0 §2}
+ */
+const signIdToken = (
+  config: ResolvedConfig,
+  clientId: string,
+  record: { readonly subject: string; readonly auth_time: number; readonly nonce?: string | undefined },
+) =>
+  Effect.gen(function* () {
+    const signer = yield* TokenSigner
+    const iat = yield* nowSeconds
+    return yield* signer
+      .sign(
+        {
+          iss: config.issuer,
+          sub: record.subject,
+          aud: clientId,
+          exp: iat + config.accessTokenTtl,
+          iat,
+          auth_time: record.auth_time,
+          ...(record.nonce === undefined ? {} : { nonce: record.nonce }),
+        },
+        "JWT",
+      )
+      .pipe(Effect.catchTag("NoSigningKey", () => err("server_error", "no signing key is active")))
+  })
+
 const tokenResponse = (
   binding: TokenBinding,
   accessToken: string,
   expiresIn: number,
   scope: string,
   refreshToken: string | undefined,
+  idToken?: string,
 ) =>
   json(
     {
@@ -243,6 +279,7 @@ const tokenResponse = (
       expires_in: expiresIn,
       scope,
       ...(refreshToken === undefined ? {} : { refresh_token: refreshToken }),
+      ...(idToken === undefined ? {} : { id_token: idToken }),
     },
     { headers: { ...CORS_HEADERS, ...binding.headers } },
   )
@@ -345,6 +382,16 @@ export const tokenEndpoint = (
           Effect.provideContext(services),
         ),
       rememberJti: (namespace, jti, expiresAt) => grants.rememberJti(namespace, jti, expiresAt),
+      sign: (claims, typ) =>
+        Effect.gen(function* () {
+          const signer = yield* TokenSigner
+          return yield* signer.sign({ ...claims }, typ)
+        }).pipe(
+          Effect.catchTag("NoSigningKey", () => err("server_error", "no signing key is active")),
+          Effect.provideContext(services),
+        ),
+      verifyOwn: (token, options = {}) =>
+        verifyOwnJwt(config, token, now, options.typ).pipe(Effect.provideContext(services)),
     }
     return yield* handler.handle(context)
   }).pipe(answerFailures(config, "token"))

@@ -1,4 +1,4 @@
-/** Where each expected text first appears after the previous one's end; -1 when missing. */
+/** Where each expected text first appears after the previous one; -1 when missing. */
 export const positions = (text: string, needles: ReadonlyArray<string>): Array<number> => {
   let from = 0
   return needles.map((needle) => {

@@ -1,0 +1,316 @@
+import type { ClientConfig, Extension } from "@keyway/client"
+import { AuthError } from "@keyway/client"
+import { ClientAuth, Grant, SecureUrl, WellKnown } from "@keyway/core"
+import { Clock, Effect } from "effect"
+import { decodeJwt } from "jose"
+
+/**
+ * The enterprise identity provider the client exchanges ID tokens at.
+ *
+ * @see {@link https://github.com/modelcontextprotocol/ext-auth/blob/main/specification/stable/enterprise-managed-authorization.mdx | MCP enterprise-managed authorization §4}
+ */
+export interface IdentityProviderOptions {
+  /** Its issuer identifier; its token endpoint is read from its metadata when `tokenEndpoint` is not given. */
+  readonly issuer?: string
+  /** Its token endpoint, instead of discovery. */
+  readonly tokenEndpoint?: string
+  /** The client's ID at the identity provider. */
+  readonly clientId: string
+  /** The client's secret there; without one the client is public there and sends only `client_id`. */
+  readonly clientSecret?: string
+  /** How the secret is sent; `client_secret_basic` by default. */
+  readonly method?: "client_secret_basic" | "client_secret_post"
+}
+
+/**
+ * The client's registration at the MCP authorization servers it presents identity assertions to.
+ *
+ * @see {@link https://github.com/modelcontextprotocol/ext-auth/blob/main/specification/stable/enterprise-managed-authorization.mdx | MCP enterprise-managed authorization §5}
+ */
+export interface AuthorizationServerClient {
+  /**
+   * The authorization server this registration belongs to: its issuer, or a function deciding for an issuer discovery
+   * found. Credentials are never sent to another server.
+   */
+  readonly issuer: string | ((issuer: string) => boolean)
+  readonly clientId: string
+  readonly clientSecret?: string
+  /** A key for `private_key_jwt`, instead of a secret. */
+  readonly privateKey?: ClientConfig.PrivateKeyJwt
+  /** How a secret is sent; `client_secret_basic` by default. */
+  readonly method?: "client_secret_basic" | "client_secret_post"
+}
+
+/**
+ * Options of {@link enterpriseManaged}.
+ *
+ * @see {@link https://github.com/modelcontextprotocol/ext-auth/blob/main/specification/stable/enterprise-managed-authorization.mdx | MCP enterprise-managed authorization}
+ */
+export interface EnterpriseManagedOptions {
+  readonly identityProvider: IdentityProviderOptions
+  /**
+   * The user's ID token from the identity provider (from its single sign-on with the identity provider); asked for each
+   * token exchange, so it may sign the user in again when the one held has expired.
+   */
+  readonly idToken: () => string | Promise<string>
+  /** The client at the MCP authorization servers: one registration, or several. */
+  readonly clients: AuthorizationServerClient | ReadonlyArray<AuthorizationServerClient>
+  /**
+   * Seconds before an identity assertion's expiry from which it is no longer presented; 30 by default.
+   */
+  readonly assertionSkewSeconds?: number
+  /** Called after each exchange with the assertion's claims (never the assertion itself), for transcripts. */
+  readonly onAssertion?: (claims: Readonly<Record<string, unknown>>) => void
+}
+
+const fail = (
+  url: string,
+  reason: AuthError.Reason,
+  message: string,
+  extra: { error?: string; status?: number } = {},
+) => Effect.fail(new AuthError.AuthError({ step: "token", reason, url, message, ...extra }))
+
+const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
+
+interface Held {
+  readonly assertion: string
+  /** Milliseconds since the epoch. */
+  readonly expiresAt: number
+}
+
+/**
+ * The enterprise-managed authorization extension for `@keyway/client`: tokens for an MCP server are obtained without
+ * a consent page, by exchanging the user's ID token at the enterprise identity provider for an identity assertion
+ * (RFC 8693, `audience` = the MCP authorization server's validated issuer, `resource` = the MCP server's resource
+ * identifier) and presenting it with the JWT bearer grant (RFC 7523) as the client registered there. Assertions are
+ * held per authorization server, resource and scope until they expire or are presented; access tokens are obtained
+ * again before they expire. `authorization_grant_profiles_supported` is not required; no dynamic registration is done.
+ *
+ * @example
+ * ```ts
+ * const auth = createAuthClient({
+ *   extensions: [enterpriseManaged({
+ *     identityProvider: { issuer: "https://idp.example.com", clientId: "chat", clientSecret: idpSecret },
+ *     idToken: () => session.idToken,
+ *     clients: { issuer: "https://auth.example.com", clientId: "chat", clientSecret },
+ *   })],
+ * })
+ * ```
+ * @see {@link https://github.com/modelcontextprotocol/ext-auth/blob/main/specification/stable/enterprise-managed-authorization.mdx | MCP enterprise-managed authorization}
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-identity-assertion-authz-grant#section-4.3 | Identity Assertion Authorization Grant §4.3, §4.4}
+ */
+export const enterpriseManaged = (options: EnterpriseManagedOptions): Extension.ClientExtension => {
+  const idp = options.identityProvider
+  if (idp.issuer === undefined && idp.tokenEndpoint === undefined) {
+    throw new TypeError("enterpriseManaged: identityProvider needs issuer or tokenEndpoint")
+  }
+  const registrations = Array.isArray(options.clients)
+    ? (options.clients as ReadonlyArray<AuthorizationServerClient>)
+    : [options.clients as AuthorizationServerClient]
+  for (const r of registrations) {
+    if (r.clientSecret === undefined && r.privateKey === undefined) {
+      throw new TypeError(`enterpriseManaged: the client ${r.clientId} needs clientSecret or privateKey`)
+    }
+  }
+  const skewMs = (options.assertionSkewSeconds ?? 30) * 1000
+  const held = new Map<string, Held>()
+  let discovered: string | undefined = idp.tokenEndpoint
+  const metadataUrls =
+    idp.issuer === undefined ? [] : WellKnown.authorizationServerMetadataUrls(idp.issuer).map((l) => l.url)
+
+  /** The identity provider's token endpoint: configured, or from its metadata (RFC 8414 §3 order), its issuer checked. */
+  const tokenEndpoint = (fetch: ClientConfig.FetchLike) =>
+    Effect.gen(function* () {
+      if (discovered !== undefined) return discovered
+      const issuer = idp.issuer as string
+      for (const where of metadataUrls) {
+        if (!SecureUrl.isAllowed(where, { httpLoopback: true })) {
+          return yield* fail(where, "insecure-endpoint", `the identity provider's metadata ${where} must use https`)
+        }
+        const response = yield* Effect.tryPromise({
+          try: (signal) => fetch(where, { redirect: "manual", signal, headers: { accept: "application/json" } }),
+          catch: (e) =>
+            new AuthError.AuthError({
+              step: "token",
+              reason: "network-error",
+              url: where,
+              message: `the identity provider's metadata ${where} could not be fetched: ${(e as Error).message}`,
+            }),
+        })
+        if (response.status !== 200) continue
+        const json = yield* Effect.promise(() => response.json().catch(() => undefined))
+        if (!isRecord(json)) continue
+        if (json.issuer !== issuer) {
+          return yield* fail(
+            where,
+            "issuer-mismatch",
+            `the identity provider's metadata at ${where} names the issuer ${String(json.issuer)}, not ${issuer}`,
+          )
+        }
+        if (typeof json.token_endpoint !== "string") {
+          return yield* fail(
+            where,
+            "missing-endpoint",
+            `the identity provider's metadata at ${where} has no token_endpoint`,
+          )
+        }
+        discovered = json.token_endpoint
+        return discovered
+      }
+      return yield* fail(issuer, "not-found", `no metadata of the identity provider ${issuer} was found`)
+    })
+
+  /** Token exchange at the identity provider: the ID token for an identity assertion. */
+  const exchange = (context: Extension.AcquireContext, endpoint: string) =>
+    Effect.gen(function* () {
+      if (!SecureUrl.isAllowed(endpoint, { httpLoopback: true })) {
+        return yield* fail(
+          endpoint,
+          "insecure-endpoint",
+          `refusing to send the ID token to ${endpoint}: the identity provider's token endpoint must use https`,
+        )
+      }
+      const idToken = yield* Effect.tryPromise({
+        try: async () => options.idToken(),
+        catch: (e) =>
+          new AuthError.AuthError({
+            step: "token",
+            reason: "invalid-input",
+            url: endpoint,
+            message: `no ID token: ${(e as Error).message}`,
+          }),
+      })
+      const body = new URLSearchParams({
+        grant_type: Grant.TOKEN_EXCHANGE,
+        requested_token_type: Grant.ID_JAG_TOKEN_TYPE,
+        subject_token: idToken,
+        subject_token_type: Grant.ID_TOKEN_TYPE,
+        audience: context.server.issuer,
+        resource: context.resource,
+      })
+      if (context.scope !== undefined) body.set("scope", context.scope)
+      const headers = new Headers({ "content-type": "application/x-www-form-urlencoded", accept: "application/json" })
+      if (idp.clientSecret === undefined) body.set("client_id", idp.clientId)
+      else if (idp.method === "client_secret_post") {
+        body.set("client_id", idp.clientId)
+        body.set("client_secret", idp.clientSecret)
+      } else headers.set("authorization", ClientAuth.encodeClientSecretBasic(idp.clientId, idp.clientSecret))
+      const response = yield* Effect.tryPromise({
+        try: (signal) =>
+          context.fetch(endpoint, { method: "POST", redirect: "manual", signal, headers, body: body.toString() }),
+        catch: (e) =>
+          new AuthError.AuthError({
+            step: "token",
+            reason: "network-error",
+            url: endpoint,
+            message: `the identity provider's token endpoint ${endpoint} could not be reached: ${(e as Error).message}`,
+          }),
+      })
+      const json = yield* Effect.promise(() => response.json().catch(() => undefined))
+      if (response.status !== 200) {
+        const error = isRecord(json) && typeof json.error === "string" ? json.error : undefined
+        const description =
+          isRecord(json) && typeof json.error_description === "string" ? `: ${json.error_description}` : ""
+        return yield* fail(
+          endpoint,
+          error === "invalid_grant" ? "invalid-grant" : "oauth-error",
+          `the identity provider's token endpoint ${endpoint} refused the token exchange: HTTP ${response.status} ${error ?? "without an OAuth error code"}${description}`,
+          { status: response.status, ...(error === undefined ? {} : { error }) },
+        )
+      }
+      if (!isRecord(json) || typeof json.access_token !== "string" || json.access_token === "") {
+        return yield* fail(
+          endpoint,
+          "missing-access-token",
+          `the token exchange response from ${endpoint} has no access_token`,
+        )
+      }
+      if (json.issued_token_type !== Grant.ID_JAG_TOKEN_TYPE) {
+        return yield* fail(
+          endpoint,
+          "unsupported-token-type",
+          `the token exchange response from ${endpoint} has issued_token_type ${JSON.stringify(json.issued_token_type ?? null)}, not ${Grant.ID_JAG_TOKEN_TYPE}`,
+        )
+      }
+      let claims: Record<string, unknown>
+      try {
+        claims = decodeJwt(json.access_token) as Record<string, unknown>
+      } catch {
+        return yield* fail(endpoint, "invalid-document", `the identity assertion from ${endpoint} is not a JWT`)
+      }
+      options.onAssertion?.(claims)
+      const now = yield* Clock.currentTimeMillis
+      const expiresAt =
+        typeof claims.exp === "number"
+          ? claims.exp * 1000
+          : typeof json.expires_in === "number"
+            ? now + json.expires_in * 1000
+            : now
+      return { assertion: json.access_token, expiresAt } satisfies Held
+    })
+
+  return {
+    id: Grant.extensions.enterpriseManaged,
+    strategy: {
+      unattended: true,
+      stepUp: true,
+      acquire: (context) =>
+        Effect.gen(function* () {
+          const { server } = context
+          const registration = registrations.find((r) =>
+            typeof r.issuer === "string" ? r.issuer === server.issuer : r.issuer(server.issuer),
+          )
+          if (registration === undefined) {
+            return yield* fail(
+              server.issuer,
+              "no-client",
+              `${context.serverUrl} uses the authorization server ${server.issuer}, where this client has no registration for enterprise-managed authorization`,
+            )
+          }
+          const key = `${server.issuer} ${context.resource} ${context.scope ?? ""}`
+          const now = yield* Clock.currentTimeMillis
+          let current = held.get(key)
+          if (current === undefined || current.expiresAt - skewMs <= now) {
+            held.delete(key)
+            current = yield* exchange(context, yield* tokenEndpoint(context.fetch))
+            if (current.expiresAt - skewMs > now) held.set(key, current)
+          }
+          const body = new URLSearchParams({ grant_type: Grant.JWT_BEARER, assertion: current.assertion })
+          if (context.scope !== undefined) body.set("scope", context.scope)
+          const listed = server.metadata.token_endpoint_auth_methods_supported
+          const method =
+            registration.privateKey !== undefined
+              ? "private_key_jwt"
+              : (registration.method ??
+                (listed !== undefined &&
+                !listed.includes("client_secret_basic") &&
+                listed.includes("client_secret_post")
+                  ? "client_secret_post"
+                  : "client_secret_basic"))
+          const response = yield* context
+            .tokenRequest(body, {
+              client: {
+                issuer: server.issuer,
+                client_id: registration.clientId,
+                token_endpoint_auth_method: method,
+                ...(registration.clientSecret === undefined ? {} : { client_secret: registration.clientSecret }),
+              },
+              ...(registration.privateKey === undefined ? {} : { privateKey: registration.privateKey }),
+            })
+            .pipe(
+              // A presented assertion is spent (its jti is single use); one refused as a grant is no good either.
+              // Kept only when the request failed before the server judged it.
+              Effect.tapError((e) =>
+                e.reason === "network-error" ? Effect.void : Effect.sync(() => held.delete(key)),
+              ),
+              Effect.tap(() => Effect.sync(() => held.delete(key))),
+            )
+          return {
+            response,
+            clientId: registration.clientId,
+            ...(context.scope === undefined ? {} : { requestedScope: context.scope }),
+          }
+        }),
+    },
+  }
+}

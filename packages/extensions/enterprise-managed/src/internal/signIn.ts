@@ -1,0 +1,189 @@
+import { AuthError, type UserAgent } from "@keyway/client"
+import { ClientAuth, Pkce, SecureUrl, WellKnown } from "@keyway/core"
+import { Clock, Effect } from "effect"
+import { createRemoteJWKSet, customFetch, jwtVerify } from "jose"
+
+/**
+ * Options of {@link signIn}.
+ *
+ * @see {@link https://openid.net/specs/openid-connect-core-1_0.html#CodeFlowAuth | OpenID Connect Core 1.0 §3.1}
+ */
+export interface SignInOptions {
+  /** The identity provider's issuer identifier (its metadata is read and its `issuer` checked). */
+  readonly issuer: string
+  /** The client's ID at the identity provider. */
+  readonly clientId: string
+  /** The client's secret there (`client_secret_basic`); a public client sends only `client_id`. */
+  readonly clientSecret?: string
+  /** The user agent that shows the identity provider's pages: `UserAgent.browser()`, `UserAgent.testUser(...)`, ... */
+  readonly userAgent: UserAgent.UserAgent["Service"]
+  /** The scope asked; `openid` by default (it must include `openid`). */
+  readonly scope?: string
+  /** A `resource` for identity providers that want one (RFC 8707); none by default. */
+  readonly resource?: string
+  /** The `fetch` for the identity provider; the global one by default. */
+  readonly fetch?: typeof globalThis.fetch
+}
+
+/**
+ * What {@link signIn} obtained: the ID token (for `idToken` of {@link enterpriseManaged}) and its validated claims.
+ *
+ * @see {@link https://openid.net/specs/openid-connect-core-1_0.html#IDToken | OpenID Connect Core 1.0 §2}
+ */
+export interface SignedIn {
+  readonly idToken: string
+  readonly claims: Readonly<Record<string, unknown>>
+}
+
+const failure = (url: string, reason: AuthError.Reason, message: string, step: AuthError.Step = "authorization") =>
+  new AuthError.AuthError({ step, reason, url, message })
+
+const getJson = (fetch: typeof globalThis.fetch, url: string) =>
+  Effect.tryPromise({
+    try: async (signal) => {
+      const response = await fetch(url, { redirect: "manual", signal, headers: { accept: "application/json" } })
+      return { status: response.status, json: (await response.json().catch(() => undefined)) as unknown }
+    },
+    catch: (e) => failure(url, "network-error", `${url} could not be fetched: ${(e as Error).message}`),
+  })
+
+/**
+ * Signs the user in with the enterprise identity provider (OpenID Connect authorization code flow with PKCE, `state`
+ * and `nonce`, through one of the client's user agents) and returns the validated ID token: signature by the
+ * provider's keys, `iss`, `aud` = the client, `exp`, `nonce`.
+ *
+ * @example
+ * ```ts
+ * const { idToken } = await signIn({ issuer: "https://idp.example.com", clientId: "chat", userAgent: UserAgent.browser() })
+ * ```
+ * @see {@link https://openid.net/specs/openid-connect-core-1_0.html#CodeFlowAuth | OpenID Connect Core 1.0 §3.1}
+ * @see {@link https://github.com/modelcontextprotocol/ext-auth/blob/main/specification/stable/enterprise-managed-authorization.mdx | MCP enterprise-managed authorization §3}
+ */
+export const signIn = (options: SignInOptions): Promise<SignedIn> => {
+  const fetch = options.fetch ?? ((input, init) => globalThis.fetch(input, init))
+  const scope = options.scope ?? "openid"
+  return Effect.runPromise(
+    Effect.gen(function* () {
+      let metadata: Record<string, unknown> | undefined
+      for (const { url } of WellKnown.authorizationServerMetadataUrls(options.issuer)) {
+        if (!SecureUrl.isAllowed(url, { httpLoopback: true })) {
+          return yield* failure(url, "insecure-endpoint", `the identity provider's metadata ${url} must use https`)
+        }
+        const answer = yield* getJson(fetch, url)
+        if (answer.status !== 200 || typeof answer.json !== "object" || answer.json === null) continue
+        metadata = answer.json as Record<string, unknown>
+        if (metadata.issuer !== options.issuer) {
+          return yield* failure(
+            url,
+            "issuer-mismatch",
+            `the metadata at ${url} names the issuer ${String(metadata.issuer)}, not ${options.issuer}`,
+          )
+        }
+        break
+      }
+      const { authorization_endpoint: authorize, token_endpoint: token, jwks_uri: jwks } = metadata ?? {}
+      if (typeof authorize !== "string" || typeof token !== "string" || typeof jwks !== "string") {
+        return yield* failure(
+          options.issuer,
+          "missing-endpoint",
+          `the identity provider ${options.issuer} publishes no metadata with authorization_endpoint, token_endpoint and jwks_uri`,
+        )
+      }
+      const session = yield* options.userAgent.open
+      return yield* Effect.gen(function* () {
+        const pkce = yield* Effect.promise(() => Pkce.generate())
+        const state = Pkce.generateVerifier(43)
+        const nonce = Pkce.generateVerifier(43)
+        const url = new URL(authorize)
+        const params: Record<string, string> = {
+          response_type: "code",
+          client_id: options.clientId,
+          redirect_uri: session.redirectUri,
+          scope,
+          state,
+          nonce,
+          code_challenge: pkce.challenge,
+          code_challenge_method: "S256",
+          ...(options.resource === undefined ? {} : { resource: options.resource }),
+        }
+        for (const [name, value] of Object.entries(params)) url.searchParams.set(name, value)
+        const callback = new URL(yield* session.run(url.href))
+        if (callback.searchParams.get("state") !== state) {
+          return yield* failure(
+            callback.origin,
+            "state-mismatch",
+            "the identity provider's answer does not carry the request's state",
+          )
+        }
+        const iss = callback.searchParams.get("iss")
+        if (iss !== null && iss !== options.issuer) {
+          return yield* failure(
+            callback.origin,
+            "iss-mismatch",
+            `the answer comes from ${iss}, not ${options.issuer} (RFC 9207)`,
+          )
+        }
+        const error = callback.searchParams.get("error")
+        const code = callback.searchParams.get("code")
+        if (error !== null || code === null) {
+          return yield* failure(
+            callback.origin,
+            "authorization-error",
+            `the identity provider refused the sign-in: ${error ?? "no code"} ${callback.searchParams.get("error_description") ?? ""}`.trim(),
+          )
+        }
+        const headers = new Headers({ "content-type": "application/x-www-form-urlencoded", accept: "application/json" })
+        const body = new URLSearchParams({
+          grant_type: "authorization_code",
+          code,
+          redirect_uri: session.redirectUri,
+          code_verifier: pkce.verifier,
+        })
+        if (options.clientSecret === undefined) body.set("client_id", options.clientId)
+        else headers.set("authorization", ClientAuth.encodeClientSecretBasic(options.clientId, options.clientSecret))
+        const answer = yield* Effect.tryPromise({
+          try: async (signal) => {
+            const response = await fetch(token, {
+              method: "POST",
+              redirect: "manual",
+              signal,
+              headers,
+              body: body.toString(),
+            })
+            return {
+              status: response.status,
+              json: (await response.json().catch(() => undefined)) as Record<string, unknown> | undefined,
+            }
+          },
+          catch: (e) =>
+            failure(token, "network-error", `${token} could not be reached: ${(e as Error).message}`, "token"),
+        })
+        const idToken = answer.json?.id_token
+        if (answer.status !== 200 || typeof idToken !== "string") {
+          return yield* failure(
+            token,
+            answer.status === 200 ? "invalid-document" : "oauth-error",
+            `the identity provider's token endpoint answered HTTP ${answer.status} ${answer.status === 200 ? "without an id_token" : String(answer.json?.error ?? "")}`,
+            "token",
+          )
+        }
+        const now = yield* Clock.currentTimeMillis
+        const verified = yield* Effect.tryPromise({
+          try: () =>
+            jwtVerify(idToken, createRemoteJWKSet(new URL(jwks), { [customFetch]: fetch }), {
+              issuer: options.issuer,
+              audience: options.clientId,
+              requiredClaims: ["sub", "exp", "iat"],
+              currentDate: new Date(now),
+            }),
+          catch: (e) =>
+            failure(token, "invalid-document", `the ID token does not validate: ${(e as Error).message}`, "token"),
+        })
+        if (verified.payload.nonce !== nonce) {
+          return yield* failure(token, "invalid-document", "the ID token's nonce is not the request's", "token")
+        }
+        return { idToken, claims: verified.payload as Record<string, unknown> }
+      }).pipe(Effect.ensuring(session.close))
+    }),
+  )
+}

@@ -1,0 +1,379 @@
+import { createAuthClient, isAuthError } from "@keyway/client"
+import { Grant } from "@keyway/core"
+import { generateKeyPair, type JWTPayload } from "jose"
+import { afterEach, describe, expect, it } from "vitest"
+// The protected notes stack the extensions' tests share.
+import { call, SECRET, type Stack, startStack } from "../../client-credentials/test/support/stack.js"
+import { ID_JAG_PROFILE, identityAssertionGrant } from "../src/authorization-server.js"
+import { enterpriseManaged } from "../src/client.js"
+import { EXTENSION_ID } from "../src/index.js"
+import { startIdp, type TestIdp } from "./support/idp.js"
+
+const cleanups: Array<() => Promise<void>> = []
+afterEach(async () => {
+  while (cleanups.length > 0) await cleanups.pop()?.()
+})
+
+const clients = [
+  { clientId: "chat", clientSecret: SECRET, redirectUris: [], grantTypes: [Grant.JWT_BEARER] },
+  { clientId: "other", clientSecret: SECRET, redirectUris: [], grantTypes: [Grant.JWT_BEARER] },
+]
+
+const setup = async (
+  policy: {
+    clients?: Array<string>
+    resources?: (mcp: readonly [string, string]) => Array<string>
+    scope?: string
+  } = {},
+  extra: { lifetimes?: { accessToken: number } } = {},
+): Promise<{ idp: TestIdp; s: Stack }> => {
+  const idp = await startIdp({ clientId: "chat" })
+  cleanups.push(idp.close)
+  const s = await startStack((mcp) => ({
+    clients,
+    ...extra,
+    extensions: [
+      identityAssertionGrant({
+        identityProviders: [
+          {
+            issuer: idp.issuer,
+            jwksUri: `${idp.issuer}/jwks`,
+            ...(policy.clients === undefined ? {} : { clients: policy.clients }),
+            ...(policy.resources === undefined ? {} : { resources: policy.resources(mcp) }),
+            ...(policy.scope === undefined ? {} : { scope: policy.scope }),
+          },
+        ],
+      }),
+    ],
+  }))
+  cleanups.push(s.close)
+  return { idp, s }
+}
+
+const client = (
+  idp: TestIdp,
+  s: Stack,
+  extra: Parameters<typeof createAuthClient>[0] = {},
+  seen?: Array<JWTPayload>,
+) => {
+  const auth = createAuthClient({
+    extensions: [
+      enterpriseManaged({
+        identityProvider: { issuer: idp.issuer, clientId: "chat-at-idp", clientSecret: "idp-secret" },
+        idToken: () => "alice-id-token",
+        clients: { issuer: s.issuer, clientId: "chat", clientSecret: SECRET },
+        ...(seen === undefined ? {} : { onAssertion: (claims: JWTPayload) => void seen.push(claims) }),
+      }),
+    ],
+    ...extra,
+  })
+  cleanups.push(() => auth.dispose())
+  return auth
+}
+
+/** A raw JWT bearer request as `chat` (client_secret_basic). */
+const present = async (s: Stack, assertion: string, extra: Record<string, string> = {}, clientId = "chat") => {
+  const response = await fetch(`${s.issuer}/token`, {
+    method: "POST",
+    headers: {
+      "content-type": "application/x-www-form-urlencoded",
+      authorization: `Basic ${btoa(`${clientId}:${SECRET}`)}`,
+    },
+    body: new URLSearchParams({ grant_type: Grant.JWT_BEARER, assertion, ...extra }),
+  })
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> }
+}
+
+const now = () => Math.floor(Date.now() / 1000)
+const claimsFor = (idp: TestIdp, s: Stack, extra: Record<string, unknown> = {}): JWTPayload => ({
+  iss: idp.issuer,
+  sub: "alice",
+  aud: s.issuer,
+  resource: s.mcp[0],
+  client_id: "chat",
+  jti: crypto.randomUUID(),
+  iat: now(),
+  exp: now() + 120,
+  scope: "notes:read",
+  ...extra,
+})
+
+describe("enterprise-managed authorization: Keyway's client, an identity provider, Keyway's authorization server", () => {
+  it("the client exchanges the ID token and presents the assertion; the MCP server sees the user and the client", async () => {
+    const { idp, s } = await setup()
+    const seen: Array<JWTPayload> = []
+    const auth = client(idp, s, {}, seen)
+    const response = await call(auth.fetch, s.mcp[0], "tools/list")
+    expect(response.status).toBe(200)
+    const body = (await response.json()) as { result: Record<string, unknown> }
+    expect(body.result).toEqual({ subject: "user:alice-id-token", clientId: "chat", scopes: ["notes:read"] })
+
+    // The exchange: the ID token for an ID-JAG, audience = the validated issuer, resource as the metadata gives it.
+    expect(idp.exchanges).toHaveLength(1)
+    const exchange = idp.exchanges[0]!
+    expect(Object.fromEntries(exchange.form)).toEqual({
+      grant_type: Grant.TOKEN_EXCHANGE,
+      requested_token_type: Grant.ID_JAG_TOKEN_TYPE,
+      subject_token: "alice-id-token",
+      subject_token_type: Grant.ID_TOKEN_TYPE,
+      audience: s.issuer,
+      resource: s.mcp[0],
+      // The scope the MCP server's challenge asked for.
+      scope: "notes:read",
+    })
+    expect(exchange.authorization).toBe(`Basic ${btoa("chat-at-idp:idp-secret")}`)
+    // The JWT bearer grant, authenticated as the client at the MCP authorization server; no registration.
+    expect(s.tokenRequests).toHaveLength(1)
+    const grant = s.tokenRequests[0]!
+    expect(grant.form.get("grant_type")).toBe(Grant.JWT_BEARER)
+    expect(grant.form.get("assertion")).toMatch(/^ey/)
+    expect(grant.authorization).toBe(`Basic ${btoa(`chat:${SECRET}`)}`)
+    expect(seen.map((c) => [c.sub, c.client_id, c.resource])).toEqual([["user:alice-id-token", "chat", s.mcp[0]]])
+  })
+
+  it("the authorization server advertises the grant profile; the client does not require it", async () => {
+    const { s } = await setup()
+    const metadata = (await (await fetch(`${s.issuer}/.well-known/oauth-authorization-server`)).json()) as Record<
+      string,
+      unknown
+    >
+    expect(metadata.authorization_grant_profiles_supported).toEqual([ID_JAG_PROFILE])
+    expect(metadata.grant_types_supported).toContain(Grant.JWT_BEARER)
+    expect(EXTENSION_ID).toBe("io.modelcontextprotocol/enterprise-managed-authorization")
+  })
+
+  it("tokens are obtained again, without a person, before they expire: a new exchange and a new assertion", async () => {
+    const { idp, s } = await setup({}, { lifetimes: { accessToken: 60 } })
+    const auth = client(idp, s, { refreshSkewSeconds: 120 })
+    expect((await call(auth.fetch, s.mcp[0], "tools/list")).status).toBe(200)
+    expect((await call(auth.fetch, s.mcp[0], "tools/list")).status).toBe(200)
+    // Every token is within the skew of its expiry at once, so each use obtains a new one: one exchange and one
+    // fresh assertion per JWT bearer request, never an assertion presented twice.
+    expect(s.tokenRequests.length).toBeGreaterThanOrEqual(2)
+    expect(idp.exchanges).toHaveLength(s.tokenRequests.length)
+    const assertions = s.tokenRequests.map((r) => r.form.get("assertion"))
+    expect(new Set(assertions).size).toBe(assertions.length)
+  })
+
+  it("an assertion refused by the authorization server is not presented again; the failure is typed", async () => {
+    const { idp, s } = await setup({ clients: ["other"] })
+    const auth = client(idp, s)
+    const failure = await call(auth.fetch, s.mcp[0], "tools/list").catch((e: unknown) => e)
+    expect(isAuthError(failure) && [failure.step, failure.reason, failure.error]).toEqual([
+      "token",
+      "invalid-grant",
+      "invalid_grant",
+    ])
+    expect((failure as Error).message).toContain(`${idp.issuer} may not grant access to the client chat`)
+    await call(auth.fetch, s.mcp[0], "tools/list").catch(() => undefined)
+    expect(idp.exchanges).toHaveLength(2)
+  })
+
+  it("a token exchange answer that is not an ID-JAG is refused (issued_token_type)", async () => {
+    const { idp, s } = await setup()
+    idp.answer = async () =>
+      Response.json({
+        access_token: "x.y.z",
+        issued_token_type: "urn:ietf:params:oauth:token-type:access_token",
+        token_type: "Bearer",
+      })
+    const failure = await call(client(idp, s).fetch, s.mcp[0], "tools/list").catch((e: unknown) => e)
+    expect(isAuthError(failure) && [failure.reason, failure.message]).toEqual([
+      "unsupported-token-type",
+      `the token exchange response from ${idp.issuer}/token has issued_token_type "urn:ietf:params:oauth:token-type:access_token", not ${Grant.ID_JAG_TOKEN_TYPE}`,
+    ])
+    expect(s.tokenRequests).toHaveLength(0)
+  })
+
+  it("an identity provider's refusal is typed with its error", async () => {
+    const { idp, s } = await setup()
+    idp.answer = async () => Response.json({ error: "access_denied", error_description: "policy" }, { status: 400 })
+    const failure = await call(client(idp, s).fetch, s.mcp[0], "tools/list").catch((e: unknown) => e)
+    expect(isAuthError(failure) && [failure.reason, failure.error, failure.message]).toEqual([
+      "oauth-error",
+      "access_denied",
+      `the identity provider's token endpoint ${idp.issuer}/token refused the token exchange: HTTP 400 access_denied: policy`,
+    ])
+  })
+
+  it("credentials go only to the authorization server they belong to", async () => {
+    const { idp, s } = await setup()
+    const auth = createAuthClient({
+      extensions: [
+        enterpriseManaged({
+          identityProvider: { tokenEndpoint: `${idp.issuer}/token`, clientId: "chat-at-idp" },
+          idToken: () => "alice-id-token",
+          clients: { issuer: "https://auth.example.com", clientId: "chat", clientSecret: SECRET },
+        }),
+      ],
+    })
+    cleanups.push(() => auth.dispose())
+    const failure = await call(auth.fetch, s.mcp[0], "tools/list").catch((e: unknown) => e)
+    expect(isAuthError(failure) && failure.reason).toBe("no-client")
+    expect(idp.exchanges).toHaveLength(0)
+  })
+})
+
+describe("the identity assertion grant at the MCP authorization server: every refusal", () => {
+  it("issues a token for the asserted resource and the scopes asked, asserted and allowed alike", async () => {
+    const { idp, s } = await setup({ scope: "notes:read notes:write" })
+    const ok = await present(s, await idp.sign(claimsFor(idp, s, { scope: "notes:read notes:write" })), {
+      scope: "notes:write",
+    })
+    expect(ok.status).toBe(200)
+    expect([ok.body.scope, ok.body.token_type]).toEqual(["notes:write", "Bearer"])
+    // Without a scope parameter: what the assertion grants within the policy.
+    const narrow = await setup({ scope: "notes:read" })
+    const limited = await present(
+      narrow.s,
+      await narrow.idp.sign(claimsFor(narrow.idp, narrow.s, { scope: "notes:read notes:write" })),
+    )
+    expect(limited.body.scope).toBe("notes:read")
+  })
+
+  const refusals: ReadonlyArray<
+    [string, (idp: TestIdp, s: Stack) => Promise<string>, Record<string, string>, string, string]
+  > = [
+    [
+      "wrong audience",
+      (idp, s) => idp.sign(claimsFor(idp, s, { aud: "https://as.example.com" })),
+      {},
+      "invalid_grant",
+      "the assertion's aud does not name ISSUER",
+    ],
+    [
+      "expired",
+      (idp, s) => idp.sign(claimsFor(idp, s, { iat: now() - 400, exp: now() - 100 })),
+      {},
+      "invalid_grant",
+      "the assertion has expired",
+    ],
+    [
+      "issued in the future",
+      (idp, s) => idp.sign(claimsFor(idp, s, { iat: now() + 300, exp: now() + 400 })),
+      {},
+      "invalid_grant",
+      "the assertion's iat is in the future",
+    ],
+    [
+      "too long a life",
+      (idp, s) => idp.sign(claimsFor(idp, s, { exp: now() + 3600 })),
+      {},
+      "invalid_grant",
+      "the assertion lives longer than 600 seconds",
+    ],
+    [
+      "no jti",
+      (idp, s) => idp.sign(claimsFor(idp, s, { jti: undefined })),
+      {},
+      "invalid_grant",
+      "the assertion has no jti",
+    ],
+    [
+      "typ missing",
+      (idp, s) => idp.sign(claimsFor(idp, s), { typ: undefined }),
+      {},
+      "invalid_grant",
+      "the assertion's typ must be oauth-id-jag+jwt",
+    ],
+    [
+      "untrusted issuer",
+      (idp, s) => idp.sign(claimsFor(idp, s, { iss: "https://idp.evil.example" })),
+      {},
+      "invalid_grant",
+      "the assertion's issuer https://idp.evil.example is not a trusted identity provider",
+    ],
+    [
+      "signed by another key",
+      async (idp, s) => idp.sign(claimsFor(idp, s), { key: (await generateKeyPair("ES256")).privateKey }),
+      {},
+      "invalid_grant",
+      "the assertion's signature does not verify with the keys of IDP",
+    ],
+    [
+      "client mismatch",
+      (idp, s) => idp.sign(claimsFor(idp, s, { client_id: "other" })),
+      {},
+      "invalid_grant",
+      "the assertion's client_id is not the authenticated client",
+    ],
+    [
+      "other resource",
+      (idp, s) => idp.sign(claimsFor(idp, s, { resource: "https://mcp.elsewhere.example/mcp" })),
+      {},
+      "invalid_target",
+      "the assertion's resource https://mcp.elsewhere.example/mcp is not served by this authorization server",
+    ],
+    [
+      "resource parameter differs",
+      (idp, s) => idp.sign(claimsFor(idp, s)),
+      { resource: "MCP1" },
+      "invalid_target",
+      "resource differs from the assertion's resource",
+    ],
+    [
+      "unknown scope",
+      (idp, s) => idp.sign(claimsFor(idp, s)),
+      { scope: "notes:admin" },
+      "invalid_scope",
+      "MCP0 has no scope notes:admin",
+    ],
+    [
+      "scope not asserted",
+      (idp, s) => idp.sign(claimsFor(idp, s)),
+      { scope: "notes:write" },
+      "invalid_scope",
+      "the assertion grants none of the scope notes:write",
+    ],
+  ]
+  it.each(refusals)("%s", async (_, make, extra, error, description) => {
+    const { idp, s } = await setup()
+    const fill = (v: string) =>
+      v.replace("ISSUER", s.issuer).replace("IDP", idp.issuer).replace("MCP0", s.mcp[0]).replace("MCP1", s.mcp[1])
+    const answer = await present(
+      s,
+      await make(idp, s),
+      Object.fromEntries(Object.entries(extra).map(([k, v]) => [k, fill(v)])),
+    )
+    expect(answer).toEqual({ status: 400, body: { error, error_description: fill(description) } })
+  })
+
+  it("a replayed jti is refused", async () => {
+    const { idp, s } = await setup()
+    const assertion = await idp.sign(claimsFor(idp, s))
+    expect((await present(s, assertion)).status).toBe(200)
+    expect(await present(s, assertion)).toEqual({
+      status: 400,
+      body: { error: "invalid_grant", error_description: "the assertion's jti was already used" },
+    })
+  })
+
+  it("per-provider policy: clients and resources", async () => {
+    const { idp, s } = await setup({ clients: ["other"], resources: (mcp) => [mcp[1]] })
+    expect(await present(s, await idp.sign(claimsFor(idp, s)))).toEqual({
+      status: 400,
+      body: { error: "invalid_grant", error_description: `${idp.issuer} may not grant access to the client chat` },
+    })
+    expect(await present(s, await idp.sign(claimsFor(idp, s, { client_id: "other" })), {}, "other")).toEqual({
+      status: 400,
+      body: { error: "invalid_target", error_description: `${idp.issuer} may not grant access to ${s.mcp[0]}` },
+    })
+  })
+
+  it("a client that does not authenticate is refused", async () => {
+    const { idp, s } = await setup()
+    const anonymous = await fetch(`${s.issuer}/token`, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({ grant_type: Grant.JWT_BEARER, assertion: await idp.sign(claimsFor(idp, s)) }),
+    })
+    expect(anonymous.status).toBe(401)
+    expect(((await anonymous.json()) as { error: string }).error).toBe("invalid_client")
+  })
+
+  it("refuses a provider without keys", () => {
+    expect(() => identityAssertionGrant({ identityProviders: [{ issuer: "https://idp.example.com" }] })).toThrow(
+      new TypeError("identityAssertionGrant: identityProviders.0: give exactly one of jwksUri and jwks"),
+    )
+  })
+})
