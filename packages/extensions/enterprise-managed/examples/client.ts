@@ -1,4 +1,4 @@
-import { createAuthClient, UserAgent } from "@keyway/client"
+import { createAuthClient, UserAgent } from "@keyway/client/node"
 import { enterpriseManaged, signIn } from "@keyway/ext-enterprise-managed/client"
 
 // Single sign-on once, with the enterprise identity provider (OpenID Connect, in the system browser).
