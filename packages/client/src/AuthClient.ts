@@ -450,6 +450,7 @@ const make = Effect.gen(function* () {
               headers,
               accessToken: tokens.access_token,
               issuer: tokens.issuer,
+              tokenType: tokens.token_type,
             }
       if (outgoing !== undefined) {
         for (const extension of extensions) {
@@ -471,7 +472,10 @@ const make = Effect.gen(function* () {
         let again = false
         for (const extension of extensions) {
           if (extension.decorate === undefined || extension.response === undefined) continue
-          if (yield* extension.response(response.clone(), outgoing)) again = true
+          const copy = response.clone()
+          if (yield* extension.response(copy, outgoing)) again = true
+          // Not awaited: a branch of a tee is cancelled once both are, and the other one is still the caller's.
+          copy.body?.cancel().catch(() => undefined)
         }
         if (again && !resent) {
           resent = true

@@ -111,6 +111,8 @@ export interface OutgoingRequest {
    * token (`resource` requests); a key per authorization server hangs off it (RFC 9449 §4).
    */
   readonly issuer?: string
+  /** The `token_type` the access token was issued with (`resource` requests with a token): `Bearer`, `DPoP`, ... */
+  readonly tokenType?: string
   /** The authorization server's validated metadata (`token` requests). */
   readonly metadata?: Wire.AuthorizationServerMetadata
 }

@@ -129,7 +129,10 @@ export const request = Effect.fnUntraced(function* (
     let again = false
     for (const extension of config.extensions) {
       if (extension.decorate === undefined || extension.response === undefined) continue
-      if (yield* extension.response(response.clone(), outgoing)) again = true
+      const copy = response.clone()
+      if (yield* extension.response(copy, outgoing)) again = true
+      // Not awaited: a branch of a tee is cancelled once both are, and the other one is still the caller's.
+      copy.body?.cancel().catch(() => undefined)
     }
     if (!again || resent) break
     resent = true
