@@ -152,12 +152,18 @@ const make = Effect.gen(function* () {
       serverMetadata: server.metadata,
       offlineAccess: config.offlineAccess,
     })
+    let parameters: Record<string, string> = {}
+    for (const extension of extensions) {
+      if (extension.authorizationParameters === undefined) continue
+      parameters = { ...(yield* extension.authorizationParameters(server)), ...parameters }
+    }
     const request = yield* buildRequest({
       resource: { ...resource, serverUrl: key },
       server,
       client,
       redirectUri,
       scope,
+      parameters,
     })
     yield* store.set(pendingKey(request.pending.state), request.pending)
     return { key, server, client, request }

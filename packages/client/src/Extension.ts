@@ -153,6 +153,18 @@ export interface ClientExtension {
    * them is answered as a Bearer challenge would be (RFC 9449 §7.1).
    */
   readonly schemes?: ReadonlyArray<string>
+  /**
+   * Parameters added to every authorization request to this server (DPoP's `dpop_jkt`, RFC 9449 §10); they never
+   * replace the client's own.
+   */
+  readonly authorizationParameters?: (
+    server: DiscoveredAuthorizationServer,
+  ) => Effect.Effect<Readonly<Record<string, string>>, AuthError>
+  /**
+   * Client metadata added to dynamic registration requests (DPoP's `dpop_bound_access_tokens`, RFC 9449 §5.2); it
+   * never replaces the client's own fields.
+   */
+  readonly clientMetadata?: { readonly [member: string]: Json }
   /** The settings declared for it in the MCP client capabilities (`capabilities.extensions[id]`); `{}` by default. */
   readonly settings?: { [member: string]: Json }
 }

@@ -1,7 +1,7 @@
 import { AuthError, type Extension } from "@keyway/client"
 import { Challenge, Grant } from "@keyway/core"
 import { Clock, Effect, Result } from "effect"
-import { exportJWK, generateKeyPair, type CryptoKey as JoseKey, type JWK, SignJWT } from "jose"
+import { calculateJwkThumbprint, exportJWK, generateKeyPair, type CryptoKey as JoseKey, type JWK, SignJWT } from "jose"
 import { ALGORITHMS, accessTokenHash, targetUri } from "./proof.js"
 
 /**
@@ -141,6 +141,15 @@ export const dpop = (options: DPoPClientOptions = {}): Extension.ClientExtension
   return {
     id: Grant.extensions.dpop,
     schemes: ["DPoP"],
+    clientMetadata: { dpop_bound_access_tokens: true },
+    authorizationParameters: (server) =>
+      Effect.tryPromise({
+        try: async () => {
+          const key = await keyFor(server.issuer, server.metadata.dpop_signing_alg_values_supported)
+          return { dpop_jkt: await calculateJwkThumbprint(key.publicJwk, "sha256") }
+        },
+        catch: (e) => invalid(server.issuer, `dpop: ${(e as Error).message}`),
+      }),
     decorate: (request) =>
       Effect.gen(function* () {
         const issuer = request.issuer
