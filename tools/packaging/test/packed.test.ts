@@ -167,6 +167,9 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
       "authorization-server",
       "client-credentials.ts",
     )
+    copyExample("packages/extensions/dpop/examples/client.ts", "client", "dpop.ts")
+    copyExample("packages/extensions/dpop/examples/authorization-server.ts", "authorization-server", "dpop.ts")
+    copyExample("packages/extensions/dpop/examples/resource-server.ts", "resource-server", "dpop.ts")
     copyFileSync(join(import.meta.dirname, "fixtures", "browser.mjs"), join(projectDir("client"), "browser.mjs"))
     // The second install: the frameworks the examples use, and @types/node for compiling them.
     await Promise.all([
@@ -175,17 +178,23 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
         [
           tarball("@keyway/mcp-sdk-client"),
           tarball("@keyway/ext-client-credentials"),
+          tarball("@keyway/ext-dpop"),
           devVersion("packages/integrations/mcp-sdk-client", "@modelcontextprotocol/client"),
         ],
         cache,
       ),
-      npmInstall(projectDir("authorization-server"), [tarball("@keyway/ext-client-credentials")], cache),
+      npmInstall(
+        projectDir("authorization-server"),
+        [tarball("@keyway/ext-client-credentials"), tarball("@keyway/ext-dpop")],
+        cache,
+      ),
       npmInstall(
         projectDir("resource-server"),
         [
           tarball("@keyway/express"),
           tarball("@keyway/hono"),
           tarball("@keyway/mcp-sdk-server"),
+          tarball("@keyway/ext-dpop"),
           devVersion("packages/integrations/express", "express"),
           devVersion("packages/integrations/hono", "hono"),
           devVersion("packages/integrations/hono", "@hono/node-server"),
