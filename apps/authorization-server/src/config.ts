@@ -14,6 +14,7 @@ import {
   type ClientCredentialsGrantOptions,
   optionsSchema as clientCredentialsSchema,
 } from "@keyway/ext-client-credentials/authorization-server"
+import { type DPoPServerOptions, optionsSchema as dpopSchema } from "@keyway/ext-dpop/authorization-server"
 import { z } from "zod"
 import { databaseProblem, isPostgres } from "./internal/database.js"
 
@@ -50,6 +51,8 @@ export type ClientConfig = Pick<
 export interface ExtensionsConfig {
   /** The client credentials grant for configured clients whose `grantTypes` include `client_credentials`. */
   readonly clientCredentials?: ClientCredentialsGrantOptions
+  /** DPoP (RFC 9449): proofs at the token endpoint, access tokens bound to the client's key. */
+  readonly dpop?: DPoPServerOptions
 }
 
 /** An MCP server (protected resource) tokens are issued for: the library's `Config.ResourceOptions`. */
@@ -216,7 +219,9 @@ export const appConfigSchema = z
       upstream: Config.upstreamSchema.extend({ subjectFrom: Config.subjectSourceNameSchema.optional() }).optional(),
       // allowHttpLoopbackIssuer follows from the issuer.
       development: Config.developmentSchema.omit({ allowHttpLoopbackIssuer: true }).optional(),
-      extensions: z.strictObject({ clientCredentials: clientCredentialsSchema.optional() }, anObject).optional(),
+      extensions: z
+        .strictObject({ clientCredentials: clientCredentialsSchema.optional(), dpop: dpopSchema.optional() }, anObject)
+        .optional(),
     },
     { error: "must be a JSON object" },
   )

@@ -16,6 +16,7 @@ import {
 } from "@keyway/authorization-server"
 import { SecureUrl } from "@keyway/core"
 import { clientCredentialsGrant } from "@keyway/ext-client-credentials/authorization-server"
+import { dpopAuthorizationServer } from "@keyway/ext-dpop/authorization-server"
 import {
   type AppConfig,
   ConfigFileError,
@@ -108,6 +109,7 @@ export const rateLimits = (config: RateLimitsConfig | false): Config.RateLimitOp
 /** The extensions the file turns on, in a fixed order. */
 export const extensionsOf = (config: ExtensionsConfig): ReadonlyArray<Extension.AuthorizationServerExtension> => [
   ...(config.clientCredentials === undefined ? [] : [clientCredentialsGrant(config.clientCredentials)]),
+  ...(config.dpop === undefined ? [] : [dpopAuthorizationServer(config.dpop)]),
 ]
 
 const describeError = (e: unknown): string =>

@@ -19,7 +19,7 @@ export type Command =
   | { readonly kind: "serve"; readonly asPort?: number; readonly mcpPort?: number }
 
 /** The demo runs: the user's authorization code flow, or a machine client's extension grant. */
-export const SCENARIOS = ["default", "client-credentials"] as const
+export const SCENARIOS = ["default", "client-credentials", "dpop"] as const
 
 /** One of {@link SCENARIOS}. */
 export type Scenario = (typeof SCENARIOS)[number]
@@ -39,6 +39,7 @@ Options:
   --browser         do the login and consent in your system browser ($BROWSER, else the platform's opener)
   --scenario <s>    default (a user authorizes the client), or client-credentials (a machine client with the OAuth
                     client credentials extension: no user, no browser)
+                    or dpop (the machine client's tokens bound to its key with DPoP, nonces at both servers)
   --serve           only start the two servers and keep them running until SIGINT or SIGTERM; prints one JSON line
                     on stdout: {"authorizationServer", "mcpServer", "users", "clients"}
   --as-port <n>     port of the authorization server (default: a free one)

@@ -7,6 +7,7 @@
  */
 import { isAuthError } from "@keyway/client"
 import { parseCommandLine, USAGE, UsageError } from "./cli.js"
+import { runDpopDemo } from "./dpop.js"
 import { runDemo } from "./flow.js"
 import { runMachineDemo } from "./machine.js"
 import { runServe } from "./serve.js"
@@ -76,6 +77,7 @@ const main = async (): Promise<number> => {
       ...ports,
     }
     if (command.scenario === "default") await runDemo(options)
+    else if (command.scenario === "dpop") await runDpopDemo(options)
     else await runMachineDemo(command.scenario, options)
     return 0
   } catch (error) {

@@ -11,6 +11,7 @@ import { join } from "node:path"
 import { startAuthorizationServer } from "@keyway/app-authorization-server"
 import { NOTE_SCOPES, startMcpServer } from "@keyway/app-mcp-server"
 import { UserAuthenticator } from "@keyway/authorization-server"
+import { dpopScheme } from "@keyway/ext-dpop/resource-server"
 import { freePort } from "@keyway/testing"
 
 /** The user who signs in on the login page. */
@@ -55,6 +56,11 @@ export interface StackOptions {
    * tokens with `notes:read` only.
    */
   readonly machineClient?: boolean
+  /**
+   * Turns DPoP on at both servers (RFC 9449), nonces included: the authorization server binds tokens to the proof's
+   * key, the MCP server accepts the `DPoP` scheme beside Bearer.
+   */
+  readonly dpop?: boolean
 }
 
 /** Re-exported for the demo's users: a loopback port that was free a moment ago. */
@@ -158,6 +164,16 @@ const startOn = async (options: StackOptions, asPort: number, mcpPort: number): 
         ...(machineClient === undefined
           ? {}
           : { extensions: { clientCredentials: { clients: { [MACHINE_CLIENT_ID]: { scope: "notes:read" } } } } }),
+        ...(options.dpop === true
+          ? {
+              extensions: {
+                ...(machineClient === undefined
+                  ? {}
+                  : { clientCredentials: { clients: { [MACHINE_CLIENT_ID]: { scope: "notes:read" } } } }),
+                dpop: { nonce: true },
+              },
+            }
+          : {}),
       },
       { log: (line) => log("authorization server", line) },
     )
@@ -165,6 +181,7 @@ const startOn = async (options: StackOptions, asPort: number, mcpPort: number): 
       authorizationServer: as.issuer,
       port: mcpPort,
       log: (line) => log("MCP server", line),
+      ...(options.dpop === true ? { presentationSchemes: [dpopScheme({ nonce: {} })] } : {}),
     })
     const started = as
     let closing: Promise<void> | undefined

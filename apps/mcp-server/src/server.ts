@@ -6,7 +6,7 @@
  */
 import type { AddressInfo } from "node:net"
 import { callerOf, protectMcp } from "@keyway/mcp-sdk-server"
-import { createNodeServer, createProtectedResource, jwt } from "@keyway/resource-server"
+import { createNodeServer, createProtectedResource, jwt, type Presentation } from "@keyway/resource-server"
 import { createMcpHandler, McpServer } from "@modelcontextprotocol/server"
 import { z } from "zod"
 import { type Note, Notes } from "./notes.js"
@@ -40,6 +40,8 @@ export interface McpServerConfig {
   readonly publicUrl?: string
   /** Readable one-line events; stderr with the time by default. */
   readonly log?: (line: string) => void
+  /** Presentation schemes beside Bearer (DPoP); none by default. */
+  readonly presentationSchemes?: ReadonlyArray<Presentation.PresentationScheme>
 }
 
 /** A started MCP server. */
@@ -162,6 +164,7 @@ export const startMcpServer = async (config: McpServerConfig): Promise<RunningMc
       requiredScopes: ["notes:read"],
       toolScopes: TOOL_SCOPES,
       resourceName: "Keyway notes",
+      ...(config.presentationSchemes === undefined ? {} : { presentationSchemes: config.presentationSchemes }),
     })
   } catch (e) {
     await closeHttp()

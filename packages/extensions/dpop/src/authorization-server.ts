@@ -6,4 +6,4 @@
  * @see {@link https://www.rfc-editor.org/rfc/rfc9449.html#section-5 | RFC 9449 §5}
  * @module
  */
-export { type DPoPServerOptions, dpopAuthorizationServer } from "./internal/server.js"
+export { type DPoPServerOptions, dpopAuthorizationServer, optionsSchema } from "./internal/server.js"

@@ -1,6 +1,7 @@
 import { type Extension, Storage } from "@keyway/authorization-server"
 import { Grant, OAuthError } from "@keyway/core"
 import { Effect } from "effect"
+import { z } from "zod"
 import { makeNonces } from "./nonce.js"
 import { ALGORITHMS, checkProof, failed } from "./proof.js"
 
@@ -26,6 +27,36 @@ export interface DPoPServerOptions {
    */
   readonly nonce?: boolean | { readonly period?: number }
 }
+
+/**
+ * The schema of the JSON-expressible {@link DPoPServerOptions} (`required` as a boolean or a list of client IDs), for
+ * configuration files.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc9449.html#section-5 | RFC 9449 §5}
+ */
+export const optionsSchema = z.strictObject(
+  {
+    algorithms: z
+      .array(z.enum(ALGORITHMS as [string, ...Array<string>], { error: "must be an asymmetric JWS algorithm" }), {
+        error: "must be an array",
+      })
+      .min(1, "must name at least one algorithm")
+      .optional(),
+    window: z.number({ error: "must be a number" }).int().positive().optional(),
+    required: z
+      .union([z.boolean(), z.array(z.string().min(1, "must not be empty"))], {
+        error: "must be a boolean or an array of client IDs",
+      })
+      .optional(),
+    nonce: z
+      .union([
+        z.boolean(),
+        z.strictObject({ period: z.number().int().positive().optional() }, { error: "must be an object" }),
+      ])
+      .optional(),
+  },
+  { error: "must be an object" },
+)
 
 const fail = (
   error: "invalid_dpop_proof" | "use_dpop_nonce" | "invalid_request",
