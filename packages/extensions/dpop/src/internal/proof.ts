@@ -69,6 +69,29 @@ export interface ProofExpectation {
   readonly nonce?: (nonce: string) => boolean | Promise<boolean>
 }
 
+interface ImportedKey {
+  readonly key: CryptoKey | Uint8Array
+  readonly jkt: string
+}
+
+/** Imported keys by algorithm and JWK: a client signs every proof with one key, and importing costs as much as verifying. */
+const imported = new Map<string, Promise<ImportedKey>>()
+const MAX_IMPORTED = 1024
+
+const importKey = (jwk: JWK, alg: string): Promise<ImportedKey> => {
+  const id = `${alg} ${JSON.stringify(jwk)}`
+  const held = imported.get(id)
+  if (held !== undefined) return held
+  const made = (async () => ({
+    key: (await importJWK(jwk, alg)) as CryptoKey | Uint8Array,
+    jkt: await calculateJwkThumbprint(jwk, "sha256"),
+  }))()
+  if (imported.size >= MAX_IMPORTED) imported.delete(imported.keys().next().value as string)
+  imported.set(id, made)
+  made.catch(() => imported.delete(id))
+  return made
+}
+
 const invalid = (description: string): ProofFailure => ({ error: "invalid_dpop_proof", description })
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
@@ -101,9 +124,10 @@ export const checkProof = async (
     return invalid("the DPoP proof's jwk is not a public key")
   }
   let payload: unknown
+  let imported: ImportedKey
   try {
-    const key = await importJWK(jwk, alg)
-    const verified = await compactVerify(header, key, { algorithms: [alg] })
+    imported = await importKey(jwk, alg)
+    const verified = await compactVerify(header, imported.key, { algorithms: [alg] })
     payload = JSON.parse(new TextDecoder().decode(verified.payload))
   } catch {
     return invalid("the DPoP proof's signature does not verify with its jwk")
@@ -121,7 +145,7 @@ export const checkProof = async (
   if (expected.accessToken !== undefined && ath !== (await accessTokenHash(expected.accessToken))) {
     return invalid("the DPoP proof's ath does not match the access token")
   }
-  const jkt = await calculateJwkThumbprint(jwk, "sha256")
+  const jkt = imported.jkt
   if (expected.jkt !== undefined && jkt !== expected.jkt) {
     return invalid("the DPoP proof's key is not the key the access token is bound to")
   }
