@@ -2,7 +2,7 @@ import { AuthError, type Extension } from "@keyway/client"
 import { Challenge, Grant } from "@keyway/core"
 import { Clock, Effect, Result } from "effect"
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, type CryptoKey as JoseKey, type JWK, SignJWT } from "jose"
-import { ALGORITHMS, accessTokenHash, targetUri } from "./proof.js"
+import { accessTokenHash, targetUri } from "./proof.js"
 
 /**
  * A DPoP key pair with the algorithm it signs with and its public JWK.
@@ -75,7 +75,7 @@ const invalid = (url: string, message: string) =>
  */
 export const dpop = (options: DPoPClientOptions = {}): Extension.ClientExtension => {
   const preferred = options.algorithms ?? ["ES256", "EdDSA", "PS256"]
-  const unusable = preferred.filter((a) => !ALGORITHMS.includes(a))
+  const unusable = preferred.filter((a) => !Grant.ASYMMETRIC_ALGORITHMS.includes(a))
   if (unusable.length > 0 || preferred.length === 0) {
     throw new TypeError(`dpop: ${unusable.join(", ") || "no algorithm"}: DPoP proofs need asymmetric JWS algorithms`)
   }

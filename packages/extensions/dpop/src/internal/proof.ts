@@ -2,22 +2,8 @@
  * DPoP proofs (RFC 9449 §4): creating them (client) and checking them (authorization server and resource server
  * alike, §4.3), with Web Crypto and jose only, so that every face runs on Web runtimes.
  */
+import { Grant } from "@keyway/core"
 import { base64url, calculateJwkThumbprint, compactVerify, decodeProtectedHeader, importJWK, type JWK } from "jose"
-
-/** The asymmetric JWS algorithms a proof may be signed with (RFC 9449 §4.2: never `none`, never a MAC). */
-export const ALGORITHMS: ReadonlyArray<string> = [
-  "ES256",
-  "ES384",
-  "ES512",
-  "EdDSA",
-  "Ed25519",
-  "PS256",
-  "PS384",
-  "PS512",
-  "RS256",
-  "RS384",
-  "RS512",
-]
 
 /** `htu` and the request URL compared without query and fragment, after URL normalisation (RFC 9449 §4.3 item 9). */
 export const targetUri = (url: string): string | undefined => {
@@ -115,7 +101,7 @@ export const checkProof = async (
   }
   if (protectedHeader.typ !== "dpop+jwt") return invalid("the DPoP proof's typ is not dpop+jwt")
   const alg = protectedHeader.alg
-  if (alg === undefined || !ALGORITHMS.includes(alg) || !expected.algorithms.includes(alg)) {
+  if (alg === undefined || !Grant.ASYMMETRIC_ALGORITHMS.includes(alg) || !expected.algorithms.includes(alg)) {
     return invalid(`the DPoP proof's alg is not one of ${expected.algorithms.join(", ")}`)
   }
   const jwk = protectedHeader.jwk as JWK | undefined

@@ -3,7 +3,7 @@ import { Grant, OAuthError } from "@keyway/core"
 import { Effect } from "effect"
 import { z } from "zod"
 import { makeNonces } from "./nonce.js"
-import { ALGORITHMS, checkProof, failed } from "./proof.js"
+import { checkProof, failed } from "./proof.js"
 
 /**
  * Options of {@link dpopAuthorizationServer}.
@@ -37,9 +37,14 @@ export interface DPoPServerOptions {
 export const optionsSchema = z.strictObject(
   {
     algorithms: z
-      .array(z.enum(ALGORITHMS as [string, ...Array<string>], { error: "must be an asymmetric JWS algorithm" }), {
-        error: "must be an array",
-      })
+      .array(
+        z.enum(Grant.ASYMMETRIC_ALGORITHMS as [string, ...Array<string>], {
+          error: "must be an asymmetric JWS algorithm",
+        }),
+        {
+          error: "must be an array",
+        },
+      )
       .min(1, "must name at least one algorithm")
       .optional(),
     window: z.number({ error: "must be a number" }).int().positive().optional(),
@@ -101,7 +106,7 @@ export const dpopAuthorizationServer = (options: DPoPServerOptions = {}): Extens
     id: Grant.extensions.dpop,
     metadata: () => ({ dpop_signing_alg_values_supported: [...algorithms] }),
     validate: () => {
-      const bad = algorithms.filter((a) => !ALGORITHMS.includes(a))
+      const bad = algorithms.filter((a) => !Grant.ASYMMETRIC_ALGORITHMS.includes(a))
       if (algorithms.length === 0) return "dpop: algorithms must name at least one JWS algorithm"
       return bad.length === 0
         ? undefined
