@@ -14,6 +14,7 @@ import {
   type ClientCredentialsGrantOptions,
   optionsSchema as clientCredentialsSchema,
 } from "@keyway/ext-client-credentials/authorization-server"
+import { type DPoPServerOptions, optionsSchema as dpopSchema } from "@keyway/ext-dpop/authorization-server"
 import {
   type WorkloadIdentityOptions,
   optionsDataSchema as workloadIdentitySchema,
@@ -59,6 +60,8 @@ export interface ExtensionsConfig {
    * (the options of `@keyway/ext-workload-identity` a file can hold; decisions go to the log).
    */
   readonly workloadIdentity?: Omit<WorkloadIdentityOptions, "fetch" | "log" | "warn">
+  /** DPoP (RFC 9449): proofs at the token endpoint, access tokens bound to the client's key. */
+  readonly dpop?: DPoPServerOptions
 }
 
 /** An MCP server (protected resource) tokens are issued for: the library's `Config.ResourceOptions`. */
@@ -255,6 +258,7 @@ export const appConfigSchema = z
           {
             clientCredentials: clientCredentialsSchema.optional(),
             workloadIdentity: workloadIdentitySchema.optional(),
+            dpop: dpopSchema.optional(),
           },
           anObject,
         )

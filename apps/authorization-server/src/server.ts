@@ -15,6 +15,7 @@ import {
 } from "@keyway/authorization-server"
 import { SecureUrl } from "@keyway/core"
 import { clientCredentialsGrant } from "@keyway/ext-client-credentials/authorization-server"
+import { dpopAuthorizationServer } from "@keyway/ext-dpop/authorization-server"
 import { type IssuanceEvent, workloadIdentityGrant } from "@keyway/ext-workload-identity/authorization-server"
 import { type AuditLog, openAuditLog } from "./audit.js"
 import {
@@ -129,6 +130,7 @@ export const extensionsOf = (
           warn: (message) => log(message.replace(/^\[keyway\] /, "warning: ")),
         }),
       ]),
+  ...(config.dpop === undefined ? [] : [dpopAuthorizationServer(config.dpop)]),
 ]
 
 const HEALTH_PATHS = new Set(["/health/live", "/health/ready"])

@@ -400,8 +400,29 @@ describe("parseConfig: extensions", () => {
     expect(parseConfig(value, "test.json")).toEqual(value)
   })
 
+  it("accepts the DPoP extension with nonces and a per-client requirement", () => {
+    const value = {
+      ...minimal,
+      clients: [machine],
+      extensions: {
+        dpop: { algorithms: ["ES256", "EdDSA"], window: 30, required: ["nightly"], nonce: { period: 120 } },
+      },
+    }
+    expect(parseConfig(value, "test.json")).toEqual(value)
+  })
+
   it.each([
-    ["an unknown extension", { dpop: {} }, 'extensions: unknown field "dpop"'],
+    ["an unknown extension", { mtls: {} }, 'extensions: unknown field "mtls"'],
+    [
+      "a symmetric DPoP algorithm",
+      { dpop: { algorithms: ["HS256"] } },
+      "extensions.dpop.algorithms[0]: must be an asymmetric JWS algorithm",
+    ],
+    [
+      "a DPoP policy that is neither a boolean nor client IDs",
+      { dpop: { required: "yes" } },
+      "extensions.dpop.required: must be a boolean or an array of client IDs",
+    ],
     [
       "a wrong policy",
       { clientCredentials: { clients: { nightly: { scope: 1 } } } },

@@ -19,7 +19,7 @@ export type Command =
   | { readonly kind: "serve"; readonly asPort?: number; readonly mcpPort?: number }
 
 /** The demo runs: the user's authorization code flow, or a machine client's extension grant. */
-export const SCENARIOS = ["default", "client-credentials", "workload-identity", "enterprise"] as const
+export const SCENARIOS = ["default", "client-credentials", "workload-identity", "enterprise", "dpop"] as const
 
 /** One of {@link SCENARIOS}. */
 export type Scenario = (typeof SCENARIOS)[number]
@@ -40,7 +40,8 @@ Options:
   --scenario <s>    default (a user authorizes the client); client-credentials (a machine client with the OAuth
                     client credentials extension) or workload-identity (a workload presenting the JWT its platform
                     issued it, workload identity federation): no user, no browser; enterprise (the user signs in once
-                    at an enterprise identity provider; enterprise-managed authorization, no consent page)
+                    at an enterprise identity provider; enterprise-managed authorization, no consent page); dpop (the
+                    machine client's tokens bound to its key with DPoP, nonces at both servers)
   --serve           only start the two servers and keep them running until SIGINT or SIGTERM; prints one JSON line
                     on stdout: {"authorizationServer", "mcpServer", "users", "clients"}
   --as-port <n>     port of the authorization server (default: a free one)

@@ -7,6 +7,7 @@
  */
 import { isAuthError } from "@keyway/client"
 import { parseCommandLine, USAGE, UsageError } from "./cli.js"
+import { runDpopDemo } from "./dpop.js"
 import { runEnterpriseDemo } from "./enterprise.js"
 import { runDemo } from "./flow.js"
 import { runMachineDemo } from "./machine.js"
@@ -78,6 +79,7 @@ const main = async (): Promise<number> => {
     }
     if (command.scenario === "default") await runDemo(options)
     else if (command.scenario === "enterprise") await runEnterpriseDemo(options)
+    else if (command.scenario === "dpop") await runDpopDemo(options)
     else await runMachineDemo(command.scenario, options)
     return 0
   } catch (error) {

@@ -11,6 +11,7 @@ import { join } from "node:path"
 import { startAuthorizationServer } from "@keyway/app-authorization-server"
 import { NOTE_SCOPES, startMcpServer } from "@keyway/app-mcp-server"
 import { UserAuthenticator } from "@keyway/authorization-server"
+import { dpopScheme } from "@keyway/ext-dpop/resource-server"
 import { freePort } from "@keyway/testing"
 
 /** The user who signs in on the login page. */
@@ -60,6 +61,11 @@ export interface StackOptions {
    * is `subject` may obtain tokens with `notes:read` only. Its keys are fetched over http on loopback (development).
    */
   readonly workloadIssuer?: { readonly issuer: string; readonly jwksUri: string; readonly subject: string }
+  /**
+   * Turns DPoP on at both servers (RFC 9449), nonces included: the authorization server binds tokens to the proof's
+   * key, the MCP server accepts the `DPoP` scheme beside Bearer.
+   */
+  readonly dpop?: boolean
 }
 
 /** Re-exported for the demo's users: a loopback port that was free a moment ago. */
@@ -160,7 +166,7 @@ const startOn = async (options: StackOptions, asPort: number, mcpPort: number): 
         ],
         resources: [{ uri: mcpUrl, name: "Keyway notes", scopes: NOTE_SCOPES }],
         registration: true,
-        ...(machineClient === undefined && options.workloadIssuer === undefined
+        ...(machineClient === undefined && options.workloadIssuer === undefined && options.dpop !== true
           ? {}
           : {
               extensions: {
@@ -187,6 +193,7 @@ const startOn = async (options: StackOptions, asPort: number, mcpPort: number): 
                         development: { allowHttpLoopbackJwks: true },
                       },
                     }),
+                ...(options.dpop === true ? { dpop: { nonce: true } } : {}),
               },
             }),
       },
@@ -196,6 +203,7 @@ const startOn = async (options: StackOptions, asPort: number, mcpPort: number): 
       authorizationServer: as.issuer,
       port: mcpPort,
       log: (line) => log("MCP server", line),
+      ...(options.dpop === true ? { presentationSchemes: [dpopScheme({ nonce: {} })] } : {}),
     })
     const started = as
     let closing: Promise<void> | undefined

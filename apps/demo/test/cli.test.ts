@@ -13,6 +13,7 @@ describe("parseCommandLine", () => {
       browser: false,
       scenario: "client-credentials",
     })
+    expect(parseCommandLine(["--scenario", "dpop"])).toEqual({ kind: "demo", browser: false, scenario: "dpop" })
     expect(parseCommandLine(["--serve", "--as-port", "9000", "--mcp-port", "9100"])).toEqual({
       kind: "serve",
       asPort: 9000,
@@ -39,8 +40,12 @@ describe("parseCommandLine", () => {
     [["--as-port", "9000", "--mcp-port", "9000"], "--as-port and --mcp-port must differ (both are 9000)"],
     [["--serve", "--browser"], "--browser and --serve cannot be combined"],
     [
-      ["--scenario", "dpop"],
-      '--scenario must be one of default, client-credentials, workload-identity, enterprise, got "dpop"',
+      ["--scenario", "nope"],
+      '--scenario must be one of default, client-credentials, workload-identity, enterprise, dpop, got "nope"',
+    ],
+    [
+      ["--scenario", "dpop", "--browser"],
+      "--scenario dpop has no user and no browser; it cannot be combined with --browser",
     ],
     [["--scenario", "default", "--serve"], "--scenario and --serve cannot be combined"],
     [

@@ -8,7 +8,7 @@ import type { AddressInfo } from "node:net"
 import { Metrics } from "@keyway/http"
 import { listen, type RunningServer } from "@keyway/http/node"
 import { callerOf, protectMcp } from "@keyway/mcp-sdk-server"
-import { createNodeServer, createProtectedResource, jwt } from "@keyway/resource-server/node"
+import { createNodeServer, createProtectedResource, jwt, type Presentation } from "@keyway/resource-server/node"
 import { createMcpHandler, McpServer } from "@modelcontextprotocol/server"
 import { z } from "zod"
 import { type Note, Notes } from "./notes.js"
@@ -45,6 +45,8 @@ export interface McpServerConfig {
   readonly log?: (line: string) => void
   /** Prometheus metrics on a listener of their own (`GET /metrics`); off by default, never on the MCP port. */
   readonly metrics?: { readonly port: number; readonly host?: string }
+  /** Presentation schemes beside Bearer (DPoP); none by default. */
+  readonly presentationSchemes?: ReadonlyArray<Presentation.PresentationScheme>
 }
 
 /** A started MCP server. */
@@ -175,6 +177,7 @@ export const startMcpServer = async (config: McpServerConfig): Promise<RunningMc
       requiredScopes: ["notes:read"],
       toolScopes: TOOL_SCOPES,
       resourceName: "Keyway notes",
+      ...(config.presentationSchemes === undefined ? {} : { presentationSchemes: config.presentationSchemes }),
     })
   } catch (e) {
     await closeHttp()

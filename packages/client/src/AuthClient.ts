@@ -17,7 +17,7 @@ import {
   discoverProtectedResource,
 } from "./Discovery.js"
 import { DiscoveryCache } from "./DiscoveryCache.js"
-import { Extensions, type TokenStrategy } from "./Extension.js"
+import { Extensions, type OutgoingRequest, type TokenStrategy } from "./Extension.js"
 import { stateMissing } from "./internal/callback.js"
 import { send } from "./internal/http.js"
 import { authorizationBaseUrl } from "./internal/legacy.js"
@@ -120,6 +120,8 @@ const make = Effect.gen(function* () {
   const extensions = [...configured.extensions, ...Option.getOrElse(yield* Effect.serviceOption(Extensions), () => [])]
   const config = ClientConfig.of({ ...configured, extensions })
   const strategies = extensions.filter((e) => e.strategy !== undefined)
+  // Challenges of the schemes extensions present tokens with (DPoP) are answered as Bearer's are.
+  const schemes = ["Bearer", ...extensions.flatMap((e) => e.schemes ?? [])]
   const strategy: TokenStrategy | undefined = strategies[0]?.strategy
   const provide = <A, E>(
     effect: Effect.Effect<A, E, ClientConfig | TokenStore | DiscoveryCache>,
@@ -151,12 +153,18 @@ const make = Effect.gen(function* () {
       serverMetadata: server.metadata,
       offlineAccess: config.offlineAccess,
     })
+    let parameters: Record<string, string> = {}
+    for (const extension of extensions) {
+      if (extension.authorizationParameters === undefined) continue
+      parameters = { ...(yield* extension.authorizationParameters(server)), ...parameters }
+    }
     const request = yield* buildRequest({
       resource: { ...resource, serverUrl: key },
       server,
       client,
       redirectUri,
       scope,
+      parameters,
     })
     yield* store.set(pendingKey(request.pending.state), request.pending)
     return { key, server, client, request }
@@ -434,21 +442,28 @@ const make = Effect.gen(function* () {
     const stepKey = `${key} ${operation}`
     let authorized = false
     let refreshed = false
+    let resent = false
     for (let round = 0; round < config.maxStepUpAttempts + 4; round++) {
       const tokens = yield* usableTokens(key)
       const headers = new Headers(original.headers)
       if (tokens !== undefined) headers.set("authorization", `Bearer ${tokens.access_token}`)
       else headers.delete("authorization")
-      if (tokens !== undefined) {
+      const outgoing: OutgoingRequest | undefined =
+        tokens === undefined
+          ? undefined
+          : {
+              kind: "resource",
+              method: original.method,
+              url: original.url,
+              headers,
+              accessToken: tokens.access_token,
+              issuer: tokens.issuer,
+              tokenType: tokens.token_type,
+            }
+      if (outgoing !== undefined) {
         for (const extension of extensions) {
           if (extension.decorate === undefined) continue
-          yield* extension.decorate({
-            kind: "resource",
-            method: original.method,
-            url: original.url,
-            headers,
-            accessToken: tokens.access_token,
-          })
+          yield* extension.decorate(outgoing)
         }
       }
       const response = yield* send(config.fetch, "request", original.url, {
@@ -460,11 +475,27 @@ const make = Effect.gen(function* () {
         signal: original.signal,
         ...(body !== undefined ? { body } : {}),
       })
+      if (outgoing !== undefined) {
+        // An extension may ask for the request once more (a DPoP nonce the server now requires, RFC 9449 §9).
+        let again = false
+        for (const extension of extensions) {
+          if (extension.decorate === undefined || extension.response === undefined) continue
+          const copy = response.clone()
+          if (yield* extension.response(copy, outgoing)) again = true
+          // Not awaited: a branch of a tee is cancelled once both are, and the other one is still the caller's.
+          copy.body?.cancel().catch(() => undefined)
+        }
+        if (again && !resent) {
+          resent = true
+          yield* Effect.promise(() => response.body?.cancel() ?? Promise.resolve())
+          continue
+        }
+      }
       if (response.status !== 401 && response.status !== 403) {
         if (response.ok) stepUps.delete(stepKey)
         return response
       }
-      const parsed = Challenge.fromHeaders(response.headers)
+      const parsed = Challenge.fromHeaders(response.headers, schemes)
       const challenge = Result.isSuccess(parsed) ? parsed.success : undefined
       const foreign =
         Result.isSuccess(parsed) && challenge === undefined && response.headers.get("www-authenticate") !== null
@@ -525,7 +556,7 @@ const make = Effect.gen(function* () {
 
   const unauthorized = Effect.fn("AuthClient.unauthorized")(function* (serverUrl: string, response: Response) {
     const key = yield* serverKey(serverUrl)
-    const parsed = Challenge.fromHeaders(response.headers)
+    const parsed = Challenge.fromHeaders(response.headers, schemes)
     const challenge = Result.isSuccess(parsed) ? parsed.success : undefined
     const tokens = yield* readTokens(key)
     if (tokens?.refresh_token !== undefined && challenge?.error === "invalid_token") {

@@ -105,6 +105,8 @@ export const buildRequest = Effect.fn("Authorization.buildRequest")(function* (i
   readonly client: ClientInformation
   readonly redirectUri: string
   readonly scope: ReadonlyArray<string>
+  /** Further parameters (from extensions); they never replace the ones set here. */
+  readonly parameters?: Readonly<Record<string, string>>
 }) {
   const endpoint = input.server.metadata.authorization_endpoint as string
   const url = URL.parse(endpoint)
@@ -130,6 +132,7 @@ export const buildRequest = Effect.fn("Authorization.buildRequest")(function* (i
   if (scope !== "") params.set("scope", scope)
   const prompt = promptFor(input.scope, input.server)
   if (prompt !== undefined) params.set("prompt", prompt)
+  for (const [name, value] of Object.entries(input.parameters ?? {})) if (!params.has(name)) params.set(name, value)
   const pending: Pending = {
     state,
     code_verifier: pkce.verifier,

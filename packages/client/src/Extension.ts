@@ -111,6 +111,15 @@ export interface OutgoingRequest {
   readonly headers: Headers
   /** The access token the request carries (`resource` requests with a token). */
   readonly accessToken?: string
+  /**
+   * The authorization server: the one the token endpoint belongs to (`token` requests), or the issuer of the access
+   * token (`resource` requests); a key per authorization server hangs off it (RFC 9449 §4).
+   */
+  readonly issuer?: string
+  /** The `token_type` the access token was issued with (`resource` requests with a token): `Bearer`, `DPoP`, ... */
+  readonly tokenType?: string
+  /** The authorization server's validated metadata (`token` requests). */
+  readonly metadata?: Wire.AuthorizationServerMetadata
 }
 
 /**
@@ -132,6 +141,35 @@ export interface ClientExtension {
   readonly strategy?: TokenStrategy
   /** Decorates every token-endpoint request and every request carrying an access token, just before it is sent. */
   readonly decorate?: (request: OutgoingRequest) => Effect.Effect<void, AuthError>
+  /**
+   * Sees the response to every request it decorated; true asks for the request to be sent once more, decorated again
+   * (DPoP answers a `use_dpop_nonce` challenge with a proof carrying the new nonce, RFC 9449 §8 and §9). A request is
+   * sent again at most once.
+   */
+  readonly response?: (response: Response, request: OutgoingRequest) => Effect.Effect<boolean, AuthError>
+  /**
+   * Judges the `token_type` of a token response to a request it decorated: true accepts it (DPoP accepts `DPoP`),
+   * false leaves it to the client, which accepts `Bearer` only; a failure refuses the response (DPoP, having asked for
+   * a bound token, refuses `Bearer` unless configured otherwise).
+   */
+  readonly tokenType?: (tokenType: string, request: OutgoingRequest) => Effect.Effect<boolean, AuthError>
+  /**
+   * The authorization schemes it presents tokens with besides Bearer (`DPoP`): a 401 or 403 challenging with one of
+   * them is answered as a Bearer challenge would be (RFC 9449 §7.1).
+   */
+  readonly schemes?: ReadonlyArray<string>
+  /**
+   * Parameters added to every authorization request to this server (DPoP's `dpop_jkt`, RFC 9449 §10); they never
+   * replace the client's own.
+   */
+  readonly authorizationParameters?: (
+    server: DiscoveredAuthorizationServer,
+  ) => Effect.Effect<Readonly<Record<string, string>>, AuthError>
+  /**
+   * Client metadata added to dynamic registration requests (DPoP's `dpop_bound_access_tokens`, RFC 9449 §5.2); it
+   * never replaces the client's own fields.
+   */
+  readonly clientMetadata?: { readonly [member: string]: Json }
   /** The settings declared for it in the MCP client capabilities (`capabilities.extensions[id]`); `{}` by default. */
   readonly settings?: { [member: string]: Json }
 }

@@ -39,6 +39,7 @@ const register = Effect.fnUntraced(function* (
   const config = yield* ClientConfig
   yield* requireSecure("registration", endpoint, "the registration endpoint")
   const body = {
+    ...Object.assign({}, ...config.extensions.map((e) => e.clientMetadata ?? {})),
     client_name: config.clientName,
     redirect_uris: [redirectUri],
     grant_types: ["authorization_code", "refresh_token"],

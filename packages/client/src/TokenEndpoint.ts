@@ -11,7 +11,7 @@ import { SignJWT } from "jose"
 import { AuthError, type Step } from "./AuthError.js"
 import { ClientConfig, type ClientInformation } from "./ClientConfig.js"
 import type { DiscoveredAuthorizationServer } from "./Discovery.js"
-import type { TokenRequestOptions } from "./Extension.js"
+import type { OutgoingRequest, TokenRequestOptions } from "./Extension.js"
 import { isRecord, readJson, requireSecure, send } from "./internal/http.js"
 import type { Pending, Tokens } from "./TokenStore.js"
 
@@ -103,16 +103,40 @@ export const request = Effect.fnUntraced(function* (
   const config = yield* ClientConfig
   const endpoint = server.metadata.token_endpoint as string
   yield* requireSecure(step, endpoint, "the token endpoint")
-  const headers = new Headers({
-    "content-type": "application/x-www-form-urlencoded",
-    accept: "application/json",
-  })
-  if (options.client !== undefined) yield* authenticate(step, options.client, server, body, headers, options)
-  for (const extension of config.extensions) {
-    if (extension.decorate !== undefined)
-      yield* extension.decorate({ kind: "token", method: "POST", url: endpoint, headers })
+  let resent = false
+  let response: Response
+  let outgoing: OutgoingRequest
+  for (;;) {
+    const headers = new Headers({
+      "content-type": "application/x-www-form-urlencoded",
+      accept: "application/json",
+    })
+    if (options.client !== undefined) yield* authenticate(step, options.client, server, body, headers, options)
+    outgoing = {
+      kind: "token",
+      method: "POST",
+      url: endpoint,
+      headers,
+      issuer: server.issuer,
+      metadata: server.metadata,
+    }
+    for (const extension of config.extensions) {
+      if (extension.decorate !== undefined) yield* extension.decorate(outgoing)
+    }
+    response = yield* send(config.fetch, step, endpoint, { method: "POST", headers, body: body.toString() })
+    // An extension may ask for the request once more (a DPoP nonce the server now requires, RFC 9449 §8).
+    let again = false
+    for (const extension of config.extensions) {
+      if (extension.decorate === undefined || extension.response === undefined) continue
+      const copy = response.clone()
+      if (yield* extension.response(copy, outgoing)) again = true
+      // Not awaited: a branch of a tee is cancelled once both are, and the other one is still the caller's.
+      copy.body?.cancel().catch(() => undefined)
+    }
+    if (!again || resent) break
+    resent = true
+    yield* Effect.promise(() => response.body?.cancel() ?? Promise.resolve())
   }
-  const response = yield* send(config.fetch, step, endpoint, { method: "POST", headers, body: body.toString() })
   const json = yield* readJson(step, endpoint, response)
   if (response.status !== 200) {
     const error = isRecord(json) && typeof json.error === "string" ? json.error : undefined
@@ -134,7 +158,13 @@ export const request = Effect.fnUntraced(function* (
       message: `the token response from ${endpoint} has no access_token; the authorization server must return one (RFC 6749 §5.1)`,
     })
   }
-  if (typeof json.token_type !== "string" || json.token_type.toLowerCase() !== "bearer") {
+  let accepted = false
+  if (typeof json.token_type === "string") {
+    for (const extension of config.extensions) {
+      if (extension.tokenType !== undefined && (yield* extension.tokenType(json.token_type, outgoing))) accepted = true
+    }
+  }
+  if (!accepted && (typeof json.token_type !== "string" || json.token_type.toLowerCase() !== "bearer")) {
     return yield* new AuthError({
       step,
       reason: "unsupported-token-type",
@@ -176,7 +206,7 @@ export const toTokens = (
   const refresh = response.refresh_token ?? context.previousRefreshToken
   return {
     access_token: response.access_token,
-    token_type: "Bearer",
+    token_type: response.token_type.toLowerCase() === "bearer" ? "Bearer" : response.token_type,
     ...(refresh !== undefined ? { refresh_token: refresh } : {}),
     ...(typeof response.expires_in === "number" ? { expires_at: now + response.expires_in * 1000 } : {}),
     // An omitted scope means the requested one was granted (RFC 6749 §5.1).

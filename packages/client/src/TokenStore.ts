@@ -26,7 +26,8 @@ export interface Backend {
  */
 export interface Tokens {
   readonly access_token: string
-  readonly token_type: "Bearer"
+  /** `Bearer`, or the type an extension accepted for it (`DPoP`, RFC 9449 §5). */
+  readonly token_type: string
   readonly refresh_token?: string
   /** Milliseconds since the epoch; absent when the server gave no lifetime. */
   readonly expires_at?: number

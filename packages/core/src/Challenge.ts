@@ -270,7 +270,7 @@ const formatOne = (challenge: Challenge): string => {
   }
   if (entries.length === 0) return scheme
   // RFC 6750 §3 writes every Bearer parameter as a quoted-string; RFC 9110 §11.5 asks the same of realm.
-  const alwaysQuote = scheme.toLowerCase() === "bearer"
+  const alwaysQuote = scheme.toLowerCase() === "bearer" || scheme.toLowerCase() === "dpop"
   const seen = new Set<string>()
   const parts = entries.map(([name, value]) => {
     if (!isToken(name)) throw unformattable(name, 0, `parameter name ${JSON.stringify(name)} is not a token`)
@@ -329,25 +329,87 @@ const BEARER_ORDER = ["realm", "resource_metadata", "scope", "error", "error_des
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc6750.html#section-3 | RFC 6750 §3}
  */
-export const bearer = (challenges: ReadonlyArray<Challenge>): BearerParams | undefined => {
-  const found = challenges.find((c) => c.scheme.toLowerCase() === "bearer")
+export const bearer = (challenges: ReadonlyArray<Challenge>): BearerParams | undefined =>
+  paramsOf(challenges, "Bearer", BEARER_ORDER)
+
+const paramsOf = (
+  challenges: ReadonlyArray<Challenge>,
+  scheme: string,
+  names: ReadonlyArray<string>,
+): Record<string, string> | undefined => {
+  const found = challenges.find((c) => c.scheme.toLowerCase() === scheme.toLowerCase())
   if (found === undefined) return undefined
   const out: Record<string, string> = {}
-  for (const name of BEARER_ORDER) {
+  for (const name of names) {
     const value = Object.hasOwn(found.params, name) ? found.params[name] : undefined
     if (value !== undefined) out[name] = value
   }
   return out
 }
 
+const formatOrdered = <P extends DPoPParams>(
+  scheme: string,
+  params: P,
+  names: ReadonlyArray<keyof DPoPParams>,
+): string => {
+  const ordered: Record<string, string> = {}
+  for (const name of names) {
+    const value = params[name]
+    if (value !== undefined) ordered[name] = value
+  }
+  return format({ scheme, params: ordered })
+}
+
 /**
- * The Bearer parameters from every `WWW-Authenticate` line of a response (the Fetch `Headers` object combines them).
+ * The Bearer parameters from every `WWW-Authenticate` line of a response (the Fetch `Headers` object combines them),
+ * or, given `schemes`, those of the first listed scheme the response challenges with (a client that presents tokens
+ * with DPoP answers a challenge that offers only DPoP; RFC 9449 §7.1).
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc9728.html#section-5.1 | RFC 9728 §5.1}
  * @see {@link https://www.rfc-editor.org/rfc/rfc6750.html#section-3 | RFC 6750 §3}
  */
-export const fromHeaders = (headers: Headers): Result.Result<BearerParams | undefined, MalformedChallenge> =>
-  Result.map(parse(headers.get("www-authenticate")), bearer)
+export const fromHeaders = (
+  headers: Headers,
+  schemes: ReadonlyArray<string> = ["Bearer"],
+): Result.Result<BearerParams | undefined, MalformedChallenge> =>
+  Result.map(parse(headers.get("www-authenticate")), (challenges) => {
+    for (const scheme of schemes) {
+      const params = scheme.toLowerCase() === "dpop" ? dpop(challenges) : paramsOf(challenges, scheme, BEARER_ORDER)
+      if (params !== undefined) return params
+    }
+    return undefined
+  })
+
+/**
+ * The parameters of a DPoP challenge: those of Bearer (RFC 9449 §7.1 reuses them, with the error codes
+ * `invalid_dpop_proof` and `use_dpop_nonce` besides RFC 6750's) and `algs`, the space-separated JWS algorithms the
+ * resource server accepts in proofs.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc9449.html#section-7.1 | RFC 9449 §7.1}
+ */
+export interface DPoPParams extends BearerParams {
+  readonly algs?: string
+}
+
+const DPOP_ORDER = ["realm", "resource_metadata", "scope", "algs", "error", "error_description", "error_uri"] as const
+
+/**
+ * The DPoP parameters of the first challenge whose scheme is `DPoP` (case-insensitively); undefined when there is
+ * none.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc9449.html#section-7.1 | RFC 9449 §7.1}
+ */
+export const dpop = (challenges: ReadonlyArray<Challenge>): DPoPParams | undefined =>
+  paramsOf(challenges, "DPoP", DPOP_ORDER)
+
+/**
+ * A DPoP challenge with every present parameter quoted, in the order realm, resource_metadata, scope, algs, error,
+ * error_description, error_uri.
+ *
+ * @throws {@link MalformedChallenge} when a value holds a character no header can carry.
+ * @see {@link https://www.rfc-editor.org/rfc/rfc9449.html#section-7.1 | RFC 9449 §7.1}
+ */
+export const formatDPoP = (params: DPoPParams): string => formatOrdered("DPoP", params, DPOP_ORDER)
 
 /**
  * A Bearer challenge with every present parameter quoted, in the order realm, resource_metadata, scope, error,
@@ -357,11 +419,4 @@ export const fromHeaders = (headers: Headers): Result.Result<BearerParams | unde
  * @see {@link https://www.rfc-editor.org/rfc/rfc6750.html#section-3 | RFC 6750 §3}
  * @see {@link https://www.rfc-editor.org/rfc/rfc9728.html#section-5.1 | RFC 9728 §5.1}
  */
-export const formatBearer = (params: BearerParams): string => {
-  const ordered: Record<string, string> = {}
-  for (const name of BEARER_ORDER) {
-    const value = params[name]
-    if (value !== undefined) ordered[name] = value
-  }
-  return format({ scheme: "Bearer", params: ordered })
-}
+export const formatBearer = (params: BearerParams): string => formatOrdered("Bearer", params, BEARER_ORDER)

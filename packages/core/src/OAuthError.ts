@@ -18,6 +18,7 @@ import { Schema } from "effect"
  * - RFC 7591 §3.2.2 (registration): `invalid_redirect_uri`, `invalid_client_metadata`, `invalid_software_statement`,
  *   `unapproved_software_statement`
  * - RFC 8707 §2 (resource indicators): `invalid_target`
+ * - RFC 9449 §5 and §8 (DPoP at the token endpoint): `invalid_dpop_proof`, `use_dpop_nonce`
  * - RFC 7009 §2.2.1 (revocation): `unsupported_token_type`
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc6749.html#section-5.2 | RFC 6749 §5.2}
@@ -26,6 +27,7 @@ import { Schema } from "effect"
  * @see {@link https://www.rfc-editor.org/rfc/rfc7591.html#section-3.2.2 | RFC 7591 §3.2.2}
  * @see {@link https://www.rfc-editor.org/rfc/rfc8707.html#section-2 | RFC 8707 §2}
  * @see {@link https://www.rfc-editor.org/rfc/rfc7009.html#section-2.2.1 | RFC 7009 §2.2.1}
+ * @see {@link https://www.rfc-editor.org/rfc/rfc9449.html#section-12.2 | RFC 9449 §12.2}
  */
 export const codes = [
   "invalid_request",
@@ -46,6 +48,8 @@ export const codes = [
   "unapproved_software_statement",
   "invalid_target",
   "unsupported_token_type",
+  "invalid_dpop_proof",
+  "use_dpop_nonce",
 ] as const
 
 /**
@@ -95,6 +99,8 @@ export const statuses: Readonly<Record<ErrorCode, number>> = {
   unapproved_software_statement: 400,
   invalid_target: 400,
   unsupported_token_type: 400,
+  invalid_dpop_proof: 400,
+  use_dpop_nonce: 400,
 }
 
 /**
@@ -173,6 +179,8 @@ export class OAuthError extends Schema.TaggedError<OAuthError>()("OAuthError", {
   error: Schema.Literals(codes),
   error_description: Schema.optionalKey(Schema.String),
   error_uri: Schema.optionalKey(Schema.String),
+  /** Headers the answer carries besides the body, for example a fresh `DPoP-Nonce` with `use_dpop_nonce` (RFC 9449 §8). */
+  headers: Schema.optionalKey(Schema.Record(Schema.String, Schema.String)),
 }) {
   /** The HTTP status of the error code ({@link statusOf}). */
   get status(): number {
@@ -208,6 +216,7 @@ export class OAuthError extends Schema.TaggedError<OAuthError>()("OAuthError", {
    */
   toResponse(init?: ResponseOptions): Response {
     const headers = new Headers(init?.headers)
+    for (const [name, value] of Object.entries(this.headers ?? {})) headers.set(name, value)
     headers.set("Content-Type", "application/json")
     headers.set("Cache-Control", "no-store")
     headers.set("Pragma", "no-cache")

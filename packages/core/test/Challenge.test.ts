@@ -441,3 +441,30 @@ describe("Challenge properties", () => {
     )
   })
 })
+
+describe("DPoP challenges (RFC 9449 §7.1)", () => {
+  it("reads the DPoP parameters, algs included", () => {
+    const parsed = Challenge.parse('DPoP algs="ES256 PS256", error="use_dpop_nonce", error_description="nonce needed"')
+    expect(Result.isSuccess(parsed) && Challenge.dpop(parsed.success)).toEqual({
+      algs: "ES256 PS256",
+      error: "use_dpop_nonce",
+      error_description: "nonce needed",
+    })
+  })
+
+  it("formats every parameter quoted, in order", () => {
+    expect(
+      Challenge.formatDPoP({ error: "invalid_dpop_proof", algs: "ES256", resource_metadata: "https://r/.wk" }),
+    ).toBe('DPoP resource_metadata="https://r/.wk", algs="ES256", error="invalid_dpop_proof"')
+  })
+
+  it("fromHeaders prefers the first listed scheme present, Bearer alone by default", () => {
+    const headers = new Headers({ "www-authenticate": 'DPoP resource_metadata="https://r/a", algs="ES256"' })
+    expect(Challenge.fromHeaders(headers)).toEqual(Result.succeed(undefined))
+    expect(Challenge.fromHeaders(headers, ["Bearer", "DPoP"])).toEqual(
+      Result.succeed({ resource_metadata: "https://r/a", algs: "ES256" }),
+    )
+    const both = new Headers({ "www-authenticate": 'Bearer scope="a", DPoP algs="ES256", scope="b"' })
+    expect(Challenge.fromHeaders(both, ["Bearer", "DPoP"])).toEqual(Result.succeed({ scope: "a" }))
+  })
+})

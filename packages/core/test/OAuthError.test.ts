@@ -23,6 +23,8 @@ const table: ReadonlyArray<readonly [OAuthError.ErrorCode, string, number]> = [
   ["unapproved_software_statement", "RFC 7591 §3.2.2", 400],
   ["invalid_target", "RFC 8707 §2", 400],
   ["unsupported_token_type", "RFC 7009 §2.2.1", 400],
+  ["invalid_dpop_proof", "RFC 9449 §5", 400],
+  ["use_dpop_nonce", "RFC 9449 §8", 400],
 ]
 
 describe("OAuthError codes", () => {
@@ -136,5 +138,16 @@ describe("OAuthError", () => {
     expect(response.headers.get("www-authenticate")).toBe('Basic realm="as"')
     expect(response.headers.get("cache-control")).toBe("no-store")
     expect(await response.text()).toBe('{"error":"invalid_client"}')
+  })
+})
+
+describe("OAuthError headers", () => {
+  it("answers with the error's own headers (DPoP-Nonce with use_dpop_nonce, RFC 9449 §8)", async () => {
+    const error = new OAuthError.OAuthError({ error: "use_dpop_nonce", headers: { "DPoP-Nonce": "n-1" } })
+    const response = error.toResponse({ headers: { "access-control-allow-origin": "*" } })
+    expect(response.status).toBe(400)
+    expect(response.headers.get("dpop-nonce")).toBe("n-1")
+    expect(response.headers.get("access-control-allow-origin")).toBe("*")
+    expect(await response.json()).toEqual({ error: "use_dpop_nonce" })
   })
 })

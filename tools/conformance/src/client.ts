@@ -12,6 +12,7 @@
 import { createPrivateKey } from "node:crypto"
 import { createAuthClient, Extension, isAuthError, UserAgent } from "@keyway/client"
 import { clientCredentials } from "@keyway/ext-client-credentials/client"
+import { dpop } from "@keyway/ext-dpop/client"
 import { enterpriseManaged } from "@keyway/ext-enterprise-managed/client"
 import { workloadIdentity } from "@keyway/ext-workload-identity/client"
 import { createTransport } from "@keyway/mcp-sdk-client"
@@ -76,6 +77,8 @@ const main = async (): Promise<void> => {
       }),
     )
   }
+  // The DPoP scenarios: sender-constrained tokens, with the servers' nonces (RFC 9449).
+  if (process.env.MCP_CONFORMANCE_SCENARIO?.startsWith("auth/dpop") === true) extensions.push(dpop())
   const privateKeyJwt = machine ? undefined : privateKeyOf(context)
   const auth = createAuthClient({
     extensions,

@@ -184,6 +184,9 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
       "authorization-server",
       "identity-provider.ts",
     )
+    copyExample("packages/extensions/dpop/examples/client.ts", "client", "dpop.ts")
+    copyExample("packages/extensions/dpop/examples/authorization-server.ts", "authorization-server", "dpop.ts")
+    copyExample("packages/extensions/dpop/examples/resource-server.ts", "resource-server", "dpop.ts")
     copyFileSync(join(import.meta.dirname, "fixtures", "browser.mjs"), join(projectDir("client"), "browser.mjs"))
     // The second install: the frameworks the examples use, and @types/node for compiling them.
     await Promise.all([
@@ -194,6 +197,7 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
           tarball("@keyway/ext-client-credentials"),
           tarball("@keyway/ext-workload-identity"),
           tarball("@keyway/ext-enterprise-managed"),
+          tarball("@keyway/ext-dpop"),
           // The extensions serve both roles: they depend on both role packages.
           tarball("@keyway/authorization-server"),
           tarball("@keyway/http"),
@@ -207,6 +211,7 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
           tarball("@keyway/ext-client-credentials"),
           tarball("@keyway/ext-workload-identity"),
           tarball("@keyway/ext-enterprise-managed"),
+          tarball("@keyway/ext-dpop"),
           tarball("@keyway/client"),
         ],
         cache,
@@ -217,6 +222,7 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
           tarball("@keyway/express"),
           tarball("@keyway/hono"),
           tarball("@keyway/mcp-sdk-server"),
+          tarball("@keyway/ext-dpop"),
           devVersion("packages/integrations/express", "express"),
           devVersion("packages/integrations/hono", "hono"),
           devVersion("packages/integrations/hono", "@hono/node-server"),

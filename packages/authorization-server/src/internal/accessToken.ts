@@ -14,6 +14,8 @@ export interface AccessTokenClaims {
   readonly jti: string
   readonly iat: number
   readonly exp: number
+  /** The confirmation of a sender-constrained token (`jkt` for DPoP, RFC 9449 §6.1). */
+  readonly cnf?: Readonly<Record<string, unknown>>
 }
 
 // Every algorithm TokenSigner can sign with; the key's own `alg` narrows it further.
@@ -60,7 +62,7 @@ export const verifyAccessToken = (
   Effect.gen(function* () {
     const verified = yield* verifyOwnJwt(config, token, now, "at+jwt")
     if (verified === undefined) return undefined
-    const { iss, sub, aud, client_id, scope, jti, iat, exp } = verified
+    const { iss, sub, aud, client_id, scope, jti, iat, exp, cnf } = verified
     if (
       typeof iss !== "string" ||
       typeof sub !== "string" ||
@@ -73,5 +75,7 @@ export const verifyAccessToken = (
     ) {
       return undefined
     }
-    return { iss, sub, aud, client_id, scope, jti, iat, exp }
+    const confirmation =
+      typeof cnf === "object" && cnf !== null && !Array.isArray(cnf) ? { cnf: cnf as Record<string, unknown> } : {}
+    return { iss, sub, aud, client_id, scope, jti, iat, exp, ...confirmation }
   })

@@ -59,8 +59,10 @@ export const introspectEndpoint = (
         iss: claims.iss,
         exp: claims.exp,
         iat: claims.iat,
-        token_type: "Bearer",
+        // A token bound to a DPoP key says so, with its confirmation (RFC 9449 §6.2).
+        token_type: typeof claims.cnf?.jkt === "string" ? "DPoP" : "Bearer",
         jti: claims.jti,
+        ...(claims.cnf === undefined ? {} : { cnf: claims.cnf }),
       })
     }
     const found = yield* grants.findRefresh(token, now)

@@ -14,6 +14,13 @@ import { errorBody, type OperationScan } from "./jsonrpc.js"
 /**
  * `error_description` of a request whose access token is in the URI query (RFC 6750 §2.3).
  */
+/** The error codes of RFC 6750 §3.1, answered with their own statuses (400, 401, 403). */
+const PROTECTED_RESOURCE_CODES: ReadonlySet<string> = new Set([
+  "invalid_request",
+  "invalid_token",
+  "insufficient_scope",
+])
+
 export const queryTokenDescription = "Access tokens are accepted only in the Authorization header, not in the URI query"
 
 /**
@@ -63,9 +70,12 @@ export const makeRefusals = (config: Config, cors: Cors): Refusals => {
   }
 
   const reject: Refusals["reject"] = (origin, error, description, scopes, presented, extraHeaders) => {
-    // A presentation scheme's own errors (invalid_dpop_proof, use_dpop_nonce) are 401s, like invalid_token.
+    // RFC 6750 §3.1's codes carry their statuses; a presentation scheme's own errors (invalid_dpop_proof,
+    // use_dpop_nonce: RFC 9449 §7.1, §9) are 401s, like invalid_token.
     const status = (
-      error === undefined ? 401 : OAuthError.isErrorCode(error) ? OAuthError.statusOf(error) : 401
+      error !== undefined && PROTECTED_RESOURCE_CODES.has(error) && OAuthError.isErrorCode(error)
+        ? OAuthError.statusOf(error)
+        : 401
     ) as Rejection["status"]
     const scope = scopes === undefined || scopes.length === 0 ? undefined : Scope.format(scopes)
     const params: Challenge.BearerParams = {
