@@ -1,10 +1,17 @@
 import { createServer } from "node:http"
-import { createAuthorizationServer, NodeServer, UserAuthenticator } from "@keyway/authorization-server"
+import {
+  AuthorizationServer,
+  createAuthorizationServer,
+  NodeServer,
+  Storage,
+  UserAuthenticator,
+} from "@keyway/authorization-server"
 import { createAuthClient, isAuthError, UserAgent } from "@keyway/client"
 import { Grant } from "@keyway/core"
 // The protected notes stack the extensions' tests share.
 import { closing, listening } from "@keyway/testing"
-import { Effect } from "effect"
+import { Effect, Layer, ManagedRuntime } from "effect"
+import { TestClock } from "effect/testing"
 import { decodeJwt, decodeProtectedHeader } from "jose"
 import * as oauth from "oauth4webapi"
 import { afterEach, beforeAll, describe, expect, it } from "vitest"
@@ -317,5 +324,80 @@ describe("Keyway's authorization server as the enterprise identity provider", ()
     cleanups.push(() => auth.dispose())
     const failure = await call(auth.fetch, s.mcp[0], "tools/list").catch((e: unknown) => e)
     expect(isAuthError(failure) && [failure.reason, failure.error]).toEqual(["invalid-grant", "invalid_grant"])
+  })
+
+  it("refuses an ID token that has expired, on the identity provider's own clock", async () => {
+    // The identity provider on Effect's TestClock, set to the wall clock before it starts: the ID token is valid when
+    // issued (oauth4webapi checks it against the wall clock), then only the identity provider's clock moves past it.
+    const server = createServer()
+    const idp = await listening(server)
+    const runtime = ManagedRuntime.make(
+      AuthorizationServer.AuthorizationServer.layer({
+        issuer: idp,
+        openid: true,
+        resources: [{ uri: `${idp}/userinfo`, name: "Profile", scopes: { profile: "Your profile" } }],
+        defaultResource: `${idp}/userinfo`,
+        clients: [
+          {
+            clientId: "chat",
+            clientSecret: IDP_SECRET,
+            redirectUris: ["http://127.0.0.1/callback"],
+            grantTypes: ["authorization_code", Grant.TOKEN_EXCHANGE],
+          },
+        ],
+        development: { allowHttpLoopbackIssuer: true },
+        warn: () => {},
+        extensions: [
+          identityAssertionIssuer({
+            authorizationServers: [
+              {
+                issuer: "https://auth.example.com",
+                resources: ["https://mcp.example.com/mcp"],
+                clients: { chat: "chat" },
+              },
+            ],
+            rules: [{ users: ["alice"], resource: "https://mcp.example.com/mcp", scope: "notes:read" }],
+          }),
+        ],
+      }).pipe(
+        Layer.provideMerge(
+          Layer.merge(
+            Storage.layerMemory,
+            UserAuthenticator.UserAuthenticator.layerUsers([{ username: "alice", passwordHash, subject: "alice" }]),
+          ),
+        ),
+        Layer.provideMerge(Layer.provideMerge(Layer.effectDiscard(TestClock.setTime(Date.now())), TestClock.layer())),
+      ),
+    )
+    await runtime.runPromise(AuthorizationServer.AuthorizationServer.useSync(() => undefined))
+    server.on(
+      "request",
+      NodeServer.toNodeListener(
+        (request) => runtime.runPromise(AuthorizationServer.AuthorizationServer.use((s) => s.handle(request))),
+        { publicUrl: idp },
+      ),
+    )
+    cleanups.push(async () => {
+      await closing(server)
+      await runtime.dispose()
+    })
+    const { idToken, claims } = await signIn(idp, "alice")
+    const values = {
+      subject_token: idToken,
+      audience: "https://auth.example.com",
+      resource: "https://mcp.example.com/mcp",
+    }
+    // Accepted while current (an ID token may be exchanged again: the assertions are what is single use)...
+    expect((await exchange(idp, values)).status).toBe(200)
+    expect((await exchange(idp, values)).status).toBe(200)
+    // ...and refused one second after its exp, by the identity provider's clock alone.
+    await runtime.runPromise(TestClock.adjust(((claims.exp as number) - (claims.iat as number) + 1) * 1000))
+    expect(await exchange(idp, values)).toEqual({
+      status: 400,
+      body: {
+        error: "invalid_grant",
+        error_description: "the subject_token is not a current ID token of this identity provider",
+      },
+    })
   })
 })
