@@ -29,6 +29,8 @@ export interface ClaimsPolicy {
   readonly requireIat: boolean
   /** Whether `jti` is required (for single use, RFC 7523 §3 item 7). */
   readonly requireJti: boolean
+  /** How long after `iat` an assertion is still accepted, in seconds; bounded by `maxLifetime` alone when omitted. */
+  readonly maxAge?: number | undefined
 }
 
 /**
@@ -58,30 +60,42 @@ export const check = (
   policy: ClaimsPolicy,
 ): Result.Result<CheckedClaims, string> => {
   const { iss, sub, aud, exp, iat, nbf, jti } = claims
-  if (!isText(iss)) return Result.fail("the assertion has no iss")
+  const { now, clockSkew: skew } = policy
+  if (!isText(iss)) return Result.fail("the assertion has no iss claim (RFC 7523 section 3 item 1)")
   if (policy.issuer !== undefined && iss !== policy.issuer) {
     return Result.fail(`the assertion's iss ${iss} is not ${policy.issuer}`)
   }
-  if (!isText(sub)) return Result.fail("the assertion has no sub")
+  if (!isText(sub)) return Result.fail("the assertion has no sub claim (RFC 7523 section 3 item 2)")
   const audiences = typeof aud === "string" ? [aud] : Array.isArray(aud) ? aud : []
-  if (audiences.length === 0) return Result.fail("the assertion has no aud")
+  if (audiences.length === 0) return Result.fail("the assertion has no aud claim (RFC 7523 section 3 item 3)")
   if (!audiences.some((a) => typeof a === "string" && policy.audiences.includes(a))) {
-    return Result.fail(`the assertion's aud does not name ${policy.audiences[0] ?? "this server"}`)
+    return Result.fail(
+      `the assertion's aud does not name this authorization server (accepted: ${policy.audiences.join(", ")})`,
+    )
   }
-  if (!isTime(exp)) return Result.fail("the assertion has no exp")
-  if (exp + policy.clockSkew <= policy.now) return Result.fail("the assertion has expired")
-  if (nbf !== undefined && (!isTime(nbf) || nbf - policy.clockSkew > policy.now)) {
-    return Result.fail("the assertion is not valid yet (nbf)")
+  if (!isTime(exp)) return Result.fail("the assertion has no exp claim (RFC 7523 section 3 item 4)")
+  if (now >= exp + skew) return Result.fail(`the assertion expired at ${exp} (clock skew ${skew} s)`)
+  if (nbf !== undefined) {
+    if (!isTime(nbf)) return Result.fail("the assertion's nbf is not a number")
+    if (nbf > now + skew) return Result.fail(`the assertion is not valid before ${nbf} (clock skew ${skew} s)`)
   }
-  if (iat !== undefined && !isTime(iat)) return Result.fail("the assertion's iat is not a time")
-  if (iat === undefined && policy.requireIat) return Result.fail("the assertion has no iat")
-  if (iat !== undefined && iat - policy.clockSkew > policy.now) {
-    return Result.fail("the assertion's iat is in the future")
+  if (iat !== undefined && !isTime(iat)) return Result.fail("the assertion's iat is not a number")
+  if (iat === undefined && policy.requireIat) return Result.fail("the assertion has no iat claim")
+  if (iat !== undefined && iat > now + skew) {
+    return Result.fail(`the assertion's iat ${iat} is in the future (clock skew ${skew} s)`)
   }
-  if (exp - (iat ?? policy.now) > policy.maxLifetime) {
-    return Result.fail(`the assertion lives longer than ${policy.maxLifetime} seconds`)
+  if (iat !== undefined && policy.maxAge !== undefined && now - iat > policy.maxAge + skew) {
+    return Result.fail(`the assertion was issued more than ${policy.maxAge} s ago (iat ${iat})`)
+  }
+  const lifetime = exp - (iat ?? now)
+  if (lifetime > policy.maxLifetime) {
+    return Result.fail(
+      `the assertion lives ${lifetime} s (${iat === undefined ? "exp - now" : "exp - iat"}), longer than the ${policy.maxLifetime} s accepted`,
+    )
   }
   if (jti !== undefined && !isText(jti)) return Result.fail("the assertion's jti is not a string")
-  if (jti === undefined && policy.requireJti) return Result.fail("the assertion has no jti")
+  if (jti === undefined && policy.requireJti) {
+    return Result.fail("the assertion has no jti claim (RFC 7523 section 3 item 7)")
+  }
   return Result.succeed({ iss, sub, exp, iat, jti })
 }

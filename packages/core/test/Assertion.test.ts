@@ -40,30 +40,47 @@ describe("Assertion.check (RFC 7523 §3)", () => {
   })
 
   const refused: ReadonlyArray<[string, Record<string, unknown>, string]> = [
-    ["no iss", { ...good, iss: undefined }, "the assertion has no iss"],
+    ["no iss", { ...good, iss: undefined }, "the assertion has no iss claim (RFC 7523 section 3 item 1)"],
     [
       "another iss",
       { ...good, iss: "https://evil.example.com" },
       "the assertion's iss https://evil.example.com is not https://idp.example.com",
     ],
-    ["no sub", { ...good, sub: "" }, "the assertion has no sub"],
-    ["no aud", { ...good, aud: [] }, "the assertion has no aud"],
+    ["no sub", { ...good, sub: "" }, "the assertion has no sub claim (RFC 7523 section 3 item 2)"],
+    ["no aud", { ...good, aud: [] }, "the assertion has no aud claim (RFC 7523 section 3 item 3)"],
     [
       "another aud",
       { ...good, aud: "https://other.example.com" },
-      "the assertion's aud does not name https://as.example.com",
+      "the assertion's aud does not name this authorization server (accepted: https://as.example.com)",
     ],
-    ["no exp", { ...good, exp: "soon" }, "the assertion has no exp"],
-    ["expired beyond the skew", { ...good, exp: now - 30 }, "the assertion has expired"],
-    ["nbf ahead", { ...good, nbf: now + 31 }, "the assertion is not valid yet (nbf)"],
-    ["iat not a time", { ...good, iat: "now" }, "the assertion's iat is not a time"],
-    ["no iat", { ...good, iat: undefined }, "the assertion has no iat"],
-    ["iat ahead", { ...good, iat: now + 31 }, "the assertion's iat is in the future"],
-    ["too long a life", { ...good, exp: good.iat + 301 }, "the assertion lives longer than 300 seconds"],
+    ["no exp", { ...good, exp: "soon" }, "the assertion has no exp claim (RFC 7523 section 3 item 4)"],
+    ["expired beyond the skew", { ...good, exp: now - 30 }, `the assertion expired at ${now - 30} (clock skew 30 s)`],
+    ["nbf not a time", { ...good, nbf: "later" }, "the assertion's nbf is not a number"],
+    ["nbf ahead", { ...good, nbf: now + 31 }, `the assertion is not valid before ${now + 31} (clock skew 30 s)`],
+    ["iat not a time", { ...good, iat: "now" }, "the assertion's iat is not a number"],
+    ["no iat", { ...good, iat: undefined }, "the assertion has no iat claim"],
+    ["iat ahead", { ...good, iat: now + 31 }, `the assertion's iat ${now + 31} is in the future (clock skew 30 s)`],
+    [
+      "too long a life",
+      { ...good, exp: good.iat + 301 },
+      "the assertion lives 301 s (exp - iat), longer than the 300 s accepted",
+    ],
     ["jti not a string", { ...good, jti: 7 }, "the assertion's jti is not a string"],
-    ["no jti", { ...good, jti: undefined }, "the assertion has no jti"],
+    ["no jti", { ...good, jti: undefined }, "the assertion has no jti claim (RFC 7523 section 3 item 7)"],
   ]
   it.each(refused)("refuses %s", (_, claims, message) => {
     expect(Assertion.check(claims, policy)).toEqual(Result.fail(message))
+  })
+
+  it("bounds the age of an assertion when asked to (maxAge), and the life of one without iat", () => {
+    const old = { ...good, iat: now - 100, exp: now + 100 }
+    expect(Assertion.check(old, { ...policy, maxAge: 69 })).toEqual(
+      Result.fail(`the assertion was issued more than 69 s ago (iat ${now - 100})`),
+    )
+    expect(Result.isSuccess(Assertion.check(old, { ...policy, maxAge: 70 }))).toBe(true)
+    const { iat: _iat, ...noIat } = { ...good, exp: now + 301 }
+    expect(Assertion.check(noIat, { ...policy, requireIat: false })).toEqual(
+      Result.fail("the assertion lives 301 s (exp - now), longer than the 300 s accepted"),
+    )
   })
 })

@@ -1,6 +1,6 @@
 import { createAuthClient, isAuthError } from "@keyway/client"
 import { Grant } from "@keyway/core"
-import { generateKeyPair, type JWTPayload } from "jose"
+import { decodeJwt, generateKeyPair, type JWTPayload } from "jose"
 import { afterEach, describe, expect, it } from "vitest"
 // The protected notes stack the extensions' tests share.
 import { call, SECRET, type Stack, startStack } from "../../client-credentials/test/support/stack.js"
@@ -239,35 +239,35 @@ describe("the identity assertion grant at the MCP authorization server: every re
       (idp, s) => idp.sign(claimsFor(idp, s, { aud: "https://as.example.com" })),
       {},
       "invalid_grant",
-      "the assertion's aud does not name ISSUER",
+      "the assertion's aud does not name this authorization server (accepted: ISSUER)",
     ],
     [
       "expired",
       (idp, s) => idp.sign(claimsFor(idp, s, { iat: now() - 400, exp: now() - 100 })),
       {},
       "invalid_grant",
-      "the assertion has expired",
+      "the assertion expired at EXP (clock skew 60 s)",
     ],
     [
       "issued in the future",
       (idp, s) => idp.sign(claimsFor(idp, s, { iat: now() + 300, exp: now() + 400 })),
       {},
       "invalid_grant",
-      "the assertion's iat is in the future",
+      "the assertion's iat IAT is in the future (clock skew 60 s)",
     ],
     [
       "too long a life",
       (idp, s) => idp.sign(claimsFor(idp, s, { exp: now() + 3600 })),
       {},
       "invalid_grant",
-      "the assertion lives longer than 600 seconds",
+      "the assertion lives LIFE s (exp - iat), longer than the 600 s accepted",
     ],
     [
       "no jti",
       (idp, s) => idp.sign(claimsFor(idp, s, { jti: undefined })),
       {},
       "invalid_grant",
-      "the assertion has no jti",
+      "the assertion has no jti claim (RFC 7523 section 3 item 7)",
     ],
     [
       "typ missing",
@@ -328,13 +328,19 @@ describe("the identity assertion grant at the MCP authorization server: every re
   ]
   it.each(refusals)("%s", async (_, make, extra, error, description) => {
     const { idp, s } = await setup()
+    const assertion = await make(idp, s)
+    // The times a description names are the assertion's own.
+    const { exp, iat } = decodeJwt(assertion)
     const fill = (v: string) =>
-      v.replace("ISSUER", s.issuer).replace("IDP", idp.issuer).replace("MCP0", s.mcp[0]).replace("MCP1", s.mcp[1])
-    const answer = await present(
-      s,
-      await make(idp, s),
-      Object.fromEntries(Object.entries(extra).map(([k, v]) => [k, fill(v)])),
-    )
+      v
+        .replace("ISSUER", s.issuer)
+        .replace("IDP", idp.issuer)
+        .replace("MCP0", s.mcp[0])
+        .replace("MCP1", s.mcp[1])
+        .replace("EXP", String(exp))
+        .replace("IAT", String(iat))
+        .replace("LIFE", String((exp ?? 0) - (iat ?? 0)))
+    const answer = await present(s, assertion, Object.fromEntries(Object.entries(extra).map(([k, v]) => [k, fill(v)])))
     expect(answer).toEqual({ status: 400, body: { error, error_description: fill(description) } })
   })
 

@@ -306,7 +306,10 @@ describe("Keyway's authorization server as the enterprise identity provider", ()
     expect(decodeJwt(elsewhere).aud).toBe("https://auth.elsewhere.example")
     expect(await present(elsewhere)).toEqual({
       status: 400,
-      body: { error: "invalid_grant", error_description: `the assertion's aud does not name ${s.issuer}` },
+      body: {
+        error: "invalid_grant",
+        error_description: `the assertion's aud does not name this authorization server (accepted: ${s.issuer})`,
+      },
     })
   })
 

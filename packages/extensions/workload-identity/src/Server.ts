@@ -9,7 +9,7 @@
  * @module
  */
 import { Config, type Extension } from "@keyway/authorization-server"
-import { CanonicalUri, Grant, Jwk, OAuthError, Scope, SecureUrl } from "@keyway/core"
+import { Assertion, CanonicalUri, Grant, Jwk, OAuthError, Scope, SecureUrl } from "@keyway/core"
 import { Effect, Result } from "effect"
 import {
   compactVerify,
@@ -23,7 +23,6 @@ import {
   type JWTVerifyGetKey,
 } from "jose"
 import { z } from "zod"
-import { checkClaims } from "./internal/claims.js"
 
 /**
  * A rule that admits workloads by their claims: every claim named in `claims` must have one of the allowed values
@@ -472,14 +471,19 @@ export const workloadIdentityGrant = (options: WorkloadIdentityOptions): Extensi
         return yield* invalidGrant("the assertion's payload is not JSON")
       }
       const skew = issuer.options.clockSkew ?? defaults.clockSkew
-      const checked = checkClaims(claims, iss, {
+      const result = Assertion.check(claims, {
+        issuer: iss,
         now,
         audiences: issuer.options.audiences ?? [config.issuer, config.endpoints.token],
         clockSkew: skew,
         maxLifetime: issuer.options.maxLifetime ?? defaults.maxLifetime,
         maxAge: issuer.options.maxAge,
+        requireIat: true,
+        requireJti: true,
       })
-      if (typeof checked === "string") return yield* invalidGrant(checked)
+      if (Result.isFailure(result)) return yield* invalidGrant(result.failure)
+      // Required above: present.
+      const checked = { ...result.success, jti: result.success.jti as string }
       seen.subject = checked.sub
       seen.jti = checked.jti
       // RFC 7523 §3 item 7: single use, per issuer (a jti is unique only within its issuer), remembered until the
