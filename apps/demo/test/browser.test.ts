@@ -3,7 +3,7 @@ import { createServer, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
 import { join } from "node:path"
 import { Pkce } from "@keyway/core"
-import { type HeadlessChromium, launchChromium } from "@keyway/testing"
+import { type HeadlessChromium, launchChromium, screenshot } from "@keyway/testing"
 import type { BrowserContext, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { runDemo } from "../src/flow.js"
@@ -72,7 +72,7 @@ const signIn = async (page: Page, url: string, shot: string) => {
   await page.goto(url)
   expect(await page.title()).toBe("Sign in")
   expect(await page.locator("main p").first().textContent()).toBe("Sign in to continue to Demo confidential client.")
-  await page.screenshot({ path: join(ARTIFACTS, `${shot}-login.png`), fullPage: true })
+  await screenshot(page, join(ARTIFACTS, `${shot}-login.png`))
   await page.getByLabel("Username").fill(stack.users[0]!.username)
   await page.getByLabel("Password").fill(stack.users[0]!.password)
   await page.getByRole("button", { name: "Sign in" }).click()
@@ -105,7 +105,7 @@ describe("login and consent of the demo stack in Chromium", () => {
         state: "deny-state",
         iss: stack.issuer,
       })
-      await page.screenshot({ path: join(ARTIFACTS, "deny-callback.png"), fullPage: true })
+      await screenshot(page, join(ARTIFACTS, "deny-callback.png"))
     })
   })
 
@@ -126,7 +126,7 @@ describe("login and consent of the demo stack in Chromium", () => {
       expect(await page.locator("[role=alert]").textContent()).toBe(
         "csrf: the form was not submitted from this server's own page (missing or invalid CSRF token), or your session expired.",
       )
-      await page.screenshot({ path: join(ARTIFACTS, "csrf-refused.png"), fullPage: true })
+      await screenshot(page, join(ARTIFACTS, "csrf-refused.png"))
     })
   })
 
@@ -150,7 +150,7 @@ describe("login and consent of the demo stack in Chromium", () => {
         "notes:read: Read your notes",
         "notes:write: Create, change and delete your notes",
       ])
-      await page.screenshot({ path: join(ARTIFACTS, "approve-consent.png"), fullPage: true })
+      await screenshot(page, join(ARTIFACTS, "approve-consent.png"))
 
       await Promise.all([
         page.waitForURL(`${request.redirectUri}?**`),
@@ -219,7 +219,7 @@ describe("npm run demo -- --browser, with Chromium as the system browser", () =>
               page.waitForURL("http://127.0.0.1:*/callback?**"),
               page.getByRole("button", { name: "Approve" }).click(),
             ])
-            await page.screenshot({ path: join(ARTIFACTS, `browser-mode-callback-${seen.length}.png`) })
+            await screenshot(page, join(ARTIFACTS, `browser-mode-callback-${seen.length}.png`))
           } finally {
             await page.close()
           }

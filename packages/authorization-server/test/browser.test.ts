@@ -1,6 +1,6 @@
 import { mkdirSync } from "node:fs"
 import { join } from "node:path"
-import { launchChromium } from "@keyway/testing"
+import { launchChromium, screenshot } from "@keyway/testing"
 import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { listen, type RunningServer } from "../src/NodeServer.js"
@@ -54,7 +54,7 @@ const signIn = async (page: Page, url: string, shot: string) => {
   await server.as.revokeConsent("alice", "public-app")
   await page.goto(url)
   await expect(page.getByRole("heading", { name: "Sign in" }).isVisible()).resolves.toBe(true)
-  await page.screenshot({ path: join(ARTIFACTS, `${shot}-login.png`), fullPage: true })
+  await screenshot(page, join(ARTIFACTS, `${shot}-login.png`))
   await page.getByLabel("Username").fill("alice")
   await page.getByLabel("Password").fill(PASSWORD)
   await page.getByRole("button", { name: "Sign in" }).click()
@@ -83,7 +83,7 @@ describe("login and consent in Chromium", () => {
         "tools:read: List the tools",
         "tools:call: Call tools for you",
       ])
-      await page.screenshot({ path: join(ARTIFACTS, "approve-consent.png"), fullPage: true })
+      await screenshot(page, join(ARTIFACTS, "approve-consent.png"))
 
       await Promise.all([page.waitForURL(`${redirect}?**`), page.getByRole("button", { name: "Approve" }).click()])
       const landed = new URL(page.url())
@@ -117,7 +117,7 @@ describe("login and consent in Chromium", () => {
       expect(landed.searchParams.get("state")).toBe("deny-state")
       expect(landed.searchParams.get("iss")).toBe(server.issuer)
       expect(landed.searchParams.has("code")).toBe(false)
-      await page.screenshot({ path: join(ARTIFACTS, "deny-callback.png"), fullPage: true })
+      await screenshot(page, join(ARTIFACTS, "deny-callback.png"))
     } finally {
       await context.close()
     }
@@ -139,7 +139,7 @@ describe("login and consent in Chromium", () => {
       await page.waitForURL(`${server.issuer}/authorize/consent`)
       expect(await page.locator("h1").textContent()).toBe("Request refused")
       expect(page.url().startsWith(callback.url)).toBe(false)
-      await page.screenshot({ path: join(ARTIFACTS, "csrf-refused.png"), fullPage: true })
+      await screenshot(page, join(ARTIFACTS, "csrf-refused.png"))
     } finally {
       await context.close()
     }
@@ -169,7 +169,7 @@ describe("connected apps in Chromium", () => {
       expect(await app.locator("[data-app-access]").allTextContents()).toEqual(["Example MCP: tools:call, tools:read"])
       expect(await app.locator("[data-first-use]").textContent()).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ$/)
       expect(await app.locator("[data-last-use]").textContent()).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ$/)
-      await page.screenshot({ path: join(ARTIFACTS, "account-apps.png"), fullPage: true })
+      await screenshot(page, join(ARTIFACTS, "account-apps.png"))
 
       await Promise.all([
         page.waitForResponse((r) => r.url() === `${server.issuer}/account` && r.request().method() === "GET"),
@@ -177,7 +177,7 @@ describe("connected apps in Chromium", () => {
       ])
       await page.locator("[data-no-apps]").waitFor()
       expect(await page.locator("[data-app]").count()).toBe(0)
-      await page.screenshot({ path: join(ARTIFACTS, "account-revoked.png"), fullPage: true })
+      await screenshot(page, join(ARTIFACTS, "account-revoked.png"))
     } finally {
       await context.close()
     }

@@ -1,4 +1,4 @@
-import { type Browser, chromium } from "playwright-core"
+import { type Browser, chromium, type Page } from "playwright-core"
 import { requireDebianPackage } from "./system.js"
 
 /** Where Debian's `chromium` package puts the browser. */
@@ -33,5 +33,26 @@ export const launchChromium = async (): Promise<HeadlessChromium> => {
   return {
     browser,
     close: () => browser.close(),
+  }
+}
+
+/**
+ * Saves a screenshot of `page` for people to look at (test artifacts). A screenshot records, it checks nothing: when a
+ * loaded machine's Chromium refuses to capture one (`Page.captureScreenshot`), it is tried once more and then skipped
+ * with a line on stderr, instead of failing the test whose assertions are elsewhere.
+ */
+export const screenshot = async (page: Page, path: string): Promise<void> => {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await page.screenshot({ path, fullPage: true })
+      return
+    } catch (error) {
+      if (attempt >= 2) {
+        process.stderr.write(
+          `screenshot ${path} skipped: ${error instanceof Error ? error.message.split("\n")[0] : String(error)}\n`,
+        )
+        return
+      }
+    }
   }
 }

@@ -1,4 +1,4 @@
-export { CHROMIUM_PATH, type HeadlessChromium, launchChromium } from "./chromium.js"
+export { CHROMIUM_PATH, type HeadlessChromium, launchChromium, screenshot } from "./chromium.js"
 export { type CliProcess, spawnCli, waitForStderr } from "./cli.js"
 export { closing, freePort, listening } from "./net.js"
 export { type PostgresServer, startPostgres } from "./postgres.js"
