@@ -1,6 +1,7 @@
 import { beforeAll, describe, expect, it } from "vitest"
 import { DPOP_SECTIONS, runDpopDemo } from "../src/dpop.js"
 import { MACHINE_STEPS } from "../src/narrator.js"
+import { recorded } from "./support/recorded.js"
 
 /** Where each expected text first appears after the previous one; -1 when missing. */
 const positions = (text: string, needles: ReadonlyArray<string>): Array<number> => {
@@ -17,15 +18,7 @@ describe("runDpopDemo", () => {
   let secrets: ReadonlyArray<string> = []
 
   beforeAll(async () => {
-    await runDpopDemo({
-      out: (text) => {
-        out += text
-      },
-      err: () => {},
-      onSecrets: (seen) => {
-        secrets = seen
-      },
-    })
+    ;({ out, secrets } = await recorded(runDpopDemo))
   })
 
   it("shows the nonces, a decoded proof, a refused replay and the bound token refused as Bearer, in order", () => {

@@ -3,6 +3,7 @@ import { runEnterpriseDemo } from "../src/enterprise.js"
 import { ENTERPRISE_STEPS, STEPS } from "../src/narrator.js"
 import { describe as describeSecret } from "../src/redact.js"
 import { positions } from "./support/positions.js"
+import { recorded } from "./support/recorded.js"
 
 describe("runEnterpriseDemo: enterprise-managed authorization", () => {
   let out = ""
@@ -10,15 +11,7 @@ describe("runEnterpriseDemo: enterprise-managed authorization", () => {
   let result: Awaited<ReturnType<typeof runEnterpriseDemo>>
 
   beforeAll(async () => {
-    result = await runEnterpriseDemo({
-      out: (text) => {
-        out += text
-      },
-      err: () => {},
-      onSecrets: (seen) => {
-        secrets = seen
-      },
-    })
+    ;({ out, secrets, result } = await recorded(runEnterpriseDemo))
   })
 
   it("prints the flow in order: one sign-in at the identity provider, the exchange, the assertion, the MCP call", () => {

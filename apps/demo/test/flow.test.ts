@@ -9,6 +9,7 @@ import { describe as describeSecret, Redactor } from "../src/redact.js"
 import { type Stack, startStack } from "../src/stack.js"
 import { Transcript } from "../src/transcript.js"
 import { positions } from "./support/positions.js"
+import { recorded } from "./support/recorded.js"
 
 describe("runDemo", () => {
   let out = ""
@@ -17,18 +18,7 @@ describe("runDemo", () => {
   let result: Awaited<ReturnType<typeof runDemo>>
 
   beforeAll(async () => {
-    result = await runDemo({
-      out: (text) => {
-        out += text
-      },
-      err: (text) => {
-        err += text
-      },
-      progress: "lines",
-      onSecrets: (seen) => {
-        secrets = seen
-      },
-    })
+    ;({ out, err, secrets, result } = await recorded(runDemo))
   })
 
   it("prints every step of the flow, in order", () => {

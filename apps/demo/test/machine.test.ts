@@ -4,6 +4,7 @@ import { runMachineDemo } from "../src/machine.js"
 import { MACHINE_STEPS, STEPS } from "../src/narrator.js"
 import { describe as describeSecret } from "../src/redact.js"
 import { positions } from "./support/positions.js"
+import { recorded } from "./support/recorded.js"
 
 describe("runMachineDemo: client credentials", () => {
   let out = ""
@@ -11,15 +12,7 @@ describe("runMachineDemo: client credentials", () => {
   let result: Awaited<ReturnType<typeof runMachineDemo>>
 
   beforeAll(async () => {
-    result = await runMachineDemo("client-credentials", {
-      out: (text) => {
-        out += text
-      },
-      err: () => {},
-      onSecrets: (seen) => {
-        secrets = seen
-      },
-    })
+    ;({ out, secrets, result } = await recorded((options) => runMachineDemo("client-credentials", options)))
   })
 
   it("prints the machine flow in order: no registration, no user, a refused write, a renewal", () => {
@@ -69,15 +62,7 @@ describe("runMachineDemo: workload identity federation", () => {
   let result: Awaited<ReturnType<typeof runMachineDemo>>
 
   beforeAll(async () => {
-    result = await runMachineDemo("workload-identity", {
-      out: (text) => {
-        out += text
-      },
-      err: () => {},
-      onSecrets: (seen) => {
-        secrets = seen
-      },
-    })
+    ;({ out, secrets, result } = await recorded((options) => runMachineDemo("workload-identity", options)))
   })
 
   it("prints the workload's flow in order: a JWT for the token endpoint, the token, a refused replay, a renewal", () => {
