@@ -60,6 +60,11 @@ export interface PresentationScheme {
   /** Whether a token is bound to this scheme: presented as Bearer, it is refused (RFC 9449 §7.2). */
   readonly binds?: (token: VerifiedToken) => boolean
   /**
+   * Every token must be presented with this scheme (DPoP's `dpop_bound_access_tokens_required`, RFC 9449 §7.2): a
+   * Bearer presentation is refused, whatever the token.
+   */
+  readonly required?: boolean
+  /**
    * The scheme's `WWW-Authenticate` challenge: offered without an error in every 401 beside Bearer's, and alone, with
    * the error, in the refusals of a request that presented its token with this scheme.
    */

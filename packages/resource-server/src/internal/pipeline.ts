@@ -281,16 +281,20 @@ export const makePipeline = (config: Config, refusals: Refusals, verify: Verify,
     accessToken: string,
     presented?: PresentationScheme,
   ): Outcome | Promise<Outcome> => {
-    // A token bound to a scheme (a DPoP key) is worthless as a bearer token (RFC 9449 §7.2).
+    // A token bound to a scheme (a DPoP key) is worthless as a bearer token (RFC 9449 §7.2), and so is any token
+    // where a scheme is required.
     if (presented === undefined && schemes.length > 0) {
-      const binding = schemes.find((s) => s.binds?.(token) === true)
+      const bound = schemes.find((s) => s.binds?.(token) === true)
+      const binding = bound ?? schemes.find((s) => s.required === true)
       if (binding !== undefined) {
         return {
           ok: false,
           rejection: reject(
             request.origin,
             "invalid_token",
-            `The access token is bound to a key: present it with the ${binding.scheme} scheme`,
+            bound === undefined
+              ? `This resource accepts access tokens presented with the ${binding.scheme} scheme only`
+              : `The access token is bound to a key: present it with the ${binding.scheme} scheme`,
             undefined,
             binding,
           ),

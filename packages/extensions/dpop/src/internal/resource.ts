@@ -23,8 +23,9 @@ export interface DPoPSchemeOptions {
    */
   readonly nonce?: { readonly secret?: string; readonly period?: number }
   /**
-   * Advertised as `dpop_bound_access_tokens_required` in the protected resource metadata (RFC 9728 §2); false by
-   * default.
+   * Only DPoP-bound tokens, presented with the DPoP scheme, are accepted: a token presented as Bearer is refused
+   * (`invalid_token`), and so is a token without `cnf.jkt` presented as DPoP. Advertised as
+   * `dpop_bound_access_tokens_required` in the protected resource metadata (RFC 9728 §2). False by default.
    */
   readonly boundTokensRequired?: boolean
   /**
@@ -72,6 +73,7 @@ export const dpopScheme = (options: DPoPSchemeOptions = {}): Presentation.Presen
   return {
     scheme: "DPoP",
     binds: (token) => jktOf(token.claims) !== undefined,
+    required: options.boundTokensRequired === true,
     confirm: async (request, token, accessToken) => {
       const jkt = jktOf(token.claims)
       if (jkt === undefined) {
