@@ -8,7 +8,7 @@
  * @module
  */
 import type { OAuthError } from "@keyway/core"
-import { Context, type Effect, Layer, Schema } from "effect"
+import { Context, type Effect, Layer, type Result, Schema } from "effect"
 import type { ResolvedConfig, Resource } from "./Config.js"
 import type { StorageError } from "./storage/Errors.js"
 import type { Client, ClientStore, GrantStore } from "./storage/Storage.js"
@@ -172,6 +172,17 @@ export interface TokenBinding {
   readonly tokenType?: string
   /** Headers added to the token response (for example a fresh `DPoP-Nonce`). */
   readonly headers?: Readonly<Record<string, string>>
+  /**
+   * What this request proves possession of (DPoP: the proof key's JWK thumbprint). A code whose authorization request
+   * was bound (see {@link AuthorizationServerExtension.authorizationRequest}) is redeemed only by a request proving the
+   * same, and so is a refresh token of a bound family; the server answers `invalid_grant` otherwise.
+   */
+  readonly confirmation?: string
+  /**
+   * Binds the refresh tokens a code redemption issues to {@link confirmation}: every later refresh of the family must
+   * prove it (RFC 9449 §5: the refresh tokens of public clients).
+   */
+  readonly bindRefreshTokens?: boolean
 }
 
 /**
@@ -199,6 +210,12 @@ export interface AuthorizationServerExtension {
   readonly grants?: ReadonlyArray<GrantHandler>
   readonly clientAuthenticationMethods?: ReadonlyArray<ClientAuthenticationMethod>
   readonly tokenRequest?: TokenRequestHook
+  /**
+   * Reads its parameters of an authorization request: the confirmation its code must be redeemed with (DPoP's
+   * `dpop_jkt`, RFC 9449 §10), undefined for none, or a failure describing the malformed parameter (answered
+   * `invalid_request` at the client's redirect URI).
+   */
+  readonly authorizationRequest?: (params: URLSearchParams) => Result.Result<string | undefined, string>
   /**
    * Fields added to the metadata document (RFC 8414 §2). Arrays are merged with the server's own values (union, in
    * order); other values are set when the server has none.

@@ -228,6 +228,8 @@ const clientMetadata = {
   software_version: F.string().optional(),
   // OpenID Connect Dynamic Client Registration 1.0 §2; MCP 2026-07-28 requires it in registration requests
   application_type: F.string().optional(),
+  // RFC 9449 §5.2: the client always uses DPoP at the token endpoint
+  dpop_bound_access_tokens: F.boolean().optional(),
 }
 
 /** RFC 7591 §2: "The jwks_uri and jwks parameters MUST NOT both be present". */

@@ -126,6 +126,7 @@ export const issueCode = (
       issued_at: issuedAt,
       expires_at: issuedAt + config.codeTtl,
       ...(request.nonce === undefined ? {} : { nonce: request.nonce }),
+      ...(request.confirmation === undefined ? {} : { confirmation: request.confirmation }),
     })
     return redirect(
       redirectWith(request.redirectUri, { code, state: request.state, iss: config.issuer }),

@@ -28,6 +28,8 @@ export interface ValidAuthorizationRequest {
   readonly state: string | undefined
   /** The OpenID Connect `nonce`, repeated in the ID token. */
   readonly nonce: string | undefined
+  /** What the code's redemption must prove, from an extension's parameter (DPoP's `dpop_jkt`). */
+  readonly confirmation: string | undefined
 }
 
 /** Error shown on a page: the redirect URI is not (yet) trusted. */
@@ -152,6 +154,14 @@ export const validate = (
       return fail("invalid_scope", `this client may not request ${scope}`)
   }
 
+  let confirmation: string | undefined
+  for (const extension of config.extensions) {
+    if (extension.authorizationRequest === undefined) continue
+    const read = extension.authorizationRequest(params)
+    if (Result.isFailure(read)) return fail("invalid_request", read.failure)
+    confirmation ??= read.success
+  }
+
   return Result.succeed({
     client,
     redirectUri,
@@ -161,6 +171,7 @@ export const validate = (
     scopes,
     state,
     nonce: params.get("nonce") ?? undefined,
+    confirmation,
   })
 }
 

@@ -209,6 +209,7 @@ export const registerEndpoint = (
       ...optional("scope"),
       ...optional("software_id"),
       ...optional("software_version"),
+      ...optional("dpop_bound_access_tokens"),
       ...optional("contacts"),
       ...(jwks === undefined ? {} : { jwks }),
     }

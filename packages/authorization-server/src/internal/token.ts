@@ -119,6 +119,17 @@ const authorizationCodeGrant = (
     if (resource !== undefined && resource !== record.resource) {
       return yield* refuse(err("invalid_target", "resource differs from the one authorized"))
     }
+    // RFC 9449 §10: a code requested for a key (dpop_jkt) is redeemed only with a proof by that key.
+    if (record.confirmation !== undefined && record.confirmation !== binding.confirmation) {
+      return yield* refuse(
+        err(
+          "invalid_grant",
+          binding.confirmation === undefined
+            ? "the authorization code is bound to a proof-of-possession key (dpop_jkt) and this request proves none"
+            : "the authorization code is bound to another proof-of-possession key (dpop_jkt) than this request proves",
+        ),
+      )
+    }
 
     const access = yield* signAccessToken(config, binding, {
       subject: record.subject,
@@ -141,7 +152,15 @@ const authorizationCodeGrant = (
         access_token: access.record,
         ...(refreshToken === undefined
           ? {}
-          : { refresh: { token: refreshToken, expires_at: now + config.refreshTokenTtl } }),
+          : {
+              refresh: {
+                token: refreshToken,
+                expires_at: now + config.refreshTokenTtl,
+                ...(binding.bindRefreshTokens === true && binding.confirmation !== undefined
+                  ? { confirmation: binding.confirmation }
+                  : {}),
+              },
+            }),
       })
       .pipe(Effect.catchTags(codeErrors))
     return tokenResponse(binding, access.token, config.accessTokenTtl, record.scope, refreshToken, idToken)
@@ -184,6 +203,17 @@ const refreshGrant = (
       grants.getRefresh(presented, now).pipe(Effect.catchTags(refreshErrors), Effect.andThen(failure))
     if (current.client_id !== client.client_id) {
       return yield* refuse(err("invalid_grant", "the refresh token was issued to another client"))
+    }
+    // RFC 9449 §5: a refresh token bound to a key is used only with a proof by that key.
+    if (current.confirmation !== undefined && current.confirmation !== binding.confirmation) {
+      return yield* refuse(
+        err(
+          "invalid_grant",
+          binding.confirmation === undefined
+            ? "the refresh token is bound to a proof-of-possession key and this request proves none"
+            : "the refresh token is bound to another proof-of-possession key than this request proves",
+        ),
+      )
     }
     const granted = Scope.parse(current.scope)
     const scopes = requested ?? granted
@@ -362,6 +392,10 @@ export const tokenEndpoint = (
         ...((b.tokenType ?? all.tokenType) === undefined
           ? {}
           : { tokenType: (b.tokenType ?? all.tokenType) as string }),
+        ...((b.confirmation ?? all.confirmation) === undefined
+          ? {}
+          : { confirmation: (b.confirmation ?? all.confirmation) as string }),
+        ...(b.bindRefreshTokens === true || all.bindRefreshTokens === true ? { bindRefreshTokens: true } : {}),
       }),
       {},
     )

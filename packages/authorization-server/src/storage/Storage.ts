@@ -131,6 +131,8 @@ export interface ClientMetadata {
   readonly application_type?: "web" | "native"
   readonly software_id?: string
   readonly software_version?: string
+  /** The client always sends DPoP proofs to the token endpoint; requests without one are refused (RFC 9449 §5.2). */
+  readonly dpop_bound_access_tokens?: boolean
   readonly origin: ClientOrigin
   /** When this record stops being valid (a cached metadata document); absent for static and registered clients. */
   readonly expires_at?: number
@@ -282,6 +284,11 @@ export interface NewAuthorizationCode {
    * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.3 | OAuth 2.1 §4.1.3}
    */
   readonly redirect_uri_sent?: boolean
+  /**
+   * What a token request must prove to redeem the code: a value of the extension that bound it (DPoP's `dpop_jkt`, a
+   * JWK thumbprint, RFC 9449 §10); absent for an unbound code.
+   */
+  readonly confirmation?: string
 }
 
 /**
@@ -306,6 +313,8 @@ export interface NewRefreshToken {
   readonly issued_at: number
   /** Absent for a token that does not expire on its own. */
   readonly expires_at?: number
+  /** What every refresh of the family must prove (a public client's DPoP key, RFC 9449 §5); absent for none. */
+  readonly confirmation?: string
 }
 
 /**
@@ -322,6 +331,8 @@ export interface RefreshToken {
   readonly scope: string
   readonly issued_at: number
   readonly expires_at?: number
+  /** What every refresh of the family must prove (a public client's DPoP key, RFC 9449 §5); absent for none. */
+  readonly confirmation?: string
 }
 
 /**
@@ -365,7 +376,12 @@ export interface RedeemCode {
   readonly now: number
   readonly access_token: IssuedAccessToken
   /** The first refresh token of the new family (raw), for clients that may refresh. */
-  readonly refresh?: { readonly token: string; readonly expires_at?: number }
+  readonly refresh?: {
+    readonly token: string
+    readonly expires_at?: number
+    /** What every refresh of the new family must prove (a public client's DPoP key, RFC 9449 §5). */
+    readonly confirmation?: string
+  }
 }
 
 /**

@@ -801,6 +801,44 @@ export const storageContract = (name: string, factory: StoresFactory): void => {
         }),
       ))
 
+    it("keeps a code's confirmation and a family's through redemption, lookup and rotation (RFC 9449 §5, §10)", () =>
+      run(
+        Effect.gen(function* () {
+          const grants = yield* GrantStore
+          const jkt = "0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I"
+          const bound = newCode({ confirmation: jkt })
+          const created = yield* grants.createCode(bound)
+          expect(created.confirmation).toBe(jkt)
+          expect(yield* grants.findCode(bound.code)).toEqual(Option.some(created))
+          const refreshToken = secret()
+          const redeemed = yield* grants.redeemCode({
+            code: bound.code,
+            now: NOW + 1,
+            access_token: access(),
+            refresh: { token: refreshToken, expires_at: NOW + 86_400, confirmation: jkt },
+          })
+          expect(redeemed.code.confirmation).toBe(jkt)
+          expect(redeemed.refresh?.confirmation).toBe(jkt)
+          const found = yield* grants.findRefresh(refreshToken, NOW + 2)
+          expect(Option.map(found, (t) => t.confirmation)).toEqual(Option.some(jkt))
+          const rotated = yield* rotateAs(grants, bound.client_id, refreshToken, NOW + 3)
+          expect(rotated.token.confirmation).toBe(jkt)
+          expect((yield* grants.getRefresh(rotated.refresh_token ?? "", NOW + 4)).confirmation).toBe(jkt)
+
+          const plain = newCode()
+          expect((yield* grants.createCode(plain)).confirmation).toBeUndefined()
+          const unbound = secret()
+          const opened = yield* grants.redeemCode({
+            code: plain.code,
+            now: NOW + 1,
+            access_token: access(),
+            refresh: { token: unbound },
+          })
+          expect(opened.refresh?.confirmation).toBeUndefined()
+          expect((yield* grants.getRefresh(unbound, NOW + 2)).confirmation).toBeUndefined()
+        }),
+      ))
+
     it("redeems a code, records the access token and opens the family together; a replay revokes all of it", () =>
       run(
         Effect.gen(function* () {

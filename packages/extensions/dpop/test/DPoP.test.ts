@@ -331,6 +331,21 @@ describe("the resource server refuses bad presentations (RFC 9449 §7)", () => {
     )
   })
 
+  it("bound tokens required: an unbound token presented as Bearer: 401 invalid_token with the DPoP challenge", async () => {
+    const s = await stack({ server: null, schemes: [dpopScheme({ boundTokensRequired: true })] })
+    const response = await tokenRequest(s, {})
+    const token = ((await response.json()) as { access_token: string }).access_token
+    const presented = await call(fetch, s.mcp, { authorization: `Bearer ${token}` })
+    expect(presented.status).toBe(401)
+    expect(presented.headers.get("www-authenticate")).toBe(
+      challenge(s, "invalid_token", "This resource accepts access tokens presented with the DPoP scheme only"),
+    )
+    // Without the requirement the same token is accepted as Bearer.
+    const open = await stack({ server: null, schemes: [dpopScheme()] })
+    const other = ((await (await tokenRequest(open, {})).json()) as { access_token: string }).access_token
+    expect((await call(fetch, open.mcp, { authorization: `Bearer ${other}` })).status).toBe(200)
+  })
+
   it("a Bearer token presented as DPoP: 401 invalid_token", async () => {
     const s = await stack({ server: null, schemes: [dpopScheme()] })
     const response = await tokenRequest(s, {})

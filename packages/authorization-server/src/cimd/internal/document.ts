@@ -89,6 +89,7 @@ export const toClient = (doc: Wire.ClientIdMetadataDocument, now: number, expire
     : {}),
   ...(doc.software_id === undefined ? {} : { software_id: doc.software_id }),
   ...(doc.software_version === undefined ? {} : { software_version: doc.software_version }),
+  ...(doc.dpop_bound_access_tokens === undefined ? {} : { dpop_bound_access_tokens: doc.dpop_bound_access_tokens }),
   origin: "metadata-document",
   expires_at: expiresAt,
 })

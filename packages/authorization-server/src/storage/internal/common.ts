@@ -61,6 +61,7 @@ export const clientMetadata = (c: ClientMetadata): ClientMetadata =>
     application_type: c.application_type,
     software_id: c.software_id,
     software_version: c.software_version,
+    dpop_bound_access_tokens: c.dpop_bound_access_tokens,
     origin: c.origin,
     expires_at: c.expires_at,
   })

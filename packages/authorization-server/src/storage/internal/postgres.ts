@@ -154,6 +154,16 @@ export const MIGRATIONS: ReadonlyArray<{ readonly version: number; readonly name
       CREATE INDEX rate_limits_expires_at ON rate_limits (expires_at);
     `,
   },
+  {
+    version: 4,
+    name: "token-confirmation",
+    // confirmation: what a token request must prove to redeem the code (DPoP's dpop_jkt, RFC 9449 §10) or to use the
+    // family's refresh tokens (the key a public client's refresh tokens are bound to, RFC 9449 §5); NULL for none.
+    sql: `
+      ALTER TABLE authorization_codes ADD COLUMN confirmation text;
+      ALTER TABLE refresh_families ADD COLUMN confirmation text;
+    `,
+  },
 ]
 
 const quote = (identifier: string): string => `"${identifier.replaceAll('"', '""')}"`

@@ -104,6 +104,7 @@ const codeFromRow = (r: Row): AuthorizationCode =>
     expires_at: num(r, "expires_at"),
     nonce: optStr(r, "nonce"),
     redirect_uri_sent: bool(r, "redirect_uri_sent") ? true : undefined,
+    confirmation: optStr(r, "confirmation"),
   })
 
 const grantFromRow = (r: Row): Grant =>
@@ -128,6 +129,7 @@ const refreshFromRow = (r: Row): RefreshToken =>
     scope: str(r, "scope"),
     issued_at: num(r, "issued_at"),
     expires_at: optNum(r, "expires_at"),
+    confirmation: optStr(r, "confirmation"),
   })
 
 const refreshStatus = (r: Row, now: number): RefreshTokenStatus => {
@@ -318,7 +320,7 @@ export const makeGrantStore = (driver: Driver): GrantStore["Service"] => {
   }
 
   const SELECT_REFRESH = `SELECT r.token_hash, r.family_id, r.scope, r.issued_at, r.expires_at, r.rotated_at, r.successor_salt,
-      f.grant_id, f.revoked_at AS family_revoked_at, g.client_id, g.subject, g.resource
+      f.grant_id, f.revoked_at AS family_revoked_at, f.confirmation, g.client_id, g.subject, g.resource
     FROM ${t.refreshTokens} r JOIN ${t.families} f ON f.family_id = r.family_id JOIN ${t.grants} g ON g.grant_id = f.grant_id
     WHERE r.token_hash = $1`
 
@@ -401,13 +403,15 @@ export const makeGrantStore = (driver: Driver): GrantStore["Service"] => {
     scope: string,
     issuedAt: number,
     expiresAt: number | undefined,
+    confirmation: string | undefined,
   ): Work<RefreshToken> {
     const family_id = crypto.randomUUID()
     const grant_id = str(grant, "grant_id")
-    yield* count(`INSERT INTO ${t.families} (family_id, grant_id, created_at) VALUES ($1, $2, $3)`, [
+    yield* count(`INSERT INTO ${t.families} (family_id, grant_id, created_at, confirmation) VALUES ($1, $2, $3, $4)`, [
       family_id,
       grant_id,
       issuedAt,
+      opt(confirmation),
     ])
     yield* count(INSERT_REFRESH, [hashSecret(token), family_id, scope, issuedAt, opt(expiresAt)])
     return defined<RefreshToken>({
@@ -419,6 +423,7 @@ export const makeGrantStore = (driver: Driver): GrantStore["Service"] => {
       scope,
       issued_at: issuedAt,
       expires_at: expiresAt,
+      confirmation,
     })
   }
   const SELECT_CONSENT = `SELECT * FROM ${t.consents} WHERE subject = $1 AND client_id = $2 AND resource = $3`
@@ -434,8 +439,9 @@ export const makeGrantStore = (driver: Driver): GrantStore["Service"] => {
         )
         yield* count(
           `INSERT INTO ${t.codes} (code_hash, grant_id, client_id, redirect_uri, code_challenge,
-           code_challenge_method, resource, scope, subject, auth_time, issued_at, expires_at, nonce, redirect_uri_sent)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+           code_challenge_method, resource, scope, subject, auth_time, issued_at, expires_at, nonce, redirect_uri_sent,
+           confirmation)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
           [
             hashSecret(input.code),
             grant_id,
@@ -451,6 +457,7 @@ export const makeGrantStore = (driver: Driver): GrantStore["Service"] => {
             input.expires_at,
             opt(input.nonce),
             input.redirect_uri_sent === true ? 1 : 0,
+            opt(input.confirmation),
           ],
         )
         const { code, ...rest } = input
@@ -489,6 +496,7 @@ export const makeGrantStore = (driver: Driver): GrantStore["Service"] => {
             code.scope,
             redemption.now,
             redemption.refresh.expires_at,
+            redemption.refresh.confirmation,
           )
         }
         // A dynamically registered client that completed an authorization is no longer an unused registration.
@@ -532,7 +540,9 @@ export const makeGrantStore = (driver: Driver): GrantStore["Service"] => {
       atomic("createRefresh")(function* () {
         const grant = yield* liveGrant(input.grant_id)
         if (grant instanceof Error) return Effect.fail(grant)
-        return Effect.succeed(yield* openFamily(grant, input.token, input.scope, input.issued_at, input.expires_at))
+        return Effect.succeed(
+          yield* openFamily(grant, input.token, input.scope, input.issued_at, input.expires_at, input.confirmation),
+        )
       }),
     getRefresh: (token, now) =>
       atomic("getRefresh")(function* () {
@@ -610,6 +620,7 @@ export const makeGrantStore = (driver: Driver): GrantStore["Service"] => {
             scope,
             issued_at: now,
             expires_at: rotation.expires_at,
+            confirmation: optStr(r, "confirmation"),
           }),
           refresh_token: successor,
           replayed: false,
@@ -642,6 +653,7 @@ export const makeGrantStore = (driver: Driver): GrantStore["Service"] => {
             scope: rotation.scope,
             issued_at: rotation.now,
             expires_at: rotation.expires_at,
+            confirmation: optStr(r, "confirmation"),
           }),
         )
       }),

@@ -1,6 +1,6 @@
 import { type Extension, Storage } from "@keyway/authorization-server"
 import { Grant, OAuthError } from "@keyway/core"
-import { Effect } from "effect"
+import { Effect, Result } from "effect"
 import { z } from "zod"
 import { makeNonces } from "./nonce.js"
 import { checkProof, failed } from "./proof.js"
@@ -17,7 +17,8 @@ export interface DPoPServerOptions {
   readonly window?: number
   /**
    * Whether token requests must carry a proof: `true` for every client, a list of client IDs, or a function of the
-   * client ID (undefined for requests without a client). Requests without a proof get Bearer tokens otherwise.
+   * client ID (undefined for requests without a client). A client registered with `dpop_bound_access_tokens: true`
+   * (RFC 9449 §5.2) must, whatever this says. Requests without a proof get Bearer tokens otherwise.
    */
   readonly required?: boolean | ReadonlyArray<string> | ((clientId: string | undefined) => boolean)
   /**
@@ -63,6 +64,9 @@ export const optionsSchema = z.strictObject(
   { error: "must be an object" },
 )
 
+// RFC 9449 §10: the base64url SHA-256 JWK thumbprint (RFC 7638) of the key the code is bound to.
+const THUMBPRINT = /^[A-Za-z0-9_-]{43}$/
+
 const fail = (
   error: "invalid_dpop_proof" | "use_dpop_nonce" | "invalid_request",
   description: string,
@@ -105,6 +109,16 @@ export const dpopAuthorizationServer = (options: DPoPServerOptions = {}): Extens
   return {
     id: Grant.extensions.dpop,
     metadata: () => ({ dpop_signing_alg_values_supported: [...algorithms] }),
+    // RFC 9449 §10: `dpop_jkt` binds the code to the key whose proof must accompany its redemption.
+    authorizationRequest: (params) => {
+      const values = params.getAll("dpop_jkt")
+      if (values.length === 0) return Result.succeed(undefined)
+      if (values.length > 1) return Result.fail("dpop_jkt is repeated")
+      const jkt = values[0] as string
+      return THUMBPRINT.test(jkt)
+        ? Result.succeed(jkt)
+        : Result.fail("dpop_jkt must be the base64url SHA-256 JWK thumbprint of the DPoP key (RFC 9449 §10)")
+    },
     validate: () => {
       const bad = algorithms.filter((a) => !Grant.ASYMMETRIC_ALGORITHMS.includes(a))
       if (algorithms.length === 0) return "dpop: algorithms must name at least one JWS algorithm"
@@ -120,6 +134,12 @@ export const dpopAuthorizationServer = (options: DPoPServerOptions = {}): Extens
         const issuer = nonces
         const header = request.headers.get("dpop")
         if (header === null) {
+          if (client?.dpop_bound_access_tokens === true) {
+            return yield* fail(
+              "invalid_dpop_proof",
+              "this client registered dpop_bound_access_tokens: every token request must carry a DPoP proof",
+            )
+          }
           return requiredFor(client?.client_id)
             ? yield* fail("invalid_dpop_proof", "this client must send a DPoP proof with its token requests")
             : undefined
@@ -143,6 +163,10 @@ export const dpopAuthorizationServer = (options: DPoPServerOptions = {}): Extens
         return {
           claims: { cnf: { jkt: result.jkt } },
           tokenType: "DPoP",
+          confirmation: result.jkt,
+          // RFC 9449 §5: a public client's refresh tokens are bound to its key; a confidential client's are already
+          // bound to its credentials.
+          bindRefreshTokens: client?.token_endpoint_auth_method === "none",
           ...(fresh === undefined ? {} : { headers: { "DPoP-Nonce": fresh } }),
         }
       }),
