@@ -156,7 +156,12 @@ const make = Effect.gen(function* () {
     let parameters: Record<string, string> = {}
     for (const extension of extensions) {
       if (extension.authorizationParameters === undefined) continue
-      parameters = { ...(yield* extension.authorizationParameters(server)), ...parameters }
+      parameters = {
+        ...(yield* extension
+          .authorizationParameters(server, resource.metadata)
+          .pipe(Effect.provideService(TokenStore, store))),
+        ...parameters,
+      }
     }
     const request = yield* buildRequest({
       resource: { ...resource, serverUrl: key },
@@ -251,7 +256,13 @@ const make = Effect.gen(function* () {
       scope,
       challenge: options.challenge,
       fetch: config.fetch,
-      tokenRequest: (body, requestOptions) => provide(tokenRequest(server, body, requestOptions)),
+      tokenRequest: (body, requestOptions) =>
+        provide(
+          tokenRequest(server, body, {
+            ...(resource.metadata === undefined ? {} : { resourceMetadata: resource.metadata }),
+            ...requestOptions,
+          }),
+        ),
     })
     const tokens = toTokens(yield* Clock.currentTimeMillis, acquired.response, {
       requestedScope: acquired.requestedScope ?? scope ?? "",
@@ -463,7 +474,7 @@ const make = Effect.gen(function* () {
       if (outgoing !== undefined) {
         for (const extension of extensions) {
           if (extension.decorate === undefined) continue
-          yield* extension.decorate(outgoing)
+          yield* extension.decorate(outgoing).pipe(Effect.provideService(TokenStore, store))
         }
       }
       const response = yield* send(config.fetch, "request", original.url, {

@@ -13,6 +13,7 @@ import { Context, type Effect, Layer } from "effect"
 import type { AuthError, Step } from "./AuthError.js"
 import type { ClientInformation, FetchLike, PrivateKeyJwt } from "./ClientConfig.js"
 import type { DiscoveredAuthorizationServer } from "./Discovery.js"
+import type { TokenStore } from "./TokenStore.js"
 
 /**
  * How a token request authenticates the client, when it does.
@@ -32,6 +33,11 @@ export interface TokenRequestOptions {
   readonly assertionAudience?: "issuer" | "token_endpoint"
   /** The step errors are reported under; `token` by default. */
   readonly step?: Step
+  /**
+   * The protected resource metadata of the MCP server the token is for, handed to the extensions that decorate the
+   * request (DPoP picks its algorithm from both metadata documents). The strategy's request carries it already.
+   */
+  readonly resourceMetadata?: Wire.ProtectedResourceMetadata
 }
 
 /**
@@ -120,6 +126,8 @@ export interface OutgoingRequest {
   readonly tokenType?: string
   /** The authorization server's validated metadata (`token` requests). */
   readonly metadata?: Wire.AuthorizationServerMetadata
+  /** The protected resource metadata of the MCP server the token is for, when known (`token` requests). */
+  readonly resourceMetadata?: Wire.ProtectedResourceMetadata
 }
 
 /**
@@ -139,8 +147,11 @@ export interface ClientExtension {
   readonly id: string
   /** Replaces the authorization code flow (at most one extension may give a strategy). */
   readonly strategy?: TokenStrategy
-  /** Decorates every token-endpoint request and every request carrying an access token, just before it is sent. */
-  readonly decorate?: (request: OutgoingRequest) => Effect.Effect<void, AuthError>
+  /**
+   * Decorates every token-endpoint request and every request carrying an access token, just before it is sent. It may
+   * keep what it needs across restarts in the client's {@link TokenStore} (DPoP keeps its keys there).
+   */
+  readonly decorate?: (request: OutgoingRequest) => Effect.Effect<void, AuthError, TokenStore>
   /**
    * Sees the response to every request it decorated; true asks for the request to be sent once more, decorated again
    * (DPoP answers a `use_dpop_nonce` challenge with a proof carrying the new nonce, RFC 9449 §8 and §9). A request is
@@ -164,7 +175,8 @@ export interface ClientExtension {
    */
   readonly authorizationParameters?: (
     server: DiscoveredAuthorizationServer,
-  ) => Effect.Effect<Readonly<Record<string, string>>, AuthError>
+    resourceMetadata: Wire.ProtectedResourceMetadata | undefined,
+  ) => Effect.Effect<Readonly<Record<string, string>>, AuthError, TokenStore>
   /**
    * Client metadata added to dynamic registration requests (DPoP's `dpop_bound_access_tokens`, RFC 9449 §5.2); it
    * never replaces the client's own fields.

@@ -11,6 +11,7 @@ import { Clock, Effect, Result } from "effect"
 import { AuthError } from "./AuthError.js"
 import { ClientConfig, type ClientInformation, type TokenEndpointAuthMethod } from "./ClientConfig.js"
 import type { DiscoveredAuthorizationServer } from "./Discovery.js"
+import type { ClientExtension } from "./Extension.js"
 import { isRecord, readJson, requireSecure, send } from "./internal/http.js"
 import { clientKey } from "./internal/storage.js"
 import { TokenStore } from "./TokenStore.js"
@@ -29,6 +30,10 @@ const isClientIdUrl = (raw: string): boolean => {
   return url !== null && url.protocol === "https:" && url.pathname !== "/" && url.pathname !== "" && url.hash === ""
 }
 
+/** The client metadata the extensions add (spread first: the client's own fields win). */
+const extensionMetadata = (extensions: ReadonlyArray<ClientExtension>): Record<string, unknown> =>
+  Object.assign({}, ...extensions.map((e) => e.clientMetadata ?? {}))
+
 const AUTH_METHODS: ReadonlyArray<string> = ["none", "client_secret_basic", "client_secret_post", "private_key_jwt"]
 
 const register = Effect.fnUntraced(function* (
@@ -39,7 +44,7 @@ const register = Effect.fnUntraced(function* (
   const config = yield* ClientConfig
   yield* requireSecure("registration", endpoint, "the registration endpoint")
   const body = {
-    ...Object.assign({}, ...config.extensions.map((e) => e.clientMetadata ?? {})),
+    ...extensionMetadata(config.extensions),
     client_name: config.clientName,
     redirect_uris: [redirectUri],
     grant_types: ["authorization_code", "refresh_token"],
@@ -166,6 +171,11 @@ export interface ClientMetadataDocumentOptions {
   readonly jwks?: { readonly keys: ReadonlyArray<Record<string, unknown>> }
   readonly jwksUri?: string
   readonly scope?: string
+  /**
+   * The client's extensions: the client metadata they add (DPoP's `dpop_bound_access_tokens`, RFC 9449 §5.2) goes
+   * into the document as into a registration request, never replacing the document's own fields.
+   */
+  readonly extensions?: ReadonlyArray<ClientExtension>
 }
 
 /**
@@ -177,6 +187,7 @@ export interface ClientMetadataDocumentOptions {
 export const buildClientMetadataDocument = (options: ClientMetadataDocumentOptions): Wire.ClientIdMetadataDocument => {
   const method = options.tokenEndpointAuthMethod ?? "none"
   const document: Record<string, unknown> = {
+    ...extensionMetadata(options.extensions ?? []),
     client_id: options.url,
     client_name: options.clientName,
     redirect_uris: [...options.redirectUris],

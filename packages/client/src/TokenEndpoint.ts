@@ -119,6 +119,7 @@ export const request = Effect.fnUntraced(function* (
       headers,
       issuer: server.issuer,
       metadata: server.metadata,
+      ...(options.resourceMetadata === undefined ? {} : { resourceMetadata: options.resourceMetadata }),
     }
     for (const extension of config.extensions) {
       if (extension.decorate !== undefined) yield* extension.decorate(outgoing)

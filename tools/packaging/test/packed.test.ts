@@ -1,4 +1,13 @@
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
+import {
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { publint } from "publint"
@@ -197,10 +206,8 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
           tarball("@keyway/ext-client-credentials"),
           tarball("@keyway/ext-workload-identity"),
           tarball("@keyway/ext-enterprise-managed"),
+          // The extensions take the role packages as optional peers: a client project installs no server.
           tarball("@keyway/ext-dpop"),
-          // The extensions serve both roles: they depend on both role packages.
-          tarball("@keyway/authorization-server"),
-          tarball("@keyway/http"),
           devVersion("packages/integrations/mcp-sdk-client", "@modelcontextprotocol/client"),
         ],
         cache,
@@ -212,7 +219,6 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
           tarball("@keyway/ext-workload-identity"),
           tarball("@keyway/ext-enterprise-managed"),
           tarball("@keyway/ext-dpop"),
-          tarball("@keyway/client"),
         ],
         cache,
       ),
@@ -241,6 +247,16 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
       ),
       npmInstall(projectDir("authorization-server"), [TYPES_NODE], cache, true),
     ])
+  })
+
+  it("the extensions bring no other role: a client or an MCP server project gets no authorization server", () => {
+    const keyway = (project: string) => readdirSync(join(projectDir(project), "node_modules", "@keyway")).sort()
+    expect(keyway("client")).not.toContain("authorization-server")
+    expect(keyway("client")).toContain("ext-dpop")
+    expect(keyway("resource-server")).not.toContain("authorization-server")
+    expect(keyway("resource-server")).not.toContain("client")
+    expect(keyway("resource-server")).toContain("ext-dpop")
+    expect(keyway("authorization-server")).not.toContain("client")
   })
 
   it.each(["client", "resource-server", "authorization-server"])(

@@ -125,6 +125,7 @@ describe("ClientMetadataResolver: a good document over real HTTPS", () => {
           software_id: "example-client",
           software_version: "1.2.3",
           application_type: "web",
+          dpop_bound_access_tokens: true,
           unknown_extension: true,
         }),
       { "cache-control": "max-age=600" },
@@ -147,6 +148,7 @@ describe("ClientMetadataResolver: a good document over real HTTPS", () => {
       application_type: "web",
       software_id: "example-client",
       software_version: "1.2.3",
+      dpop_bound_access_tokens: true,
       origin: "metadata-document",
       expires_at: NOW + 600,
     })

@@ -1,7 +1,7 @@
 import { createAuthClient } from "@keyway/client"
 import { dpop } from "@keyway/ext-dpop/client"
 
-// Tokens bound to a key this process holds; the private key never leaves Web Crypto.
+// Tokens bound to a key kept in the client's token store, beside the tokens it protects.
 const auth = createAuthClient({ extensions: [dpop()] })
 
 const response = await auth.fetch("https://mcp.example.com/mcp", {

@@ -1,5 +1,5 @@
 import { UserAuthenticator } from "@keyway/authorization-server"
-import { createAuthClient, UserAgent } from "@keyway/client"
+import { createAuthClient, Registration, UserAgent } from "@keyway/client"
 import { Effect } from "effect"
 import { base64url, calculateJwkThumbprint, decodeJwt, exportJWK, generateKeyPair, type JWK, SignJWT } from "jose"
 import { afterEach, beforeAll, describe, expect, it } from "vitest"
@@ -167,6 +167,18 @@ describe("Keyway's client with DPoP in the authorization code flow", () => {
   })
 })
 
+describe("the client ID metadata document of a DPoP client (RFC 9449 §5.2)", () => {
+  it("carries dpop_bound_access_tokens from the extension, and the document's own fields win", () => {
+    const document = Registration.buildClientMetadataDocument({
+      url: "https://app.example.com/client.json",
+      clientName: "DPoP app",
+      redirectUris: [REDIRECT],
+      extensions: [dpop(), { id: "example/other", clientMetadata: { client_name: "not this one" } }],
+    })
+    expect(document).toMatchObject({ dpop_bound_access_tokens: true, client_name: "DPoP app" })
+  })
+})
+
 describe("the authorization server binds codes and refresh tokens to the DPoP key (RFC 9449 §5, §10)", () => {
   it("a code requested with dpop_jkt is redeemed with a proof by that key; the public client's refresh tokens stay bound", async () => {
     const s = await stack()
@@ -293,5 +305,140 @@ describe("the authorization server binds codes and refresh tokens to the DPoP ke
     })
     const code2 = await codeFor(s, client.client_id)
     expect((await redeem(s, code2, { dpop: await proof(s, key) }, client.client_id)).status).toBe(200)
+  })
+})
+
+describe("the client's DPoP key (RFC 9449 §2, §5)", () => {
+  /** A token-store backend whose entries the test can read and change. */
+  const inspectable = () => {
+    const entries = new Map<string, string>()
+    return {
+      entries,
+      backend: {
+        get: async (key: string) => {
+          const value = entries.get(key)
+          return value === undefined ? undefined : JSON.parse(value)
+        },
+        set: async (key: string, value: unknown) => void entries.set(key, JSON.stringify(value)),
+        delete: async (key: string) => void entries.delete(key),
+      },
+    }
+  }
+
+  const appClient = (
+    backend: ReturnType<typeof inspectable>["backend"],
+    keys?: "token-store" | "memory",
+    seen: Array<string> = [],
+  ) => {
+    const auth = createAuthClient({
+      clientName: "DPoP app",
+      extensions: [dpop(keys === undefined ? {} : { keys })],
+      store: backend,
+      userAgent: UserAgent.testUser({ username: USER.username, password: USER.password, redirectUri: REDIRECT }),
+      fetch: async (input, init) => {
+        const url = new URL(String(input))
+        seen.push(
+          url.pathname === "/token"
+            ? `token ${new URLSearchParams(String(init?.body)).get("grant_type")}`
+            : url.pathname,
+        )
+        return globalThis.fetch(input, init)
+      },
+    })
+    cleanups.push(() => auth.dispose())
+    return auth
+  }
+
+  /** Marks every held access token expired, as after a restart some time later. */
+  const expire = (entries: Map<string, string>) => {
+    for (const [name, value] of entries) {
+      if (!name.startsWith("tokens:")) continue
+      entries.set(name, JSON.stringify({ ...JSON.parse(value), expires_at: 1 }))
+    }
+  }
+
+  it("is kept in the token store, so a bound refresh token works after a restart", async () => {
+    const s = await stack()
+    const { entries, backend } = inspectable()
+    expect((await call(appClient(backend).fetch, s.mcp)).status).toBe(200)
+    const stored = [...entries.keys()].filter((name) => name.startsWith("dpop-key:"))
+    expect(stored).toEqual([`dpop-key:${s.issuer}`])
+    expect(JSON.parse(entries.get(stored[0] as string) as string)).toMatchObject({
+      alg: "ES256",
+      publicJwk: { kty: "EC", crv: "P-256" },
+      privateJwk: { kty: "EC", crv: "P-256", d: expect.any(String) },
+    })
+
+    // A new client on the same store: one refresh with the stored key, then the call.
+    expire(entries)
+    const seen: Array<string> = []
+    expect((await call(appClient(backend, "token-store", seen).fetch, s.mcp)).status).toBe(200)
+    expect(seen).toEqual(["token refresh_token", "/mcp"])
+    expect(s.tokenRequests.at(-1)?.status).toBe(200)
+  })
+
+  it("kept in memory only, is lost with the process: the bound refresh token is refused and the user signs in again", async () => {
+    const s = await stack()
+    const { entries, backend } = inspectable()
+    expect((await call(appClient(backend, "memory").fetch, s.mcp)).status).toBe(200)
+    expect([...entries.keys()].some((name) => name.startsWith("dpop-key:"))).toBe(false)
+    expire(entries)
+    const seen: Array<string> = []
+    expect((await call(appClient(backend, "memory", seen).fetch, s.mcp)).status).toBe(200)
+    // The refresh is refused, the request goes without a token, and the 401 starts a new authorization.
+    expect(seen).toEqual([
+      "token refresh_token",
+      "/mcp",
+      "/.well-known/oauth-protected-resource/mcp",
+      "/.well-known/oauth-authorization-server",
+      "token authorization_code",
+      "/mcp",
+    ])
+    expect(s.tokenRequests.map((r) => r.status)).toEqual([200, 400, 200])
+  })
+})
+
+describe("the client's algorithm: the first of its own that both metadata documents list (RFC 9449 §5.1)", () => {
+  const algStack = async (server: ReadonlyArray<string>, resource: ReadonlyArray<string>) => {
+    const s = await startStack({
+      server: { algorithms: server },
+      schemes: [dpopScheme({ algorithms: resource })],
+      authorizationServer: {
+        users: [{ username: USER.username, passwordHash }],
+        registration: true,
+        introspectionClients: [],
+        clients: [],
+      },
+    })
+    cleanups.push(s.close)
+    return s
+  }
+  const client = () => {
+    const auth = createAuthClient({
+      clientName: "DPoP app",
+      extensions: [dpop()],
+      userAgent: UserAgent.testUser({ username: USER.username, password: USER.password, redirectUri: REDIRECT }),
+    })
+    cleanups.push(() => auth.dispose())
+    return auth
+  }
+
+  it("signs with EdDSA when the authorization server lists ES256 and EdDSA and the MCP server EdDSA only", async () => {
+    const s = await algStack(["ES256", "EdDSA"], ["EdDSA"])
+    expect((await call(client().fetch, s.mcp)).status).toBe(200)
+    const algs = [...s.tokenRequests, ...s.mcpRequests]
+      .filter((r) => r.dpop !== null)
+      .map((r) => JSON.parse(atob((r.dpop as string).split(".")[0] as string)).alg)
+    expect(new Set(algs)).toEqual(new Set(["EdDSA"]))
+  })
+
+  it("fails with a typed error naming both lists when they have no algorithm in common with it", async () => {
+    const s = await algStack(["ES256"], ["EdDSA"])
+    const failure = await call(client().fetch, s.mcp).catch((e: unknown) => e)
+    expect(failure).toMatchObject({
+      _tag: "AuthError",
+      reason: "invalid-input",
+      message: `dpop: the authorization server ${s.issuer} and the MCP server accept DPoP proofs signed with no common algorithm, and this client signs with ES256, EdDSA, PS256`,
+    })
   })
 })

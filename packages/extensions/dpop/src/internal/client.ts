@@ -1,7 +1,19 @@
-import { AuthError, type Extension } from "@keyway/client"
-import { Challenge, Grant } from "@keyway/core"
+import { AuthError, type Extension, TokenStore as Tokens } from "@keyway/client"
+
+type TokenStore = Tokens.TokenStore
+const TokenStore = Tokens.TokenStore
+
+import { Challenge, Grant, type Wire } from "@keyway/core"
 import { Clock, Effect, Result } from "effect"
-import { calculateJwkThumbprint, exportJWK, generateKeyPair, type CryptoKey as JoseKey, type JWK, SignJWT } from "jose"
+import {
+  calculateJwkThumbprint,
+  exportJWK,
+  generateKeyPair,
+  importJWK,
+  type CryptoKey as JoseKey,
+  type JWK,
+  SignJWT,
+} from "jose"
 import { accessTokenHash, targetUri } from "./proof.js"
 
 /**
@@ -16,9 +28,8 @@ export interface DPoPKey {
 }
 
 /**
- * Where DPoP keys are kept, one per authorization server issuer, so that DPoP-bound tokens (refresh tokens of public
- * clients above all) keep working across restarts. In memory by default; give one that persists next to the token
- * store (a `CryptoKey` that is not extractable can be kept by structured clone, as IndexedDB does).
+ * A place of your own for DPoP keys, one per authorization server issuer, holding the `CryptoKey` itself (a key that
+ * is not extractable can be kept by structured clone, as IndexedDB does).
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc9449.html#section-2 | RFC 9449 §2}
  */
@@ -44,16 +55,108 @@ export interface DPoPClientOptions {
    * (the default: the client asked for a sender-constrained token and does not settle for less) or `accept`.
    */
   readonly bearerResponse?: "refuse" | "accept"
-  /** Where keys are kept; in memory by default. */
-  readonly keys?: DPoPKeyStore
-  /** Keys are generated extractable (false by default: the private key cannot leave Web Crypto). */
-  readonly extractable?: boolean
+  /**
+   * Where keys are kept, so that DPoP-bound tokens (a public client's refresh tokens above all) keep working across
+   * restarts:
+   * - `token-store` (the default): in the client's token store, beside the tokens they protect, as a JWK pair (the
+   *   private key is as safe as the refresh token next to it); in memory the private key is a `CryptoKey` that is not
+   *   extractable.
+   * - `memory`: generated not extractable, and lost with the process (bound refresh tokens with it).
+   * - a {@link DPoPKeyStore} of your own, holding the `CryptoKey` (generated not extractable).
+   */
+  readonly keys?: "token-store" | "memory" | DPoPKeyStore
 }
+
+/** A key as the token store keeps it (JSON). */
+interface StoredKey {
+  readonly alg: string
+  readonly publicJwk: JWK
+  readonly privateJwk: JWK
+}
+
+const storedKey = (issuer: string): string => `dpop-key:${issuer}`
+
+const isStoredKey = (value: unknown): value is StoredKey =>
+  typeof value === "object" &&
+  value !== null &&
+  typeof (value as StoredKey).alg === "string" &&
+  typeof (value as StoredKey).publicJwk === "object" &&
+  typeof (value as StoredKey).privateJwk === "object"
+
+const publicPart = async (key: CryptoKey): Promise<JWK> => {
+  // The public half is always extractable in Web Crypto.
+  const { kty, crv, x, y, n, e } = await exportJWK(key as JoseKey)
+  return Object.fromEntries(Object.entries({ kty, crv, x, y, n, e }).filter(([, v]) => v !== undefined)) as JWK
+}
+
+/** Where a key of one issuer is found and kept: the token store, memory, or the caller's store. */
+interface Keys {
+  readonly get: (issuer: string) => Effect.Effect<DPoPKey | undefined, never, TokenStore>
+  readonly create: (issuer: string, alg: string) => Effect.Effect<DPoPKey, never, TokenStore>
+}
+
+const inTokenStore = (): Keys => {
+  // Imported once per process: the private key in memory is not extractable.
+  const imported = new Map<string, { readonly stored: StoredKey; readonly key: DPoPKey }>()
+  return {
+    get: (issuer) =>
+      Effect.gen(function* () {
+        const store = yield* TokenStore
+        const stored = yield* store.get(storedKey(issuer))
+        if (!isStoredKey(stored)) return undefined
+        const held = imported.get(issuer)
+        if (held !== undefined && held.stored.privateJwk.d === stored.privateJwk.d) return held.key
+        const privateKey = yield* Effect.promise(
+          () => importJWK(stored.privateJwk, stored.alg, { extractable: false }) as Promise<CryptoKey>,
+        )
+        const key: DPoPKey = { privateKey, publicJwk: stored.publicJwk, alg: stored.alg }
+        imported.set(issuer, { stored, key })
+        return key
+      }),
+    create: (issuer, alg) =>
+      Effect.gen(function* () {
+        const store = yield* TokenStore
+        const pair = yield* Effect.promise(() => generateKeyPair(alg, { extractable: true }))
+        const privateJwk = yield* Effect.promise(() => exportJWK(pair.privateKey))
+        const publicJwk = yield* Effect.promise(() => publicPart(pair.publicKey as CryptoKey))
+        const stored: StoredKey = { alg, publicJwk, privateJwk: { ...privateJwk, alg } }
+        yield* store.set(storedKey(issuer), stored)
+        const privateKey = yield* Effect.promise(
+          () => importJWK(stored.privateJwk, alg, { extractable: false }) as Promise<CryptoKey>,
+        )
+        const key: DPoPKey = { privateKey, publicJwk, alg }
+        imported.set(issuer, { stored, key })
+        return key
+      }),
+  }
+}
+
+const inKeyStore = (store: DPoPKeyStore): Keys => ({
+  get: (issuer) => Effect.promise(() => store.get(issuer)),
+  create: (issuer, alg) =>
+    Effect.promise(async () => {
+      const pair = await generateKeyPair(alg, { extractable: false })
+      const key: DPoPKey = {
+        privateKey: pair.privateKey as CryptoKey,
+        publicJwk: await publicPart(pair.publicKey as CryptoKey),
+        alg,
+      }
+      await store.set(issuer, key)
+      return key
+    }),
+})
 
 const memoryKeys = (): DPoPKeyStore => {
   const keys = new Map<string, DPoPKey>()
   return { get: async (issuer) => keys.get(issuer), set: async (issuer, key) => void keys.set(issuer, key) }
 }
+
+/** The algorithms both documents allow (either may list none: then the other decides). */
+const supportedBy = (
+  server: ReadonlyArray<string> | undefined,
+  resource: ReadonlyArray<string> | undefined,
+): ReadonlyArray<string> | undefined =>
+  server === undefined ? resource : resource === undefined ? server : server.filter((alg) => resource.includes(alg))
 
 const invalid = (url: string, message: string) =>
   new AuthError.AuthError({ step: "token", reason: "invalid-input", url, message })
@@ -79,38 +182,47 @@ export const dpop = (options: DPoPClientOptions = {}): Extension.ClientExtension
   if (unusable.length > 0 || preferred.length === 0) {
     throw new TypeError(`dpop: ${unusable.join(", ") || "no algorithm"}: DPoP proofs need asymmetric JWS algorithms`)
   }
-  const store = options.keys ?? memoryKeys()
+  const keys =
+    options.keys === undefined || options.keys === "token-store"
+      ? inTokenStore()
+      : inKeyStore(options.keys === "memory" ? memoryKeys() : options.keys)
   // One key generation per issuer at a time.
   const pending = new Map<string, Promise<DPoPKey>>()
   const nonces = new Map<string, string>()
   const sentNonce = new WeakMap<Headers, string | undefined>()
 
-  const keyFor = (issuer: string, supported: ReadonlyArray<string> | undefined): Promise<DPoPKey> => {
-    const running = pending.get(issuer)
-    if (running !== undefined) return running
-    const made = (async () => {
-      const held = await store.get(issuer)
+  /**
+   * The key for this issuer: the one held while both metadata documents still accept its algorithm, else a new one
+   * with the first preferred algorithm both accept (RFC 9449 §5.1, RFC 9728 §2).
+   */
+  const keyFor = (
+    issuer: string,
+    server: Wire.AuthorizationServerMetadata | undefined,
+    resource: Wire.ProtectedResourceMetadata | undefined,
+  ): Effect.Effect<DPoPKey, AuthError.AuthError, TokenStore> =>
+    Effect.gen(function* () {
+      const running = pending.get(issuer)
+      if (running !== undefined) return yield* Effect.promise(() => running)
+      const supported = supportedBy(
+        server?.dpop_signing_alg_values_supported,
+        resource?.dpop_signing_alg_values_supported,
+      )
+      const held = yield* keys.get(issuer)
       if (held !== undefined && (supported === undefined || supported.includes(held.alg))) return held
       const alg = supported === undefined ? preferred[0] : preferred.find((a) => supported.includes(a))
       if (alg === undefined) {
-        throw new Error(
-          `the authorization server ${issuer} accepts DPoP proofs signed with ${supported?.join(", ")}, and this client signs with ${preferred.join(", ")}`,
+        return yield* invalid(
+          issuer,
+          `dpop: the authorization server ${issuer} and the MCP server accept DPoP proofs signed with ${supported?.join(", ") || "no common algorithm"}, and this client signs with ${preferred.join(", ")}`,
         )
       }
-      const pair = await generateKeyPair(alg, { extractable: options.extractable ?? false })
-      // The public half is always extractable in Web Crypto.
-      const { kty, crv, x, y, n, e } = await exportJWK(pair.publicKey as JoseKey)
-      const publicJwk = Object.fromEntries(
-        Object.entries({ kty, crv, x, y, n, e }).filter(([, v]) => v !== undefined),
-      ) as JWK
-      const key: DPoPKey = { privateKey: pair.privateKey as CryptoKey, publicJwk, alg }
-      await store.set(issuer, key)
+      const services = yield* Effect.context<TokenStore>()
+      const made = Effect.runPromise(keys.create(issuer, alg).pipe(Effect.provideContext(services)))
+      pending.set(issuer, made)
+      const key = yield* Effect.promise(() => made)
+      pending.delete(issuer)
       return key
-    })()
-    pending.set(issuer, made)
-    made.catch(() => pending.delete(issuer))
-    return made
-  }
+    })
 
   const originOf = (url: string) => new URL(url).origin
 
@@ -142,29 +254,22 @@ export const dpop = (options: DPoPClientOptions = {}): Extension.ClientExtension
     id: Grant.extensions.dpop,
     schemes: ["DPoP"],
     clientMetadata: { dpop_bound_access_tokens: true },
-    authorizationParameters: (server) =>
-      Effect.tryPromise({
-        try: async () => {
-          const key = await keyFor(server.issuer, server.metadata.dpop_signing_alg_values_supported)
-          return { dpop_jkt: await calculateJwkThumbprint(key.publicJwk, "sha256") }
-        },
-        catch: (e) => invalid(server.issuer, `dpop: ${(e as Error).message}`),
+    authorizationParameters: (server, resourceMetadata) =>
+      Effect.gen(function* () {
+        const key = yield* keyFor(server.issuer, server.metadata, resourceMetadata)
+        return { dpop_jkt: yield* Effect.promise(() => calculateJwkThumbprint(key.publicJwk, "sha256")) }
       }),
     decorate: (request) =>
       Effect.gen(function* () {
         const issuer = request.issuer
         if (issuer === undefined) return
         if (request.kind === "token") {
-          const supported = request.metadata?.dpop_signing_alg_values_supported
-          const key = yield* Effect.tryPromise({
-            try: () => keyFor(issuer, supported),
-            catch: (e) => invalid(request.url, `dpop: ${(e as Error).message}`),
-          })
-          return yield* prove(request, key)
+          return yield* prove(request, yield* keyFor(issuer, request.metadata, request.resourceMetadata))
         }
         // A Bearer token (accepted with `bearerResponse: "accept"`) goes as it is.
         if (request.accessToken === undefined || request.tokenType?.toLowerCase() !== "dpop") return
-        const key = yield* Effect.promise(() => pending.get(issuer) ?? store.get(issuer))
+        const running = pending.get(issuer)
+        const key = running === undefined ? yield* keys.get(issuer) : yield* Effect.promise(() => running)
         // No key for this token's server (a token obtained before DPoP was configured): it goes as it was.
         if (key === undefined) return
         request.headers.set("authorization", `DPoP ${request.accessToken}`)
