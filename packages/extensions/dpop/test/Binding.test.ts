@@ -1,5 +1,5 @@
 import { UserAuthenticator } from "@keyway/authorization-server"
-import { createAuthClient, Registration, UserAgent } from "@keyway/client"
+import { createAuthClient, type Discovery, Registration, TokenStore, UserAgent } from "@keyway/client"
 import { Effect } from "effect"
 import { base64url, calculateJwkThumbprint, decodeJwt, exportJWK, generateKeyPair, type JWK, SignJWT } from "jose"
 import { afterEach, beforeAll, describe, expect, it } from "vitest"
@@ -375,6 +375,25 @@ describe("the client's DPoP key (RFC 9449 §2, §5)", () => {
     expect((await call(appClient(backend, "token-store", seen).fetch, s.mcp)).status).toBe(200)
     expect(seen).toEqual(["token refresh_token", "/mcp"])
     expect(s.tokenRequests.at(-1)?.status).toBe(200)
+  })
+
+  it("is made once when several first requests need it at the same time", async () => {
+    const { entries, backend } = inspectable()
+    const extension = dpop()
+    const server = {
+      issuer: "https://as.example.com",
+      metadata: { issuer: "https://as.example.com", dpop_signing_alg_values_supported: ["ES256"] },
+    } as unknown as Discovery.DiscoveredAuthorizationServer
+    const parameters = () =>
+      Effect.runPromise(
+        (extension.authorizationParameters?.(server, undefined) ?? Effect.die("no parameters")).pipe(
+          Effect.provide(TokenStore.TokenStore.layerBackend(backend)),
+        ),
+      )
+    const all = await Promise.all(Array.from({ length: 8 }, parameters))
+    expect(new Set(all.map((p) => p.dpop_jkt)).size).toBe(1)
+    const stored = JSON.parse(entries.get("dpop-key:https://as.example.com") as string)
+    expect(await calculateJwkThumbprint(stored.publicJwk)).toBe(all[0]?.dpop_jkt)
   })
 
   it("kept in memory only, is lost with the process: the bound refresh token is refused and the user signs in again", async () => {

@@ -187,7 +187,7 @@ export const dpop = (options: DPoPClientOptions = {}): Extension.ClientExtension
       ? inTokenStore()
       : inKeyStore(options.keys === "memory" ? memoryKeys() : options.keys)
   // One key generation per issuer at a time.
-  const pending = new Map<string, Promise<DPoPKey>>()
+  const pending = new Map<string, Promise<DPoPKey | string>>()
   const nonces = new Map<string, string>()
   const sentNonce = new WeakMap<Headers, string | undefined>()
 
@@ -201,27 +201,33 @@ export const dpop = (options: DPoPClientOptions = {}): Extension.ClientExtension
     resource: Wire.ProtectedResourceMetadata | undefined,
   ): Effect.Effect<DPoPKey, AuthError.AuthError, TokenStore> =>
     Effect.gen(function* () {
-      const running = pending.get(issuer)
-      if (running !== undefined) return yield* Effect.promise(() => running)
-      const supported = supportedBy(
-        server?.dpop_signing_alg_values_supported,
-        resource?.dpop_signing_alg_values_supported,
-      )
-      const held = yield* keys.get(issuer)
-      if (held !== undefined && (supported === undefined || supported.includes(held.alg))) return held
-      const alg = supported === undefined ? preferred[0] : preferred.find((a) => supported.includes(a))
-      if (alg === undefined) {
-        return yield* invalid(
-          issuer,
-          `dpop: the authorization server ${issuer} and the MCP server accept DPoP proofs signed with ${supported?.join(", ") || "no common algorithm"}, and this client signs with ${preferred.join(", ")}`,
-        )
-      }
       const services = yield* Effect.context<TokenStore>()
-      const made = Effect.runPromise(keys.create(issuer, alg).pipe(Effect.provideContext(services)))
-      pending.set(issuer, made)
+      // Looked up and made in one promise per issuer, set before anything else runs: concurrent first requests share
+      // one key instead of each storing its own.
+      const made = yield* Effect.sync(() => {
+        const running = pending.get(issuer)
+        if (running !== undefined) return running
+        const supported = supportedBy(
+          server?.dpop_signing_alg_values_supported,
+          resource?.dpop_signing_alg_values_supported,
+        )
+        const lookup = Effect.gen(function* () {
+          const held = yield* keys.get(issuer)
+          if (held !== undefined && (supported === undefined || supported.includes(held.alg))) return held
+          const alg = supported === undefined ? preferred[0] : preferred.find((a) => supported.includes(a))
+          if (alg === undefined) {
+            return `dpop: the authorization server ${issuer} and the MCP server accept DPoP proofs signed with ${supported?.join(", ") || "no common algorithm"}, and this client signs with ${preferred.join(", ")}`
+          }
+          return yield* keys.create(issuer, alg)
+        })
+        const promise = Effect.runPromise(lookup.pipe(Effect.provideContext(services))).finally(() =>
+          pending.delete(issuer),
+        )
+        pending.set(issuer, promise)
+        return promise
+      })
       const key = yield* Effect.promise(() => made)
-      pending.delete(issuer)
-      return key
+      return typeof key === "string" ? yield* invalid(issuer, key) : key
     })
 
   const originOf = (url: string) => new URL(url).origin
@@ -269,7 +275,8 @@ export const dpop = (options: DPoPClientOptions = {}): Extension.ClientExtension
         // A Bearer token (accepted with `bearerResponse: "accept"`) goes as it is.
         if (request.accessToken === undefined || request.tokenType?.toLowerCase() !== "dpop") return
         const running = pending.get(issuer)
-        const key = running === undefined ? yield* keys.get(issuer) : yield* Effect.promise(() => running)
+        const found = running === undefined ? yield* keys.get(issuer) : yield* Effect.promise(() => running)
+        const key = typeof found === "string" ? undefined : found
         // No key for this token's server (a token obtained before DPoP was configured): it goes as it was.
         if (key === undefined) return
         request.headers.set("authorization", `DPoP ${request.accessToken}`)
