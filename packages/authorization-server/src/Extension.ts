@@ -211,6 +211,11 @@ export interface AuthorizationServerExtension {
   readonly clientAuthenticationMethods?: ReadonlyArray<ClientAuthenticationMethod>
   readonly tokenRequest?: TokenRequestHook
   /**
+   * Client metadata fields (RFC 7591 §2) this extension gives meaning to, such as DPoP's `dpop_bound_access_tokens`:
+   * dynamic registration keeps them (and echoes them back) only when an extension names them.
+   */
+  readonly clientMetadata?: ReadonlyArray<"dpop_bound_access_tokens">
+  /**
    * Reads its parameters of an authorization request: the confirmation its code must be redeemed with (DPoP's
    * `dpop_jkt`, RFC 9449 §10), undefined for none, or a failure describing the malformed parameter (answered
    * `invalid_request` at the client's redirect URI).

@@ -132,6 +132,18 @@ describe("dynamic client registration (RFC 7591)", () => {
     expect(location.searchParams.get("iss")).toBe(server.issuer)
   })
 
+  it("does not echo dpop_bound_access_tokens when no extension gives it meaning (the server does not do DPoP)", async () => {
+    const response = await register({
+      redirect_uris: ["http://127.0.0.1/callback"],
+      token_endpoint_auth_method: "none",
+      dpop_bound_access_tokens: true,
+    })
+    expect(response.status).toBe(201)
+    const body = (await response.json()) as Record<string, unknown>
+    expect(body.client_id).toEqual(expect.any(String))
+    expect("dpop_bound_access_tokens" in body).toBe(false)
+  })
+
   const redirectCases: ReadonlyArray<[string, unknown, RegExp]> = [
     ["no redirect_uris", {}, /redirect_uris is required/],
     ["empty redirect_uris", { redirect_uris: [] }, /redirect_uris is required/],

@@ -209,7 +209,10 @@ export const registerEndpoint = (
       ...optional("scope"),
       ...optional("software_id"),
       ...optional("software_version"),
-      ...optional("dpop_bound_access_tokens"),
+      // Kept only where an extension gives it meaning: echoed back, it tells the client the server honours it.
+      ...(config.extensions.some((e) => e.clientMetadata?.includes("dpop_bound_access_tokens"))
+        ? optional("dpop_bound_access_tokens")
+        : {}),
       ...optional("contacts"),
       ...(jwks === undefined ? {} : { jwks }),
     }

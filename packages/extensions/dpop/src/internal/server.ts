@@ -109,6 +109,7 @@ export const dpopAuthorizationServer = (options: DPoPServerOptions = {}): Extens
   return {
     id: Grant.extensions.dpop,
     metadata: () => ({ dpop_signing_alg_values_supported: [...algorithms] }),
+    clientMetadata: ["dpop_bound_access_tokens"],
     // RFC 9449 §10: `dpop_jkt` binds the code to the key whose proof must accompany its redemption.
     authorizationRequest: (params) => {
       const values = params.getAll("dpop_jkt")
