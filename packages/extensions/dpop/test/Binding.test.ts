@@ -1,10 +1,11 @@
 import { UserAuthenticator } from "@keyway/authorization-server"
 import { createAuthClient, type Discovery, Registration, TokenStore, UserAgent } from "@keyway/client"
 import { Effect } from "effect"
-import { base64url, calculateJwkThumbprint, decodeJwt, exportJWK, generateKeyPair, type JWK, SignJWT } from "jose"
+import { base64url, calculateJwkThumbprint, decodeJwt, type JWK, SignJWT } from "jose"
 import { afterEach, beforeAll, describe, expect, it } from "vitest"
 import { dpop } from "../src/client.js"
 import { dpopScheme } from "../src/resource-server.js"
+import { makeKey, type TestKey } from "./support/keys.js"
 import { call, SECRET, type Stack, startStack } from "./support/stack.js"
 
 // The authorization code flow with DPoP: the code bound to the key by `dpop_jkt` (RFC 9449 §10), a public client's
@@ -44,16 +45,6 @@ const stack = async (): Promise<Stack> => {
   return s
 }
 
-interface TestKey {
-  readonly privateKey: CryptoKey
-  readonly jwk: JWK
-  readonly jkt: string
-}
-const makeKey = async (): Promise<TestKey> => {
-  const pair = await generateKeyPair("ES256")
-  const jwk = await exportJWK(pair.publicKey)
-  return { privateKey: pair.privateKey, jwk, jkt: await calculateJwkThumbprint(jwk) }
-}
 const key = await makeKey()
 const otherKey = await makeKey()
 

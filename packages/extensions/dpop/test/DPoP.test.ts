@@ -1,10 +1,11 @@
 import { createAuthClient, isAuthError } from "@keyway/client"
 import { clientCredentials } from "@keyway/ext-client-credentials/client"
-import { base64url, calculateJwkThumbprint, decodeJwt, exportJWK, generateKeyPair, type JWK, SignJWT } from "jose"
+import { base64url, calculateJwkThumbprint, decodeJwt, SignJWT } from "jose"
 import { afterEach, describe, expect, it } from "vitest"
 import { dpop } from "../src/client.js"
 import { EXTENSION_ID } from "../src/index.js"
 import { dpopScheme } from "../src/resource-server.js"
+import { makeKey, type TestKey } from "./support/keys.js"
 import { call, SECRET, type Stack, type StackOptions, startStack } from "./support/stack.js"
 
 const cleanups: Array<() => Promise<void>> = []
@@ -26,16 +27,6 @@ const client = (s: Stack, extensions = [dpop()]) => {
   return auth
 }
 
-interface TestKey {
-  readonly privateKey: CryptoKey
-  readonly jwk: JWK
-  readonly jkt: string
-}
-const makeKey = async (): Promise<TestKey> => {
-  const pair = await generateKeyPair("ES256")
-  const jwk = await exportJWK(pair.publicKey)
-  return { privateKey: pair.privateKey, jwk, jkt: await calculateJwkThumbprint(jwk) }
-}
 const key = await makeKey()
 const otherKey = await makeKey()
 
