@@ -409,6 +409,19 @@ describe("the node:http bridge", () => {
       ]).toEqual([200, String(Buffer.byteLength(body)), undefined, body])
     })
 
+    it("writes every byte value as it is, and UTF-8 text as UTF-8", async () => {
+      const bytes = Uint8Array.from({ length: 512 }, (_, i) => i % 256)
+      const server = await start(async (request) =>
+        new URL(request.url).pathname === "/text" ? new Response("é ✓ 🙂") : new Response(bytes),
+      )
+      const binary = await fetch(`${server.url}/bytes`)
+      expect(binary.headers.get("content-length")).toBe("512")
+      expect(new Uint8Array(await binary.arrayBuffer())).toEqual(bytes)
+      const text = await fetch(`${server.url}/text`)
+      expect(text.headers.get("content-length")).toBe(String(Buffer.byteLength("é ✓ 🙂")))
+      expect(await text.text()).toBe("é ✓ 🙂")
+    })
+
     it("keeps a Content-Length the handler set, and adds none to a 204 or a 304", async () => {
       const own = await answerOf(async () => new Response("abc", { headers: { "content-length": "3" } }))
       expect([own.headers["content-length"], own.body]).toEqual(["3", "abc"])
