@@ -2,9 +2,9 @@
  * JWS Compact Serialization (RFC 7515 §7.1) as the JWT verifier reads it: each part is decoded once, the protected
  * header is held to the rules jose applies (`crit`, `b64`, `alg`), and the signature is verified with `node:crypto`
  * and a key object kept per key where the runtime has `node:crypto`, with Web Crypto elsewhere (Workers, browsers).
- * On Node.js a Web Crypto verification runs on the thread pool at about twice the CPU of the same check in
- * `node:crypto` (docs/benchmarks.md). The keys themselves come from jose's JWKS handling, as Web Crypto keys
- * imported for the header's algorithm.
+ * On Node.js, Web Crypto costs more CPU per verification than `node:crypto` given a DER signature and a prepared key
+ * object (docs/benchmarks.md). The keys themselves come from jose's JWKS handling, as Web Crypto keys imported for
+ * the header's algorithm.
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc7515.html#section-5.2 | RFC 7515 §5.2}
  * @see {@link https://www.rfc-editor.org/rfc/rfc7518.html#section-3.1 | RFC 7518 §3.1}
@@ -189,8 +189,11 @@ export type VerifySignature = (
 ) => boolean | Promise<boolean>
 
 /**
- * Signature verification through `crypto` (synchronous) when given, and through Web Crypto otherwise or for a key
- * `crypto` cannot take. A verification that throws (a signature of the wrong length for the key) is a wrong signature.
+ * Signature verification through `crypto` when given, and through Web Crypto otherwise or for a key `crypto` cannot
+ * take. `node:crypto` verifies on the thread pool, as Web Crypto does, so that the event loop serves other requests
+ * meanwhile: in the benchmark that answered more requests per second, at less CPU per request, than verifying on the
+ * event loop (docs/benchmarks.md). A verification that fails (a signature of the wrong length for the key) is a
+ * wrong signature.
  */
 export const signatureVerifier =
   (crypto: typeof NodeCrypto | undefined): VerifySignature =>
@@ -198,22 +201,25 @@ export const signatureVerifier =
     const data = encoder.encode(signingInput)
     const object = crypto === undefined ? null : keyObjectOf(crypto, key)
     if (crypto !== undefined && object !== null) {
-      try {
-        if (algorithm.ecdsa !== undefined) {
-          const der = ecdsaToDer(signature, algorithm.ecdsa)
-          return der !== undefined && crypto.verify(algorithm.digest, data, object, der)
-        }
-        return crypto.verify(
-          algorithm.digest,
-          data,
-          algorithm.saltLength !== undefined
-            ? { key: object, padding: crypto.constants.RSA_PKCS1_PSS_PADDING, saltLength: algorithm.saltLength }
-            : object,
-          signature,
-        )
-      } catch {
-        return false
+      let input: Uint8Array = signature
+      if (algorithm.ecdsa !== undefined) {
+        const der = ecdsaToDer(signature, algorithm.ecdsa)
+        if (der === undefined) return false
+        input = der
       }
+      const options =
+        algorithm.saltLength !== undefined
+          ? { key: object, padding: crypto.constants.RSA_PKCS1_PSS_PADDING, saltLength: algorithm.saltLength }
+          : object
+      return new Promise<boolean>((resolve) => {
+        try {
+          crypto.verify(algorithm.digest, data, options, input, (error, verified) =>
+            resolve(error === null && verified),
+          )
+        } catch {
+          resolve(false)
+        }
+      })
     }
     return globalThis.crypto.subtle.verify(algorithm.webCrypto, key, signature, data).catch(() => false)
   }
