@@ -133,7 +133,7 @@ body the handler reads. Load: autocannon in a separate process, ${connections} c
 warm-up, loopback; scenarios interleaved for ${rounds} rounds, each row the round with the median throughput and the
 median server CPU time per request over the rounds ("% of bare by CPU" is bare's CPU per request over the row's).
 
-Run: \`${["node bench/run.ts", ...args].join(" ")}\` in \`packages/http\` (after \`tsc -b\`); for before/after rows,
+Run: \`${["node bench/run.ts", ...args.map((a) => (/\s/.test(a) ? JSON.stringify(a) : a))].join(" ")}\` in \`packages/http\` (after \`tsc -b\`); for before/after rows,
 \`--previous\` takes an older build of the bridge (its \`node.js\`, e.g. compiled from \`git archive <commit> packages/http/src\`).
 
 Machine: ${availableParallelism()} CPUs (${cpuModel}), Node ${process.version}, ${new Date().toISOString().slice(0, 16).replace("T", " ")} UTC;
@@ -146,10 +146,15 @@ ${table}
   const current = readFileSync(file, "utf8")
   const start = current.indexOf("<!-- http-bridge:start -->")
   const end = current.indexOf("<!-- http-bridge:end -->")
+  // Notes written by hand below the marker are kept.
+  const marker = "<!-- http-bridge:notes -->"
+  const notesAt = start === -1 || end === -1 ? -1 : current.indexOf(marker, start)
+  const notes = notesAt !== -1 && notesAt < end ? `\n${current.slice(notesAt, end)}` : "\n"
+  const whole = `${section.slice(0, -"<!-- http-bridge:end -->".length).trimEnd()}\n${notes}<!-- http-bridge:end -->`
   writeFileSync(
     file,
     start !== -1 && end !== -1
-      ? `${current.slice(0, start)}${section}${current.slice(end + "<!-- http-bridge:end -->".length)}`
-      : `${current.trimEnd()}\n\n${section}\n`,
+      ? `${current.slice(0, start)}${whole}${current.slice(end + "<!-- http-bridge:end -->".length)}`
+      : `${current.trimEnd()}\n\n${whole}\n`,
   )
 }

@@ -209,7 +209,7 @@ const aims = [
   compare("same token", of("cached"), of("sdkSame")),
   compare("distinct tokens", of("distinct"), of("sdkDistinct")),
 ].join("\n")
-const command = ["node bench/run.ts", ...args].join(" ")
+const command = ["node bench/run.ts", ...args.map((a) => (/\s/.test(a) ? JSON.stringify(a) : a))].join(" ")
 
 const NOTES = "<!-- resource-server:notes -->"
 const generated = `<!-- resource-server:start -->
