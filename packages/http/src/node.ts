@@ -414,6 +414,8 @@ export const clientAddress = (request: Request): string | undefined => addresses
  * Bodies declared (`Content-Length`) this long or shorter are read whole before the handler runs, and its `Request`
  * carries them as bytes: a Web stream over a small body costs more than the rest of the request's conversion. Longer
  * and chunked bodies reach the handler as a stream, read as it reads them.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc9110.html#section-8.6 | RFC 9110 §8.6 (Content-Length)}
  */
 export const BUFFERED_BODY_BYTES = 64 * 1024
 
