@@ -191,9 +191,9 @@ export type VerifySignature = (
 /**
  * Signature verification through `crypto` when given, and through Web Crypto otherwise or for a key `crypto` cannot
  * take. `node:crypto` verifies on the thread pool, as Web Crypto does, so that the event loop serves other requests
- * meanwhile: in the benchmark that answered more requests per second, at less CPU per request, than verifying on the
- * event loop (docs/benchmarks.md). A verification that fails (a signature of the wrong length for the key) is a
- * wrong signature.
+ * meanwhile: in the benchmark that answered more requests per second than verifying on the event loop, for some more
+ * CPU per request (the hand-over, docs/benchmarks.md). A verification that fails (a signature of the wrong length for
+ * the key) is a wrong signature.
  */
 export const signatureVerifier =
   (crypto: typeof NodeCrypto | undefined): VerifySignature =>
