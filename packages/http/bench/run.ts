@@ -4,7 +4,7 @@
  * (before/after). Server and load generator run in separate processes on loopback; scenarios are interleaved for
  * several rounds and each row is the round with the median throughput. Not a test.
  *
- *   node bench/run.ts [--previous path/to/Node.ts [--previous-label text]] [--duration 8] [--connections 32] [--rounds 3] [--write]
+ *   node bench/run.ts [--previous path/to/node.js [--previous-label text]] [--duration 8] [--connections 32] [--rounds 3] [--write]
  *
  * `--write` records the table, the machine and the load in docs/benchmarks.md.
  */
@@ -102,15 +102,20 @@ for (let round = 1; round <= rounds; round++) {
     )
   }
 }
-const median = (list: Array<Figures>) => [...list].sort((a, b) => a.rps - b.rps)[Math.floor(list.length / 2)]!
+const loadAfter = loadavg()[0] ?? 0
+const median = (list: Array<Figures>): Figures => {
+  const byRps = [...list].sort((a, b) => a.rps - b.rps)[Math.floor(list.length / 2)]!
+  const cpu = list.map((f) => f.cpuPerRequest).sort((a, b) => a - b)[Math.floor(list.length / 2)]!
+  return { ...byRps, cpuPerRequest: cpu }
+}
 const results = scenarios.map((s, i) => ({ ...s, figures: median(samples[i]!) }))
 const bareOf = (method: string) => results.find((r) => r.method === method && r.mode === "bare")!.figures
 const table = [
-  "| Request | Server | req/s | % of bare | p50 (ms) | p99 (ms) | server CPU per request (µs) | non-2xx |",
-  "|---|---|---:|---:|---:|---:|---:|---:|",
+  "| Request | Server | req/s | % of bare | p50 (ms) | p99 (ms) | server CPU per request (µs) | % of bare by CPU | non-2xx |",
+  "|---|---|---:|---:|---:|---:|---:|---:|---:|",
   ...results.map(
     ({ method, label, figures }) =>
-      `| ${method === "GET" ? "GET" : "POST 0.5 KB JSON"} | ${label} | ${Math.round(figures.rps)} | ${Math.round((figures.rps / bareOf(method).rps) * 100)}% | ${figures.p50} | ${figures.p99} | ${figures.cpuPerRequest.toFixed(1)} | ${figures.non2xx} |`,
+      `| ${method === "GET" ? "GET" : "POST 0.5 KB JSON"} | ${label} | ${Math.round(figures.rps)} | ${Math.round((figures.rps / bareOf(method).rps) * 100)}% | ${figures.p50} | ${figures.p99} | ${figures.cpuPerRequest.toFixed(1)} | ${Math.round((bareOf(method).cpuPerRequest / figures.cpuPerRequest) * 100)}% | ${figures.non2xx} |`,
   ),
 ].join("\n")
 console.log(`\n${table}`)
@@ -122,16 +127,18 @@ if (args.includes("--write")) {
 ## @keyway/http: the node:http bridge
 
 One endpoint answering \`{"ok":true}\` on node:http: bare (a plain listener, no Web \`Request\`/\`Response\`) and through
-the bridge every Keyway server uses (\`toNodeListener\`: Host, request-target, method and body-limit checks, Web
-\`Request\` with a bounded body stream, streamed \`Response\`)${previous === undefined ? "" : ", and through the previous bridge for a before/after comparison"}. GET, and a 0.5 KB JSON POST whose
+the bridge every Keyway server uses (\`toNodeListener\`: Host, request-target, method and body-limit checks, a Web
+\`Request\` whose body of up to 64 KiB is read whole first, and a \`Response\` complete at once written in one write)${previous === undefined ? "" : ", and through the previous bridge for a before/after comparison"}. GET, and a 0.5 KB JSON POST whose
 body the handler reads. Load: autocannon in a separate process, ${connections} connections, ${duration} s after a 2 s
-warm-up, loopback; scenarios interleaved for ${rounds} rounds, each row the round with the median throughput.
+warm-up, loopback; scenarios interleaved for ${rounds} rounds, each row the round with the median throughput and the
+median server CPU time per request over the rounds ("% of bare by CPU" is bare's CPU per request over the row's).
 
-Run: \`node bench/run.ts --write\` in \`packages/http\` (after \`tsc -b\`); for before/after rows, \`--previous\` takes
-an older adapter's source, e.g. \`git show <commit>:packages/resource-server/src/Node.ts > /tmp/prev/Node.ts\`.
+Run: \`${["node bench/run.ts", ...args.map((a) => (/\s/.test(a) ? JSON.stringify(a) : a))].join(" ")}\` in \`packages/http\` (after \`tsc -b\`); for before/after rows,
+\`--previous\` takes an older build of the bridge (its \`node.js\`, e.g. compiled from \`git archive <commit> packages/http/src\`).
 
-Machine: ${availableParallelism()} CPUs (${cpuModel}), Node ${process.version}, ${new Date().toISOString().slice(0, 10)};
-1-minute load average ${loadBefore.toFixed(2)} when the run started. Server CPU time per request is the steadier figure.
+Machine: ${availableParallelism()} CPUs (${cpuModel}), Node ${process.version}, ${new Date().toISOString().slice(0, 16).replace("T", " ")} UTC;
+1-minute load average ${loadBefore.toFixed(2)} when the run started and ${loadAfter.toFixed(2)} when it ended. Server CPU time per
+request is the steadier figure.
 
 ${table}
 <!-- http-bridge:end -->`
@@ -139,10 +146,15 @@ ${table}
   const current = readFileSync(file, "utf8")
   const start = current.indexOf("<!-- http-bridge:start -->")
   const end = current.indexOf("<!-- http-bridge:end -->")
+  // Notes written by hand below the marker are kept.
+  const marker = "<!-- http-bridge:notes -->"
+  const notesAt = start === -1 || end === -1 ? -1 : current.indexOf(marker, start)
+  const notes = notesAt !== -1 && notesAt < end ? `\n${current.slice(notesAt, end)}` : "\n"
+  const whole = `${section.slice(0, -"<!-- http-bridge:end -->".length).trimEnd()}\n${notes}<!-- http-bridge:end -->`
   writeFileSync(
     file,
     start !== -1 && end !== -1
-      ? `${current.slice(0, start)}${section}${current.slice(end + "<!-- http-bridge:end -->".length)}`
-      : `${current.trimEnd()}\n\n${section}\n`,
+      ? `${current.slice(0, start)}${whole}${current.slice(end + "<!-- http-bridge:end -->".length)}`
+      : `${current.trimEnd()}\n\n${whole}\n`,
   )
 }

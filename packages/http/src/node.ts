@@ -244,11 +244,23 @@ const bodyStream = (
   )
 }
 
+/** A body given whole ends within this many microtask turns after its first chunk (a string, bytes, JSON: one). */
+const SETTLE_TURNS = 4
+
+/** Bytes of a body gathered for one write at most; a longer body that is ready at once is streamed from there. */
+const MAX_GATHERED_BYTES = 64 * 1024
+
+// Statuses whose responses have no content (RFC 9110 §8.6, §15.3.5, §15.4.5): no Content-Length is added to them.
+const noContent = (status: number): boolean => status < 200 || status === 204 || status === 304
+
 /**
- * Writes a Web `Response` to a node:http response, streaming with back-pressure; a client that goes away cancels the
- * response body (an event stream's producer learns it through the cancellation).
+ * Writes a Web `Response` to a node:http response. A body that is complete as soon as it is read (made from a string,
+ * bytes or JSON, or a stream whose producer has closed it) is written with its headers and a `Content-Length` in one
+ * write; any other body (an event stream, whose producer waits for events) is streamed with back-pressure as it
+ * comes, and a client that goes away cancels it (an event stream's producer learns it through the cancellation).
  *
  * @see {@link https://fetch.spec.whatwg.org/#response-class | Fetch Standard (Response)}
+ * @see {@link https://www.rfc-editor.org/rfc/rfc9112.html#section-6.3 | RFC 9112 §6.3 (message body length)}
  */
 export const writeResponse = async (response: Response, res: ServerResponse, head = false): Promise<void> => {
   const headers: Record<string, string | Array<string>> = {}
@@ -257,11 +269,14 @@ export const writeResponse = async (response: Response, res: ServerResponse, hea
   }
   const cookies = response.headers.getSetCookie()
   if (cookies.length > 0) headers["set-cookie"] = cookies
-  if (response.statusText === "") res.writeHead(response.status, headers)
-  else res.writeHead(response.status, response.statusText, headers)
+  const writeHead = () => {
+    if (response.statusText === "") res.writeHead(response.status, headers)
+    else res.writeHead(response.status, response.statusText, headers)
+  }
   const body = response.body
   if (body === null || head) {
     if (body !== null) await body.cancel().catch(() => undefined)
+    writeHead()
     res.end()
     return
   }
@@ -269,10 +284,61 @@ export const writeResponse = async (response: Response, res: ServerResponse, hea
   const onClose = () => {
     if (!res.writableFinished) void reader.cancel().catch(() => undefined)
   }
-  res.once("close", onClose)
+  let watching = false
   try {
+    // Gather what is ready at once: each chunk the producer has queued or makes within a few microtask turns (no
+    // timer: a body given whole ends in one).
+    const gathered: Array<Uint8Array> = []
+    let size = 0
+    let complete = false
+    let next = reader.read()
     for (;;) {
-      const { done, value } = await reader.read()
+      let settled: ReadableStreamReadResult<Uint8Array> | undefined
+      let rejected = false
+      next.then(
+        (result) => {
+          settled = result
+        },
+        () => {
+          rejected = true
+        },
+      )
+      for (let turn = 0; turn < SETTLE_TURNS && settled === undefined && !rejected; turn++) await undefined
+      if (rejected) await next
+      if (settled === undefined) break
+      const result: ReadableStreamReadResult<Uint8Array> = settled
+      if (result.done) {
+        complete = true
+        break
+      }
+      gathered.push(result.value)
+      size += result.value.byteLength
+      next = reader.read()
+      if (size > MAX_GATHERED_BYTES) break
+    }
+    if (complete) {
+      if (res.destroyed) return
+      if (!noContent(response.status) && !("content-length" in headers) && !("transfer-encoding" in headers)) {
+        headers["content-length"] = String(size)
+      }
+      writeHead()
+      // As a latin1 string, byte for byte: node:http sends a string body in one write with the head, a Buffer in a
+      // second buffer of a writev, which costs several times the write on loopback (docs/benchmarks.md).
+      const whole = gathered.length === 1 ? gathered[0]! : Buffer.concat(gathered, size)
+      res.end(Buffer.from(whole.buffer, whole.byteOffset, whole.byteLength).toString("latin1"), "latin1")
+      return
+    }
+    // A stream: what is gathered goes out now, the rest as it comes, until the client goes away.
+    res.once("close", onClose)
+    watching = true
+    if (res.destroyed) {
+      onClose()
+      return
+    }
+    writeHead()
+    for (const chunk of gathered) res.write(chunk)
+    for (;;) {
+      const { done, value } = await next
       if (done) break
       if (res.destroyed) return
       if (!res.write(value)) {
@@ -286,10 +352,11 @@ export const writeResponse = async (response: Response, res: ServerResponse, hea
           res.on("close", done)
         })
       }
+      next = reader.read()
     }
     res.end()
   } finally {
-    res.off("close", onClose)
+    if (watching) res.off("close", onClose)
   }
 }
 
@@ -344,15 +411,59 @@ const addresses = new WeakMap<Request, string>()
 export const clientAddress = (request: Request): string | undefined => addresses.get(request)
 
 /**
- * Turns a node:http request into a Web `Request` after the checks of this module; `undefined` when it answered the
- * request itself (a refusal).
+ * Bodies declared (`Content-Length`) this long or shorter are read whole before the handler runs, and its `Request`
+ * carries them as bytes: a Web stream over a small body costs more than the rest of the request's conversion. Longer
+ * and chunked bodies reach the handler as a stream, read as it reads them.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc9110.html#section-8.6 | RFC 9110 §8.6 (Content-Length)}
  */
-const toRequest = (
+export const BUFFERED_BODY_BYTES = 64 * 1024
+
+/** A request that passed the checks of this module, to be made into a Web `Request`. */
+interface Prepared {
+  readonly url: string
+  readonly init: RequestInit & { duplex?: "half"; body?: BodyInit }
+  /** The declared length of a body to read whole first. */
+  readonly buffer: number | undefined
+}
+
+/** Reads a body of the declared `length` whole; `undefined` when the request ends before it is complete. */
+const readWhole = (req: IncomingMessage, length: number, done: (body: Uint8Array | undefined) => void): void => {
+  const chunks: Array<Buffer> = []
+  let received = 0
+  let settled = false
+  const finish = (body: Uint8Array | undefined) => {
+    if (settled) return
+    settled = true
+    req.off("data", onData)
+    done(body)
+  }
+  const onData = (chunk: Buffer) => {
+    chunks.push(chunk)
+    received += chunk.byteLength
+  }
+  req.on("data", onData)
+  req.once("end", () =>
+    finish(received === length ? (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received)) : undefined),
+  )
+  // An aborted request emits "error" ("aborted") and then "close"; either way the body is incomplete.
+  const incomplete = () => {
+    if (!req.complete) finish(undefined)
+  }
+  req.once("close", incomplete)
+  req.once("error", incomplete)
+}
+
+/**
+ * Checks a node:http request and prepares its Web `Request`; `undefined` when it answered the request itself (a
+ * refusal).
+ */
+const prepare = (
   req: IncomingMessage,
   res: ServerResponse,
   options: Resolved,
   onBodyFailure: (kind: "too-large" | "incomplete") => void,
-): Request | undefined => {
+): Prepared | undefined => {
   if (req.rawHeaders.length > 2 * options.maxHeaders) {
     refuse(res, 431, `more than ${options.maxHeaders} header fields`, { close: true })
     return undefined
@@ -398,7 +509,8 @@ const toRequest = (
     refuse(res, 400, "a header field is not valid", { close: true })
     return undefined
   }
-  const init: RequestInit & { duplex?: "half" } = { method, headers }
+  const init: Prepared["init"] = { method, headers }
+  let buffer: number | undefined
   const hasBody = req.headers["transfer-encoding"] !== undefined || (req.headers["content-length"] ?? "0") !== "0"
   if (hasBody) {
     if (method === "GET" || method === "HEAD") {
@@ -416,14 +528,21 @@ const toRequest = (
             controller.error(new PayloadTooLarge({ limit }))
           },
         })
+      } else if (declared !== undefined && Number(declared) <= BUFFERED_BODY_BYTES) {
+        buffer = Number(declared)
       } else {
         init.body = bodyStream(req, options.maxBodyBytes, onBodyFailure)
       }
-      init.duplex = "half"
+      if (buffer === undefined) init.duplex = "half"
     }
   }
+  return { url: `${origin}${target.path}`, init, buffer }
+}
+
+/** The Web `Request` of a prepared request; `undefined` when its URL is not valid, answered 400. */
+const toRequest = (req: IncomingMessage, res: ServerResponse, prepared: Prepared): Request | undefined => {
   try {
-    const request = new NodeRequest(`${origin}${target.path}`, init, res)
+    const request = new NodeRequest(prepared.url, prepared.init, res)
     const address = req.socket.remoteAddress
     if (address !== undefined) addresses.set(request, address)
     return request
@@ -447,10 +566,10 @@ const listenerFor =
   (handler: WebHandler, resolved: Resolved) =>
   (req: IncomingMessage, res: ServerResponse): void => {
     let bodyFailure: "too-large" | "incomplete" | undefined
-    const request = toRequest(req, res, resolved, (kind) => {
+    const prepared = prepare(req, res, resolved, (kind) => {
       bodyFailure ??= kind
     })
-    if (request === undefined) return
+    if (prepared === undefined) return
     const failed = (error: unknown) => {
       if (bodyFailure === "too-large") {
         refuse(res, 413, `the request body exceeds the limit of ${resolved.maxBodyBytes} bytes`, { close: true })
@@ -462,28 +581,46 @@ const listenerFor =
         else refuse(res, 500, "the server could not answer this request", { close: true })
       }
     }
-    let answer: Response | Promise<Response>
-    try {
-      answer = handler(request)
-    } catch (error) {
-      failed(error)
+    const run = (request: Request): void => {
+      let answer: Response | Promise<Response>
+      try {
+        answer = handler(request)
+      } catch (error) {
+        failed(error)
+        return
+      }
+      Promise.resolve(answer).then((response) => {
+        // A handler that answered as if the body were fine although reading it failed gets the specified answer
+        // (its own 413 is kept: it may say more, in the handler's format).
+        if (
+          bodyFailure !== undefined &&
+          !res.headersSent &&
+          !(bodyFailure === "too-large" && response.status === 413)
+        ) {
+          void response.body?.cancel().catch(() => undefined)
+          failed(undefined)
+          return
+        }
+        // A body nobody read to its end is not drained for the next request: the connection closes instead.
+        if (!req.complete) res.shouldKeepAlive = false
+        return writeResponse(response, res, req.method === "HEAD").catch(failed)
+      }, failed)
+    }
+    if (prepared.buffer === undefined) {
+      const request = toRequest(req, res, prepared)
+      if (request !== undefined) run(request)
       return
     }
-    Promise.resolve(answer).then((response) => {
-      // A handler that answered as if the body were fine although reading it failed gets the specified answer (its
-      // own 413 is kept: it may say more, in the handler's format).
-      if (bodyFailure !== undefined && !res.headersSent && !(bodyFailure === "too-large" && response.status === 413)) {
-        void response.body?.cancel().catch(() => undefined)
+    readWhole(req, prepared.buffer, (body) => {
+      if (body === undefined) {
+        bodyFailure ??= "incomplete"
         failed(undefined)
         return
       }
-      // A body nobody read to its end is not drained for the next request: the connection closes instead.
-      if (!req.complete) res.shouldKeepAlive = false
-      return writeResponse(response, res, req.method === "HEAD").catch((error) => {
-        resolved.onError(error)
-        res.destroy()
-      })
-    }, failed)
+      prepared.init.body = body as Uint8Array<ArrayBuffer>
+      const request = toRequest(req, res, prepared)
+      if (request !== undefined) run(request)
+    })
   }
 
 /**

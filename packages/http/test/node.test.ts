@@ -3,6 +3,7 @@ import { connect } from "node:net"
 import { rawRequest } from "@keyway/testing/raw"
 import { afterEach, describe, expect, it } from "vitest"
 import {
+  BUFFERED_BODY_BYTES,
   clientAddress,
   createNodeServer,
   listen,
@@ -263,7 +264,26 @@ describe("the node:http bridge", () => {
     expect((await fetch(server.url)).status).toBe(200)
   })
 
-  it("a client that drops the connection mid-body fails the handler's read, and the server keeps serving", async () => {
+  it("a client that drops the connection mid-body: a small body is read before the handler, which never runs", async () => {
+    let called = 0
+    const server = await start(async () => {
+      called++
+      return new Response("ok")
+    })
+    const socket = connect(server.port, "127.0.0.1")
+    const closed = new Promise((resolve) => socket.once("close", resolve))
+    socket.on("error", () => undefined)
+    socket.write("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\nab")
+    await new Promise((r) => setTimeout(r, 100))
+    socket.destroy()
+    await closed
+    await new Promise((r) => setTimeout(r, 100))
+    expect(called).toBe(0)
+    expect((await fetch(server.url)).status).toBe(200)
+    expect(called).toBe(1)
+  })
+
+  it("a client that drops the connection mid-body fails the handler's read of a long body, and the server keeps serving", async () => {
     const seen: Array<string> = []
     const server = await start(async (request) => {
       try {
@@ -275,11 +295,26 @@ describe("the node:http bridge", () => {
       return new Response("ok")
     })
     const socket = connect(server.port, "127.0.0.1")
-    socket.write("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\nab")
+    socket.write(`POST / HTTP/1.1\r\nHost: a\r\nContent-Length: ${BUFFERED_BODY_BYTES + 1}\r\n\r\nab`)
     await new Promise((r) => setTimeout(r, 100))
     socket.destroy()
     await expect.poll(() => seen).toEqual(["the request body ended before it was complete"])
     expect((await fetch(server.url)).status).toBe(200)
+  })
+
+  it.each([
+    ["read whole before the handler", 1000],
+    ["at the buffered size", BUFFERED_BODY_BYTES],
+    ["streamed to the handler", BUFFERED_BODY_BYTES + 1],
+  ])("a declared body %s reaches the handler whole (%i bytes)", async (_, length) => {
+    const server = await start(async (request) => {
+      const bytes = new Uint8Array(await request.arrayBuffer())
+      return Response.json({ length: bytes.length, last: bytes[bytes.length - 1] })
+    })
+    const body = new Uint8Array(length).fill(97)
+    body[length - 1] = 98
+    const response = await fetch(server.url, { method: "POST", body })
+    expect(await response.json()).toEqual({ length, last: 98 })
   })
 
   it("a request that stalls is answered 408 after requestTimeout", async () => {
@@ -337,6 +372,144 @@ describe("the node:http bridge", () => {
     expect(sent - pulledWhilePaused).toBeLessThan(3)
     socket.destroy()
     await expect.poll(() => cancelled && aborted).toBe(true)
+  })
+
+  describe("writes a body that is complete at once in one write, with its length, and streams the others", () => {
+    const answerOf = async (handler: WebHandler, method = "GET") => {
+      const server = await start(handler)
+      return rawRequest(server.port, `${method} / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n`)
+    }
+
+    it.each([
+      ["a string", () => new Response("hello"), "hello"],
+      ["bytes", () => new Response(new TextEncoder().encode("bytes!")), "bytes!"],
+      ["JSON", () => Response.json({ a: 1 }), '{"a":1}'],
+      ["an empty body", () => new Response(""), ""],
+      [
+        "a stream closed by its producer at once, in two chunks",
+        () =>
+          new Response(
+            new ReadableStream<Uint8Array>({
+              start(controller) {
+                controller.enqueue(new TextEncoder().encode("two "))
+                controller.enqueue(new TextEncoder().encode("chunks"))
+                controller.close()
+              },
+            }),
+          ),
+        "two chunks",
+      ],
+    ])("%s", async (_, make, body) => {
+      const answer = await answerOf(async () => make())
+      expect([
+        answer.status,
+        answer.headers["content-length"],
+        answer.headers["transfer-encoding"],
+        answer.body,
+      ]).toEqual([200, String(Buffer.byteLength(body)), undefined, body])
+    })
+
+    it("writes every byte value as it is, and UTF-8 text as UTF-8", async () => {
+      const bytes = Uint8Array.from({ length: 512 }, (_, i) => i % 256)
+      const server = await start(async (request) =>
+        new URL(request.url).pathname === "/text" ? new Response("é ✓ 🙂") : new Response(bytes),
+      )
+      const binary = await fetch(`${server.url}/bytes`)
+      expect(binary.headers.get("content-length")).toBe("512")
+      expect(new Uint8Array(await binary.arrayBuffer())).toEqual(bytes)
+      const text = await fetch(`${server.url}/text`)
+      expect(text.headers.get("content-length")).toBe(String(Buffer.byteLength("é ✓ 🙂")))
+      expect(await text.text()).toBe("é ✓ 🙂")
+    })
+
+    it("keeps a Content-Length the handler set, and adds none to a 204 or a 304", async () => {
+      const own = await answerOf(async () => new Response("abc", { headers: { "content-length": "3" } }))
+      expect([own.headers["content-length"], own.body]).toEqual(["3", "abc"])
+      for (const status of [204, 304]) {
+        const answer = await answerOf(async () => new Response(null, { status }))
+        expect([answer.status, answer.headers["content-length"], answer.body]).toEqual([status, undefined, ""])
+      }
+    })
+
+    it("a body longer than 64 KiB that is ready at once is streamed, whole", async () => {
+      const answer = await answerOf(async () => new Response("x".repeat(200 * 1024)))
+      expect([answer.headers["transfer-encoding"], answer.body.length]).toEqual(["chunked", 200 * 1024])
+    })
+
+    it("an event stream's first event arrives before the stream ends", async () => {
+      let release: () => void = () => undefined
+      const released = new Promise<void>((resolve) => {
+        release = resolve
+      })
+      const encoder = new TextEncoder()
+      const server = await start(
+        async () =>
+          new Response(
+            new ReadableStream<Uint8Array>({
+              async start(controller) {
+                controller.enqueue(encoder.encode("data: first\n\n"))
+                await released
+                controller.enqueue(encoder.encode("data: last\n\n"))
+                controller.close()
+              },
+            }),
+            { headers: { "content-type": "text/event-stream" } },
+          ),
+      )
+      const response = await fetch(`${server.url}/events`)
+      expect(response.headers.get("content-type")).toBe("text/event-stream")
+      expect(response.headers.get("content-length")).toBeNull()
+      const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader()
+      // Nothing has released the producer: this chunk can only be the first event, sent while the stream is open.
+      expect((await reader.read()).value).toBe("data: first\n\n")
+      release()
+      let rest = ""
+      for (;;) {
+        const { done, value } = await reader.read()
+        if (done) break
+        rest += value
+      }
+      expect(rest).toBe("data: last\n\n")
+    })
+
+    it("a client that leaves before the first event cancels the stream", async () => {
+      let cancelled = false
+      const server = await start(
+        async () =>
+          new Response(
+            new ReadableStream<Uint8Array>({
+              cancel() {
+                cancelled = true
+              },
+            }),
+            { headers: { "content-type": "text/event-stream" } },
+          ),
+      )
+      const socket = connect(server.port, "127.0.0.1")
+      socket.write("GET /events HTTP/1.1\r\nHost: a\r\n\r\n")
+      await new Promise((r) => setTimeout(r, 100))
+      expect(cancelled).toBe(false)
+      socket.destroy()
+      await expect.poll(() => cancelled).toBe(true)
+    })
+
+    it("a stream that fails before its first chunk is a 500, reported once", async () => {
+      const errors: Array<unknown> = []
+      const server = await start(
+        async () =>
+          new Response(
+            new ReadableStream<Uint8Array>({
+              pull(controller) {
+                controller.error(new Error("producer failed"))
+              },
+            }),
+          ),
+        { onError: (error) => errors.push(error) },
+      )
+      const answer = await rawRequest(server.port, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+      expect(answer.status).toBe(500)
+      expect(errors.map((e) => (e as Error).message)).toEqual(["producer failed"])
+    })
   })
 
   it("createNodeServer can be used with node's own listen", async () => {

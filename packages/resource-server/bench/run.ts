@@ -1,10 +1,13 @@
 /**
  * Resource-server benchmark: the same Node http endpoint with (a) no authentication, (b) Keyway with ES256 JWTs,
  * same token repeated (verified-token cache) and distinct tokens (signature verification every time), (c) the MCP
- * SDK v2 requireBearerAuth gate with an equivalent jose verifier. Server and load generator run in separate
- * processes on loopback. Prints a table and records it in docs/benchmarks.md.
+ * SDK v2 requireBearerAuth gate with an equivalent jose verifier; and the anchors they are judged against in the same
+ * run: bare node:http (no adapter), jose's `jwtVerify` alone and Keyway's `check()` on bare node:http with distinct
+ * tokens. Server and load generator run in separate processes on loopback. Prints a table and records it in
+ * docs/benchmarks.md, keeping the notes below its `<!-- resource-server:notes -->` marker.
  *
- * Scenarios run interleaved for several rounds; each row reports the round with the median throughput.
+ * Scenarios run interleaved for several rounds; each row reports the round with the median throughput, and the median
+ * server CPU time per request over the rounds.
  *
  *   node bench/run.ts [--duration 10] [--connections 32] [--rounds 3] [--tokens 60000] [--no-write]
  *                     [--previous <dir>/index.js]
@@ -15,7 +18,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { readFileSync, rmSync, writeFileSync } from "node:fs"
-import { availableParallelism, cpus } from "node:os"
+import { availableParallelism, cpus, loadavg } from "node:os"
 import { dirname, join } from "node:path"
 import { createInterface } from "node:readline"
 import { fileURLToPath } from "node:url"
@@ -95,24 +98,42 @@ const runScenario = async (setupFile: string, mode: string, tokens: "same" | "di
   }
 }
 
-const scenarios: Array<{
+interface Scenario {
+  readonly id: string
   readonly label: string
   readonly mode: string
   readonly tokens: "same" | "distinct"
-}> = [
-  { label: "(a) no authentication (same request, header ignored)", mode: "none", tokens: "same" },
-  { label: "(b) Keyway, ES256 JWT, same token (cache)", mode: "keyway", tokens: "same" },
-  { label: "(b) Keyway, ES256 JWT, distinct tokens", mode: "keyway", tokens: "distinct" },
-  { label: "(c) MCP SDK requireBearerAuth + jose, same token", mode: "sdk", tokens: "same" },
-  { label: "(c) MCP SDK requireBearerAuth + jose, distinct tokens", mode: "sdk", tokens: "distinct" },
+}
+const scenarios: Array<Scenario> = [
+  { id: "bare", label: "bare node:http (no adapter, no authentication)", mode: "bare", tokens: "same" },
+  { id: "none", label: "(a) no authentication, through the adapter", mode: "none", tokens: "same" },
+  { id: "cached", label: "(b) Keyway `protect()`, ES256 JWT, same token (cache)", mode: "keyway", tokens: "same" },
+  { id: "distinct", label: "(b) Keyway `protect()`, ES256 JWT, distinct tokens", mode: "keyway", tokens: "distinct" },
+  { id: "check", label: "Keyway `check()` on bare node:http, distinct tokens", mode: "check", tokens: "distinct" },
+  { id: "jose", label: "jose `jwtVerify` alone on bare node:http, distinct tokens", mode: "jose", tokens: "distinct" },
+  { id: "sdkSame", label: "(c) MCP SDK requireBearerAuth + jose, same token", mode: "sdk", tokens: "same" },
+  {
+    id: "sdkDistinct",
+    label: "(c) MCP SDK requireBearerAuth + jose, distinct tokens",
+    mode: "sdk",
+    tokens: "distinct",
+  },
 ]
 if (previous !== "") {
   scenarios.push(
-    { label: "(b) previous build, ES256 JWT, same token (cache)", mode: "keyway-previous", tokens: "same" },
-    { label: "(b) previous build, ES256 JWT, distinct tokens", mode: "keyway-previous", tokens: "distinct" },
+    { id: "prevSame", label: "(b) previous build, same token (cache)", mode: "keyway-previous", tokens: "same" },
+    { id: "prevDistinct", label: "(b) previous build, distinct tokens", mode: "keyway-previous", tokens: "distinct" },
   )
 }
 
+// `--only id,id` runs a subset of the scenarios (for quick comparisons; the section is not written then).
+const only = option("only", "")
+if (only !== "") {
+  const wanted = new Set(only.split(","))
+  scenarios.splice(0, scenarios.length, ...scenarios.filter((s) => wanted.has(s.id)))
+}
+
+const loadAtStart = loadavg()[0] ?? 0
 const setupFile = await writeSetup(distinctTokens)
 const samples = scenarios.map(() => [] as Array<Figures>)
 for (let round = 1; round <= rounds; round++) {
@@ -125,72 +146,110 @@ for (let round = 1; round <= rounds; round++) {
   }
 }
 rmSync(setupFile, { force: true })
+const median = (values: ReadonlyArray<number>): number => [...values].sort((a, b) => a - b)[values.length >> 1]!
 const results = scenarios.map((scenario, i) => {
   const sorted = [...samples[i]!].sort((a, b) => a.rps - b.rps)
-  return { label: scenario.label, figures: sorted[Math.floor(sorted.length / 2)]! }
+  const figures = { ...sorted[sorted.length >> 1]!, cpuPerRequest: median(samples[i]!.map((f) => f.cpuPerRequest)) }
+  return { ...scenario, figures }
 })
+const loadAtEnd = loadavg()[0] ?? 0
+if (only !== "") {
+  for (const { label, figures } of results) {
+    console.log(`${label}: ${Math.round(figures.rps)} req/s, ${figures.cpuPerRequest.toFixed(1)} µs CPU per request`)
+  }
+  process.exit(0)
+}
+const of = (id: string): Figures => results.find((r) => r.id === id)!.figures
 
 const cpuModel =
   /model name\s*:\s*(.*)/.exec(readFileSync("/proc/cpuinfo", "utf8"))?.[1] ?? cpus()[0]?.model ?? "unknown"
-const base = results[0]!.figures.rps
+const bare = of("bare")
 const table = [
-  "| Scenario | req/s | % of (a) | p50 latency (ms) | p99 latency (ms) | server CPU per request (µs) | non-2xx |",
+  "| Scenario | req/s | % of bare node:http | p50 latency (ms) | p99 latency (ms) | server CPU per request (µs) | non-2xx |",
   "|---|---:|---:|---:|---:|---:|---:|",
   ...results.map(
     ({ label, figures }) =>
-      `| ${label} | ${Math.round(figures.rps)} | ${Math.round((figures.rps / base) * 100)}% | ${figures.p50} | ${figures.p99} | ${figures.cpuPerRequest.toFixed(1)} | ${figures.non2xx} |`,
+      `| ${label} | ${Math.round(figures.rps)} | ${Math.round((figures.rps / bare.rps) * 100)}% | ${figures.p50} | ${figures.p99} | ${figures.cpuPerRequest.toFixed(1)} | ${figures.non2xx} |`,
   ),
 ].join("\n")
-const [a, bSame, bDistinct, cSame, cDistinct] = results.map((r) => r.figures) as [
-  Figures,
-  Figures,
-  Figures,
-  Figures,
-  Figures,
-]
 const verdict = (ok: boolean) => (ok ? "met" : "not met")
+const percent = (value: number) => `${Math.round(value * 100)}%`
+/** `subject` against `anchor`: throughput ratio, and CPU ratio (anchor's CPU over subject's: above 1 is cheaper). */
+const ratio = (subject: Figures, anchor: Figures) => ({
+  rps: subject.rps / anchor.rps,
+  cpu: anchor.cpuPerRequest / subject.cpuPerRequest,
+})
+const aim = (label: string, subject: string, anchor: string, least: number, asTimes: boolean): string => {
+  const s = of(subject)
+  const a = of(anchor)
+  const r = ratio(s, a)
+  const show = (value: number) => (asTimes ? `${value.toFixed(2)}x` : percent(value))
+  return (
+    `- ${label}: ${Math.round(s.rps)} vs ${Math.round(a.rps)} req/s, ${show(r.rps)} (aim: at least ${show(least)}, ` +
+    `${verdict(r.rps >= least)}); server CPU ${s.cpuPerRequest.toFixed(1)} vs ${a.cpuPerRequest.toFixed(1)} µs per ` +
+    `request, ${show(r.cpu)} (${verdict(r.cpu >= least)}).`
+  )
+}
 const compare = (label: string, b: Figures, c: Figures) =>
   `- (b) against (c), ${label}: ${Math.round(b.rps)} vs ${Math.round(c.rps)} req/s (${verdict(b.rps >= c.rps)}), ` +
   `p50 ${b.p50} vs ${c.p50} ms (${verdict(b.p50 <= c.p50)}), p99 ${b.p99} vs ${c.p99} ms (${verdict(b.p99 <= c.p99)}), ` +
   `server CPU ${b.cpuPerRequest.toFixed(1)} vs ${c.cpuPerRequest.toFixed(1)} µs per request (${verdict(b.cpuPerRequest <= c.cpuPerRequest)}).`
+const adapter = ratio(of("none"), bare)
 const aims = [
-  `- (b) with cache at ${Math.round((bSame.rps / a.rps) * 100)}% of the throughput of (a) (aim: at least 90%, ${verdict(bSame.rps >= 0.9 * a.rps)}); ` +
-    `by server CPU per request, (a) costs ${Math.round((a.cpuPerRequest / bSame.cpuPerRequest) * 100)}% of (b) with cache, i.e. authentication adds ${(bSame.cpuPerRequest - a.cpuPerRequest).toFixed(1)} µs per request.`,
-  compare("same token", bSame, cSame),
-  compare("distinct tokens", bDistinct, cDistinct),
+  aim("Cache misses: Keyway `check()` against jose `jwtVerify` alone", "check", "jose", 1.3, true),
+  aim("The plain-Node form with a cached token against bare node:http", "cached", "bare", 0.8, false),
+  aim(
+    "The plain-Node form with a cached token against (a), the same adapter without authentication",
+    "cached",
+    "none",
+    0.9,
+    false,
+  ),
+  `- The adapter alone, (a) against bare node:http: ${percent(adapter.rps)} of the throughput, ${percent(adapter.cpu)} by server CPU (${(of("none").cpuPerRequest - bare.cpuPerRequest).toFixed(1)} µs per request).`,
+  compare("same token", of("cached"), of("sdkSame")),
+  compare("distinct tokens", of("distinct"), of("sdkDistinct")),
 ].join("\n")
+const command = ["node bench/run.ts", ...args.map((a) => (/\s/.test(a) ? JSON.stringify(a) : a))].join(" ")
 
-const section = `<!-- resource-server:start -->
+const NOTES = "<!-- resource-server:notes -->"
+const generated = `<!-- resource-server:start -->
 ## @keyway/resource-server
 
-One protected endpoint (\`GET /mcp\`, a small JSON answer) on \`node:http\` through the same Web Request/Response
-adapter (\`toNodeListener\`) in every scenario, and (a) receives the same \`Authorization\` header (ignored), so
-the columns differ only by authentication. Load: autocannon in a
-separate process, ${connections} connections, ${duration} s after a 2 s warm-up, loopback; the scenarios ran
-interleaved for ${rounds} rounds and each row is the round with the median throughput. Distinct tokens: ${distinctTokens}
-pre-minted ES256 JWTs cycled (more than the verified-token cache holds, so every request verifies a signature).
-(c) is \`requireBearerAuth\` of \`@modelcontextprotocol/server\` 2.4.0 with a jose verifier making the same checks
-(issuer, audience, \`typ\`, algorithm, expiry) and no cache, since the SDK has none.
+One protected endpoint (\`GET /mcp\`, a small JSON answer) on \`node:http\`. (a), (b) and (c) go through the same Web
+Request/Response adapter (\`toNodeListener\`, the README's plain-Node form), and (a) receives the same
+\`Authorization\` header (ignored), so those rows differ only by authentication. The anchors in the same run: bare
+node:http (a plain listener, no Web objects, no authentication), jose's \`jwtVerify\` alone in a plain listener with
+the checks Keyway makes (algorithm, issuer, audience, \`typ\`, expiry, scope) and no cache, and Keyway's
+framework-neutral \`check()\` in a plain listener. Load: autocannon in a separate process, ${connections} connections,
+${duration} s after a 2 s warm-up, loopback; the scenarios ran interleaved for ${rounds} rounds; each row is the round
+with the median throughput, with the median server CPU time per request over the rounds. Distinct tokens:
+${distinctTokens} pre-minted ES256 JWTs cycled (more than the verified-token cache holds, so every request verifies a
+signature). (c) is \`requireBearerAuth\` of \`@modelcontextprotocol/server\` 2.4.0 with the jose verifier of the
+anchor, since the SDK has no cache.
 
-Run: \`node bench/run.ts\` in \`packages/resource-server\` (after \`tsc -b\`).
+Run: \`${command}\` in \`packages/resource-server\` (after \`tsc -b\`), unattended; \`--previous <dir>/index.js\` adds the
+two Keyway rows of another build.
 
-Machine: ${availableParallelism()} CPUs (${cpuModel}), Node ${process.version}, ${new Date().toISOString().slice(0, 10)}.
-The machine was shared with other work while measuring (load average above the core count), so throughput and
-latency vary between runs; server CPU time per request is the steadier figure.
+Machine: ${availableParallelism()} CPUs (${cpuModel}), Node ${process.version}, ${new Date().toISOString().slice(0, 16).replace("T", " ")} UTC;
+1-minute load average ${loadAtStart.toFixed(2)} when the run started and ${loadAtEnd.toFixed(2)} when it ended. Server CPU time
+per request is the steadier figure; compare rows within one run, not across dates.
 
 ${table}
 
-Against the aims of the issue (this run):
+Against the aims (this run; a ratio by server CPU is the anchor's CPU per request over the subject's):
 
 ${aims}
-<!-- resource-server:end -->`
-console.log(`\n${table}`)
+`
+console.log(`\n${table}\n\n${aims}`)
 
 if (!args.includes("--no-write")) {
   const file = join(here, "../../../docs/benchmarks.md")
   const current = readFileSync(file, "utf8")
   const start = current.indexOf("<!-- resource-server:start -->")
   const end = current.indexOf("<!-- resource-server:end -->")
+  const notesAt = start === -1 || end === -1 ? -1 : current.indexOf(NOTES, start)
+  const notes = notesAt !== -1 && notesAt < end ? current.slice(notesAt, end) : `${NOTES}\n`
+  const section = `${generated}\n${notes}<!-- resource-server:end -->`
   const next =
     start !== -1 && end !== -1
       ? `${current.slice(0, start)}${section}${current.slice(end + "<!-- resource-server:end -->".length)}`

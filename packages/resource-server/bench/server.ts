@@ -1,11 +1,17 @@
 /**
- * Benchmark server process: one protected endpoint on node:http, in one of the modes "none", "keyway", "sdk", or
- * "keyway-previous" (Keyway loaded from the build whose index.js is the third argument, for before/after rows).
+ * Benchmark server process: one protected endpoint on node:http, in one of the modes
+ * - "bare": a plain node:http listener, no Web objects and no authentication (the anchor of the adapter);
+ * - "none": no authentication, through the Web adapter (`toNodeListener`);
+ * - "keyway": Keyway's `protect()` through the adapter, as the README's plain-Node form;
+ * - "check": Keyway's framework-neutral `check()` called from a plain node:http listener (no Web objects);
+ * - "jose": jose's `jwtVerify` alone in a plain node:http listener, with the checks Keyway makes and no cache;
+ * - "sdk": the MCP SDK's `requireBearerAuth` with a jose verifier, through the adapter;
+ * - "keyway-previous": "keyway" with the build whose index.js is the third argument, for before/after rows.
  * Reads the public key from the setup file written by run.ts, prints one JSON line {port} once listening, and
  * answers every line on stdin with its CPU usage so far (process.cpuUsage, microseconds).
  */
 import { readFileSync } from "node:fs"
-import { createServer } from "node:http"
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import { createInterface } from "node:readline"
 import { pathToFileURL } from "node:url"
@@ -38,8 +44,65 @@ const port = (server.address() as AddressInfo).port
 
 const ok = () => new Response(`{"ok":true}`, { headers: { "content-type": "application/json" } })
 
+const body = `{"ok":true}`
+const answer = (res: ServerResponse): void => {
+  res.writeHead(200, { "content-type": "application/json", "content-length": String(body.length) }).end(body)
+}
+const refuse = (res: ServerResponse, status: number, headers: Readonly<Record<string, string>>, text: string) => {
+  res.writeHead(status, { ...headers, "content-length": String(Buffer.byteLength(text)) }).end(text)
+}
+// The checks of the Keyway verifier, made by jose alone: algorithm, issuer, audience, `typ`, expiry.
+const joseOptions = {
+  algorithms: ["ES256"],
+  issuer: ISSUER,
+  audience: resource,
+  typ: "at+jwt",
+  requiredClaims: ["exp"],
+}
+
 let handler: (request: Request) => Promise<Response>
-if (mode === "none") {
+let listener: ((req: IncomingMessage, res: ServerResponse) => void) | undefined
+if (mode === "bare") {
+  handler = async () => ok()
+  listener = (_req, res) => answer(res)
+} else if (mode === "jose") {
+  handler = async () => ok()
+  const keys = createRemoteJWKSet(new URL(jwksUri))
+  listener = (req, res) => {
+    const authorization = req.headers.authorization ?? ""
+    const token = authorization.startsWith("Bearer ") ? authorization.slice(7) : ""
+    jwtVerify(token, keys, joseOptions).then(
+      ({ payload }) =>
+        String(payload.scope).split(" ").includes("mcp")
+          ? answer(res)
+          : refuse(res, 403, { "content-type": "application/json" }, `{"error":"insufficient_scope"}`),
+      () => refuse(res, 401, { "content-type": "application/json" }, `{"error":"invalid_token"}`),
+    )
+  }
+} else if (mode === "check") {
+  handler = async () => ok()
+  const protectedResource = createProtectedResource({
+    resource,
+    authorizationServers: [ISSUER],
+    requiredScopes: ["mcp"],
+    verifier: jwt({ jwksUri, algorithms: ["ES256"] }),
+  })
+  listener = (req, res) => {
+    protectedResource
+      .check({
+        method: req.method ?? "GET",
+        url: req.url ?? "/",
+        authorization: req.headers.authorization,
+        contentType: req.headers["content-type"],
+        contentLength: req.headers["content-length"],
+        origin: req.headers.origin,
+      })
+      .then((outcome) => {
+        if (outcome.ok) answer(res)
+        else refuse(res, outcome.rejection.status, outcome.rejection.headers, outcome.rejection.body)
+      })
+  }
+} else if (mode === "none") {
   handler = async () => ok()
 } else if (mode === "keyway" || mode === "keyway-previous") {
   const protectedResource = createProtectedResource({
@@ -54,13 +117,7 @@ if (mode === "none") {
   const keys = createRemoteJWKSet(new URL(jwksUri))
   const verifier = {
     verifyAccessToken: async (token: string): Promise<AuthInfo> => {
-      const { payload } = await jwtVerify(token, keys, {
-        algorithms: ["ES256"],
-        issuer: ISSUER,
-        audience: resource,
-        typ: "at+jwt",
-        requiredClaims: ["exp"],
-      })
+      const { payload } = await jwtVerify(token, keys, joseOptions)
       return {
         token,
         clientId: String(payload.client_id),
@@ -81,7 +138,7 @@ if (mode === "none") {
     return auth instanceof Response ? auth : ok()
   }
 }
-server.on("request", toNodeListener(handler))
+server.on("request", listener ?? toNodeListener(handler))
 
 process.stdout.write(`${JSON.stringify({ port })}\n`)
 createInterface({ input: process.stdin }).on("line", () => {

@@ -13,6 +13,7 @@ import { Clock, Context, Effect, Layer, ManagedRuntime, Result, Schema } from "e
 import { insufficientDescription, makeRefusals, toResponse } from "./internal/challenge.js"
 import { type Config, resolve } from "./internal/config.js"
 import { makeCors } from "./internal/cors.js"
+import { directOf } from "./internal/direct.js"
 import { makeMetadataServer } from "./internal/metadata.js"
 import { makePipeline, type Verify } from "./internal/pipeline.js"
 import { makeWebFace } from "./internal/web.js"
@@ -332,8 +333,12 @@ const build = (config: Config): Effect.Effect<ProtectedResourceService, never, T
     const verifier = yield* TokenVerifier
     const clock = yield* Clock.Clock
     const run = Effect.runPromiseWith(yield* Effect.context<never>())
-    const verify: Verify = (token) => run(Effect.result(verifier.verify(token)))
-    return make(config, verify, () => clock.currentTimeMillisUnsafe())
+    const now = () => clock.currentTimeMillisUnsafe()
+    const viaEffect: Verify = (token) => run(Effect.result(verifier.verify(token)))
+    // A verifier of this package runs directly, on the same clock, when it can (see internal/direct.ts).
+    const direct = directOf(verifier.verify)
+    const verify: Verify = direct === undefined ? viaEffect : (token) => direct(token, now()) ?? viaEffect(token)
+    return make(config, verify, now)
   })
 
 const make = (config: Config, verify: Verify, now: () => number): ProtectedResourceService => {

@@ -7,12 +7,15 @@
  */
 import { CanonicalUri, ClientAuth, Metadata, SecureUrl, WellKnown, Wire } from "@keyway/core"
 import { Cache, Clock, Context, Duration, Effect, Exit, Layer, Result, Schema } from "effect"
-import { createRemoteJWKSet, decodeJwt, errors, type JWTVerifyGetKey, jwtVerify } from "jose"
+import { type CompactJWSHeaderParameters, createRemoteJWKSet, errors, type JWTVerifyGetKey } from "jose"
 import { audiencesOf, namesResource } from "./internal/audience.js"
+import { withDirect } from "./internal/direct.js"
+import * as Jws from "./internal/jws.js"
 import { invalid } from "./internal/reasons.js"
 import {
   fromClaims,
   InvalidToken,
+  type InvalidTokenReason,
   type VerificationError,
   type VerifiedToken,
   VerifierUnavailable,
@@ -200,7 +203,7 @@ interface RemoteOptions {
 
 /** The JWT verifier's options, checked, with the key sets that need no discovery. */
 interface JwtSetup {
-  readonly algorithms: Array<string>
+  readonly algorithms: ReadonlySet<string>
   readonly clockTolerance: number
   readonly audience: CanonicalUri.CanonicalUri
   readonly issuers: ReadonlyArray<string>
@@ -212,7 +215,7 @@ interface JwtSetup {
 }
 
 const prepareJwt = (options: JwtVerifierOptions): JwtSetup => {
-  const algorithms = [...checkAlgorithms(options.algorithms ?? defaultAlgorithms)]
+  const algorithms = new Set(checkAlgorithms(options.algorithms ?? defaultAlgorithms))
   const clockTolerance = checkSkew(options.clockSkewSeconds)
   if (options.issuers.length === 0) throw refuse("issuers", "issuers must not be empty")
   const audience = checkAudience(options.audience)
@@ -267,10 +270,17 @@ const VerifiedClaims = Wire.JwtAccessTokenClaims.pick({
   jti: true,
 }).partial({ sub: true, client_id: true, iat: true, jti: true })
 
+/** A JWT read up to its issuer: the encoded parts and the decoded claims. */
+interface Read {
+  readonly token: string
+  readonly parts: readonly [string, string, string]
+  readonly claims: Record<string, unknown>
+  readonly iss: string
+}
+
 const makeJwtVerifier = (setup: JwtSetup): Effect.Effect<TokenVerifier["Service"]> =>
   Effect.gen(function* () {
     const { algorithms, audience, clockTolerance, issuers, perIssuer, remoteOptions, shared, typ } = setup
-    const issuerList = [...issuers]
     // Without a jwksUri, each issuer's `jwks_uri` is discovered from its metadata on first use, once for concurrent
     // requests; a failed discovery is kept for the JWKS cooldown, so an unreachable authorization server is not
     // hammered.
@@ -282,41 +292,106 @@ const makeJwtVerifier = (setup: JwtSetup): Effect.Effect<TokenVerifier["Service"
           Exit.isSuccess(exit) ? Duration.infinity : Duration.millis(remoteOptions.cooldownDuration),
       },
     )
-    const verify = Effect.fnUntraced(function* (token: string) {
-      let unverified: Record<string, unknown>
+    // Discovered key sets, for the direct form (the Effect form reads them from the cache above).
+    const found = new Map<string, JWTVerifyGetKey>()
+    const keysOf = (iss: string): JWTVerifyGetKey | undefined => shared ?? perIssuer.get(iss) ?? found.get(iss)
+
+    // Each part is decoded once: the claims first, so that the key set is chosen by issuer and a token from an
+    // unknown issuer never triggers a JWKS fetch.
+    const read = (token: string): Read | InvalidToken => {
+      const parts = Jws.split(token)
+      const claims = parts === undefined ? undefined : Jws.decodeObject(parts[1])
+      if (parts === undefined || claims === undefined) return invalid("malformed")
+      const iss = claims.iss
+      if (typeof iss !== "string" || !issuers.includes(iss)) return invalid("wrong-issuer")
+      return { token, parts, claims, iss }
+    }
+
+    // The rest of the verification, one code for both forms; fails with the VerificationError.
+    const finish = async ({ token, parts, claims }: Read, keys: JWTVerifyGetKey, now: number) => {
+      const header = Jws.decodeObject(parts[0])
+      if (header === undefined) throw invalid("malformed")
+      const algorithm = Jws.algorithmOf(header, algorithms)
+      if (typeof algorithm === "string") throw invalid(algorithm)
+      let key: unknown
       try {
-        unverified = decodeJwt(token)
-      } catch {
-        return yield* invalid("malformed")
+        key = await keys(header as CompactJWSHeaderParameters, {
+          protected: parts[0],
+          payload: parts[1],
+          signature: parts[2],
+        })
+      } catch (error) {
+        throw toVerificationError(mapJoseError(error), "jwks")
       }
-      // Choose the key set by issuer first: a token from an unknown issuer never triggers a JWKS fetch.
-      const iss = unverified.iss
-      if (typeof iss !== "string" || !issuers.includes(iss)) return yield* invalid("wrong-issuer")
-      const keys = shared ?? perIssuer.get(iss) ?? (yield* Cache.get(discovered, iss))
-      const now = yield* Clock.currentTimeMillis
-      const payload = yield* Effect.tryPromise({
-        try: () =>
-          jwtVerify(token, keys, {
-            algorithms,
-            issuer: issuerList,
-            clockTolerance,
-            currentDate: new Date(now),
-            requiredClaims: ["exp", "aud"],
-            ...(typ === undefined ? {} : { typ }),
-          }),
-        catch: (error) => toVerificationError(mapJoseError(error), "jwks"),
-      })
-      const claims = payload.payload as Record<string, unknown>
+      const signature = Jws.decodeSignature(parts[2])
+      if (!Jws.fits(key, algorithm) || signature === undefined) throw invalid("malformed")
+      const signingInput = token.slice(0, parts[0].length + 1 + parts[1].length)
+      if (!(await Jws.verifySignature(algorithm, key, signingInput, signature))) throw invalid("bad-signature")
+      const problem = claimsProblem(header, claims, typ, Math.floor(now / 1000), clockTolerance)
+      if (problem !== undefined) throw invalid(problem)
       const checked = Wire.validate(VerifiedClaims, claims, Wire.Documents.jwtAccessTokenClaims)
       if (Result.isFailure(checked)) {
         const claim = checked.failure.path.split(".")[0]!
-        return yield* invalid(claims[claim] === undefined ? "missing-claim" : "malformed")
+        throw invalid(claims[claim] === undefined ? "missing-claim" : "malformed")
       }
-      if (!namesResource(audiencesOf(claims.aud), audience)) return yield* invalid("wrong-audience")
+      if (!namesResource(audiencesOf(claims.aud), audience)) throw invalid("wrong-audience")
       return fromClaims(claims)
+    }
+    const settle = (error: unknown): VerificationError => toVerificationError(error, "jwt")
+
+    const verify = Effect.fnUntraced(function* (token: string) {
+      const reading = read(token)
+      if (reading instanceof InvalidToken) return yield* reading
+      let keys = keysOf(reading.iss)
+      if (keys === undefined) {
+        keys = yield* Cache.get(discovered, reading.iss)
+        found.set(reading.iss, keys)
+      }
+      const now = yield* Clock.currentTimeMillis
+      const using = keys
+      return yield* Effect.tryPromise({ try: () => finish(reading, using, now), catch: settle })
     })
-    return TokenVerifier.of({ verify })
+    const direct = (token: string, now: number) => {
+      const reading = read(token)
+      if (reading instanceof InvalidToken) return Promise.resolve(Result.fail(reading))
+      const keys = keysOf(reading.iss)
+      if (keys === undefined) return undefined
+      return finish(reading, keys, now).then(Result.succeed, (error: unknown) => Result.fail(settle(error)))
+    }
+    return TokenVerifier.of({ verify: withDirect(verify, direct) })
   })
+
+// RFC 8725 §3.11 and RFC 9068 §2.1: the media type in `typ`, compared without its "application/" prefix and case.
+const normalizeType = (value: string): string => {
+  const lower = value.toLowerCase()
+  return lower.includes("/") ? lower : `application/${lower}`
+}
+
+/**
+ * The checks of a signed claims set besides issuer and audience, as jose's `jwtVerify` made them for this verifier:
+ * `typ` (RFC 9068 §2.1), `iss`, `aud` and `exp` present (RFC 9068 §2.2), `iat` and `nbf` numbers, `nbf` reached and
+ * `exp` not passed within the clock skew (RFC 7519 §4.1.4, §4.1.5). `now` in seconds.
+ */
+const claimsProblem = (
+  header: Readonly<Record<string, unknown>>,
+  claims: Readonly<Record<string, unknown>>,
+  typ: string | undefined,
+  now: number,
+  skew: number,
+): InvalidTokenReason | undefined => {
+  if (typ !== undefined && (typeof header.typ !== "string" || normalizeType(header.typ) !== normalizeType(typ))) {
+    return "wrong-type"
+  }
+  if (!Object.hasOwn(claims, "iss") || !Object.hasOwn(claims, "aud") || !Object.hasOwn(claims, "exp")) {
+    return "missing-claim"
+  }
+  const { iat, nbf, exp } = claims
+  if (iat !== undefined && typeof iat !== "number") return "not-yet-valid"
+  if (nbf !== undefined && (typeof nbf !== "number" || nbf > now + skew)) return "not-yet-valid"
+  if (typeof exp !== "number") return "malformed"
+  if (exp <= now - skew) return "expired"
+  return undefined
+}
 
 /**
  * Finds an issuer's `jwks_uri` in its authorization server metadata, trying the well-known locations in the MCP
@@ -374,21 +449,10 @@ const guard =
     }
   }
 
+// Only the key function's failures reach here: JWKS retrieval, or no usable key for the token.
 const mapJoseError = (error: unknown): unknown => {
   if (error instanceof JwksFailure) return error
   switch (codeOf(error)) {
-    case "ERR_JWT_EXPIRED":
-      return invalid("expired")
-    case "ERR_JWT_CLAIM_VALIDATION_FAILED": {
-      const { claim, reason } = error as { readonly claim: string; readonly reason: string }
-      if (reason === "missing") return invalid("missing-claim")
-      if (claim === "nbf" || claim === "iat") return invalid("not-yet-valid")
-      if (claim === "iss") return invalid("wrong-issuer")
-      if (claim === "typ") return invalid("wrong-type")
-      return invalid("malformed")
-    }
-    case "ERR_JWS_SIGNATURE_VERIFICATION_FAILED":
-      return invalid("bad-signature")
     case "ERR_JOSE_ALG_NOT_ALLOWED":
     case "ERR_JOSE_NOT_SUPPORTED":
       return invalid("algorithm-not-allowed")

@@ -41,6 +41,12 @@ const TOKEN68 = /^[A-Za-z0-9\-._~+/]+=*$/
 /** Verification by the `TokenVerifier`, run to a settled result. */
 export type Verify = (token: string) => Promise<Result.Result<VerifiedToken, VerificationError>>
 
+/** A token looked up in the verified-token cache, with its key. */
+interface LookedUp {
+  readonly token: string
+  readonly key: string
+}
+
 export interface Pipeline {
   /** Authenticates `request`; synchronous when nothing needs I/O. `extra` scopes are needed besides the configured. */
   readonly check: (request: InboundRequest, extra?: ReadonlyArray<string>) => Outcome | Promise<Outcome>
@@ -58,8 +64,13 @@ export const makePipeline = (config: Config, refusals: Refusals, verify: Verify,
   const live = (token: VerifiedToken, at: number): boolean =>
     token.expiresAt === undefined || token.expiresAt * 1000 + config.skewMs > at
 
-  const verifyCached = (token: string): Promise<Result.Result<VerifiedToken, VerificationError>> | VerifiedToken => {
-    const key = tokenKey(token)
+  // `looked` is the token the fast path looked up and its key: a miss there goes on with the same token, which then
+  // needs no second hash.
+  const verifyCached = (
+    token: string,
+    looked: LookedUp | undefined,
+  ): Promise<Result.Result<VerifiedToken, VerificationError>> | VerifiedToken => {
+    const key = looked !== undefined && looked.token === token ? looked.key : tokenKey(token)
     const hit = cache.get(key)
     if (hit !== undefined) return hit
     const pending = inflight.get(key)
@@ -146,6 +157,7 @@ export const makePipeline = (config: Config, refusals: Refusals, verify: Verify,
     // Fast path for a token verified before: its cache entry proves the syntax was checked then, so the full header
     // parse is skipped. Anything unusual (other spacing, several values, a form body) takes the full path below.
     const authorization = request.authorization
+    let looked: LookedUp | undefined
     if (
       typeof authorization === "string" &&
       authorization.length > 7 &&
@@ -154,7 +166,8 @@ export const makePipeline = (config: Config, refusals: Refusals, verify: Verify,
       (request.method === "GET" || !isForm(request.contentType))
     ) {
       const accessToken = authorization.slice(7)
-      const hit = cache.get(tokenKey(accessToken))
+      looked = { token: accessToken, key: tokenKey(accessToken) }
+      const hit = cache.get(looked.key)
       if (hit !== undefined && live(hit, now())) return authorize(request, extra, hit, accessToken)
     }
     const credentials: BearerCredentials = parseAuthorization(authorization)
@@ -172,14 +185,14 @@ export const makePipeline = (config: Config, refusals: Refusals, verify: Verify,
         (body) =>
           new URLSearchParams(body).has("access_token")
             ? { ok: false, rejection: reject(request.origin, "invalid_request", bodyTokenDescription, undefined) }
-            : afterCredentials(request, extra, credentials),
+            : afterCredentials(request, extra, credentials, looked),
         (error: unknown) => {
           if (error instanceof PayloadTooLarge) return { ok: false, rejection: tooLarge(request.origin) }
           throw error
         },
       )
     }
-    return afterCredentials(request, extra, credentials)
+    return afterCredentials(request, extra, credentials, looked)
   }
 
   const isForm = (contentType: string | null | undefined): boolean =>
@@ -210,16 +223,17 @@ export const makePipeline = (config: Config, refusals: Refusals, verify: Verify,
     request: InboundRequest,
     extra: ReadonlyArray<string> | undefined,
     credentials: BearerCredentials,
+    looked: LookedUp | undefined,
   ): Outcome | Promise<Outcome> => {
     if (credentials._tag === "OtherScheme" && schemes.length > 0) {
       const lower = credentials.scheme.toLowerCase()
       const scheme = schemes.find((s) => s.scheme.toLowerCase() === lower)
-      if (scheme !== undefined) return presentedWith(request, extra, scheme, credentials.credentials)
+      if (scheme !== undefined) return presentedWith(request, extra, scheme, credentials.credentials, looked)
     }
     // No credentials: a challenge without error code (RFC 6750 §3.1), naming the scopes the request needs.
     if (credentials._tag !== "Token") return unauthorized(request, extra, undefined, undefined)
     const accessToken = credentials.token
-    const verified = verifyCached(accessToken)
+    const verified = verifyCached(accessToken, looked)
     if (verified instanceof Promise) {
       return verified.then((result) => {
         if (Result.isSuccess(result)) return authorize(request, extra, result.success, accessToken)
@@ -239,6 +253,7 @@ export const makePipeline = (config: Config, refusals: Refusals, verify: Verify,
     extra: ReadonlyArray<string> | undefined,
     scheme: PresentationScheme,
     accessToken: string,
+    looked: LookedUp | undefined,
   ): Outcome | Promise<Outcome> => {
     const refuse = (
       error: string,
@@ -258,7 +273,7 @@ export const makePipeline = (config: Config, refusals: Refusals, verify: Verify,
       const refusal = scheme.confirm(request, token, accessToken)
       return refusal instanceof Promise ? refusal.then(decide) : decide(refusal)
     }
-    const verified = verifyCached(accessToken)
+    const verified = verifyCached(accessToken, looked)
     if (verified instanceof Promise) {
       return verified.then((result) => {
         if (Result.isSuccess(result)) return confirmed(result.success)
