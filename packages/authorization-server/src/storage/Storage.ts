@@ -687,15 +687,26 @@ export interface SqliteOptions {
   readonly path: string
   /** How long a transaction waits for another connection's write lock before failing; 5000 ms by default. */
   readonly busyTimeoutMs?: number
+  /**
+   * Whether the changes made in one turn of the event loop share one commit (one flush to disk) on a file; `true` by
+   * default. Each change still answers only after its commit; `false` commits (and flushes) each one on its own.
+   */
+  readonly groupCommit?: boolean
 }
 
 /**
  * All three stores in one SQLite database through `node:sqlite`: WAL journal, `synchronous = FULL`, foreign keys,
  * a busy timeout, versioned migrations applied on open (a no-op for an up-to-date file), and every multi-step change
  * in one `BEGIN IMMEDIATE` transaction, so several processes can share the file; the {@link RateLimiter} in the same
- * file, so they share its limits too, on a second connection whose commits are not flushed one by one
- * (`synchronous = NORMAL`: a power loss may forget the last counts). The connections close when the layer's scope
- * closes.
+ * file, so they share its limits too.
+ *
+ * On a file, the changes made in one turn of the event loop are committed together (`groupCommit`, on by default):
+ * each runs at once, whole, in its own savepoint of one transaction, and answers only after that transaction's one
+ * `COMMIT` has been flushed to disk, so an answer never reports a change that a crash could still undo. Reads of one
+ * statement go to a second, read-only connection, which sees committed data only. The rate limiter's counts join the
+ * same transactions without waiting for their flush (a crash may forget the last counts). With `groupCommit: false`
+ * each change commits and flushes on its own, and the limiter counts on a connection of its own with
+ * `synchronous = NORMAL`. The connections close when the layer's scope closes.
  *
  * @see {@link https://www.sqlite.org/lang_transaction.html | SQLite transactions}
  */
@@ -716,6 +727,25 @@ export const layerSqlite = (options: SqliteOptions): Layer.Layer<Stores | RateLi
         }),
         (db) => Effect.sync(() => db.isOpen && db.close()),
       )
+      if (options.groupCommit !== false && options.path !== ":memory:" && options.path !== "") {
+        const group = new Sqlite.GroupCommit(db)
+        // Runs before the connection closes (finalizers run in reverse): the last group commits and answers.
+        yield* Effect.addFinalizer(() => Effect.sync(() => db.isOpen && group.commit()))
+        const reader = yield* Effect.acquireRelease(
+          Effect.try({
+            try: () => Sqlite.openReader(options),
+            catch: (error) =>
+              new StorageError({
+                operation: "open",
+                message: error instanceof Error ? error.message : String(error),
+              }),
+          }),
+          (reader) => Effect.sync(() => reader.isOpen && reader.close()),
+        )
+        return stores(Sqlite.groupDriver(group, reader, true)).pipe(
+          Context.add(RateLimiter, makeRateLimiter(Sqlite.groupDriver(group, reader, false))),
+        )
+      }
       const counters = yield* Effect.acquireRelease(
         Effect.try({
           try: () => Sqlite.openLimiterConnection(options, db),

@@ -2,12 +2,17 @@
  * The SQLite driver (`node:sqlite`, synchronous): migrations, opening a file or `:memory:`, and running a unit of
  * work. A unit of work runs to its end without yielding, inside `BEGIN IMMEDIATE` when it is a transaction, so it is
  * atomic within this process and, through SQLite's write lock, against every other connection to the file.
+ *
+ * On a file, units of work that write are committed in groups ({@link GroupCommit}): each runs at once, as a savepoint
+ * of the transaction open on the writer connection, and its outcome is handed out only after the one `COMMIT` (one
+ * WAL flush, `synchronous = FULL`) that ends the group; single-statement reads go to a second, read-only connection,
+ * which sees committed data only.
  */
 import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite"
 import { Effect } from "effect"
 import { StorageError } from "../Errors.js"
 import type { SqliteOptions } from "../Storage.js"
-import { bareTables, type Driver, driveSync, message, type Statement } from "./sql.js"
+import { bareTables, type Driver, driveSync, type Mode, message, type Statement, type Work } from "./sql.js"
 
 /** Schema changes, applied in order, each once, each in its own transaction. Never edit a released entry. */
 export const MIGRATIONS: ReadonlyArray<{ readonly version: number; readonly name: string; readonly sql: string }> = [
@@ -145,8 +150,24 @@ export const MIGRATIONS: ReadonlyArray<{ readonly version: number; readonly name
   },
 ]
 
+/**
+ * The groups open on this thread's connections (a `DatabaseSync` is bound to its thread). Before any connection of
+ * this thread takes the write lock, the groups of the others commit: their transactions hold the file's write lock
+ * until their turn of the event loop comes, and a synchronous wait for that lock on this same thread would never see
+ * it released.
+ */
+const OPEN_GROUPS = Symbol.for("@keyway/authorization-server/sqlite-open-groups")
+const registry = globalThis as { [OPEN_GROUPS]?: Set<GroupCommit> }
+if (registry[OPEN_GROUPS] === undefined) registry[OPEN_GROUPS] = new Set()
+const openGroups: Set<GroupCommit> = registry[OPEN_GROUPS]
+
+const commitOpenGroups = (except: GroupCommit | undefined) => {
+  for (const group of [...openGroups]) if (group !== except) group.commit()
+}
+
 /** Runs `f` in one `BEGIN IMMEDIATE` transaction: the write lock is taken up front, so no upgrade deadlock. */
 const transaction = <A>(db: DatabaseSync, f: () => A): A => {
+  commitOpenGroups(undefined)
   db.exec("BEGIN IMMEDIATE")
   try {
     const result = f()
@@ -223,10 +244,10 @@ const migrate = (db: DatabaseSync, now: number) => {
   }
 }
 
-/** A driver over an open database; statements are prepared once and reused. */
-export const driver = (db: DatabaseSync): Driver => {
+/** Statements prepared once per connection (SQL in the shared dialect, `$1` rewritten to `?1`) and run. */
+const executor = (db: DatabaseSync) => {
   const prepared = new Map<string, StatementSync>()
-  const execute = (statement: Statement): unknown => {
+  return (statement: Statement): unknown => {
     let s = prepared.get(statement.sql)
     if (s === undefined) {
       // Shared SQL numbers its placeholders as PostgreSQL does ($1); SQLite spells them ?1.
@@ -236,6 +257,27 @@ export const driver = (db: DatabaseSync): Driver => {
     const params = statement.params as Array<SQLInputValue>
     return statement.kind === "rows" ? s.all(...params) : Number(s.run(...params).changes)
   }
+}
+
+/** A driver over an open database, each unit of work committed on its own; statements are prepared once and reused. */
+export const driver = (db: DatabaseSync): Driver => {
+  const execute = executor(db)
+  // A private :memory: database shares no lock with the files of open groups.
+  const onFile = db.location() !== null
+  const begin = db.prepare("BEGIN IMMEDIATE")
+  const commit = db.prepare("COMMIT")
+  const rollback = db.prepare("ROLLBACK")
+  const transaction = <A>(f: () => A): A => {
+    begin.run()
+    try {
+      const result = f()
+      commit.run()
+      return result
+    } catch (error) {
+      if (db.isTransaction) rollback.run()
+      throw error
+    }
+  }
   return {
     tables: bareTables,
     // BEGIN IMMEDIATE already holds the database's write lock for the whole transaction.
@@ -244,12 +286,150 @@ export const driver = (db: DatabaseSync): Driver => {
     run: (operation, mode, work) =>
       Effect.suspend(() => {
         try {
+          if (onFile && openGroups.size > 0) commitOpenGroups(undefined)
           return Effect.succeed(
-            mode === "transaction" ? transaction(db, () => driveSync(work(), execute)) : driveSync(work(), execute),
+            mode === "transaction" ? transaction(() => driveSync(work(), execute)) : driveSync(work(), execute),
           )
         } catch (error) {
           return Effect.fail(new StorageError({ operation, message: message(error) }))
         }
+      }),
+  }
+}
+
+/**
+ * Group commit on one connection: the first unit of work of a group opens a `BEGIN IMMEDIATE` transaction and
+ * schedules its `COMMIT` for the end of the current turn of the event loop (`setImmediate`); every unit that arrives
+ * before then joins it. Each unit runs at once, whole, inside its own savepoint, so one that fails rolls back only
+ * itself; the others' outcomes wait for the commit ({@link GroupCommit.whenCommitted}) and fail with it if it fails.
+ * One `COMMIT`, so one flush of the WAL, serves the whole group.
+ */
+export class GroupCommit {
+  private open = false
+  private waiting: Array<(failure: unknown) => void> = []
+  private readonly begin: StatementSync
+  private readonly end: StatementSync
+  private readonly abort: StatementSync
+  private readonly savepoint: StatementSync
+  private readonly release: StatementSync
+  private readonly undo: StatementSync
+  private readonly db: DatabaseSync
+  readonly execute: (statement: Statement) => unknown
+
+  constructor(db: DatabaseSync) {
+    this.db = db
+    this.execute = executor(db)
+    this.begin = db.prepare("BEGIN IMMEDIATE")
+    this.end = db.prepare("COMMIT")
+    this.abort = db.prepare("ROLLBACK")
+    this.savepoint = db.prepare("SAVEPOINT keyway_unit")
+    this.release = db.prepare("RELEASE keyway_unit")
+    this.undo = db.prepare("ROLLBACK TO keyway_unit")
+  }
+
+  /** Runs `f` now, in the open group (opening one when none is); its effects are durable once the group commits. */
+  run<A>(f: () => A): A {
+    if (!this.open) {
+      commitOpenGroups(this)
+      this.begin.run()
+      this.open = true
+      openGroups.add(this)
+      setImmediate(() => this.commit())
+    }
+    this.savepoint.run()
+    try {
+      const result = f()
+      this.release.run()
+      return result
+    } catch (error) {
+      if (this.db.isTransaction) {
+        this.undo.run()
+        this.release.run()
+      } else {
+        // SQLite rolled the whole transaction back itself (I/O error, full disk): the group is lost.
+        this.settle(error)
+      }
+      throw error
+    }
+  }
+
+  /** Calls `f` once the group now open has committed (with `undefined`) or failed (with the error). */
+  whenCommitted(f: (failure: unknown) => void): void {
+    if (this.open) this.waiting.push(f)
+    else f(undefined)
+  }
+
+  /** Commits the open group, if any, and answers its waiting units. */
+  commit(): void {
+    if (!this.open) return
+    let failure: unknown
+    try {
+      this.end.run()
+    } catch (error) {
+      failure = error
+      if (this.db.isTransaction) this.abort.run()
+    }
+    this.settle(failure)
+  }
+
+  private settle(failure: unknown) {
+    this.open = false
+    openGroups.delete(this)
+    const waiting = this.waiting
+    this.waiting = []
+    for (const f of waiting) f(failure ?? undefined)
+  }
+}
+
+/**
+ * A second connection to an opened (so migrated) file, read-only, for the single-statement reads of a
+ * {@link groupDriver}: in WAL mode it reads the last committed state without waiting for the writer, and never sees
+ * a group that has not committed yet.
+ */
+export const openReader = (options: SqliteOptions): DatabaseSync => {
+  const timeout = options.busyTimeoutMs ?? 5000
+  return new DatabaseSync(options.path, { timeout, readOnly: true })
+}
+
+const isRead = (sql: string) => /^\s*SELECT\b/i.test(sql)
+
+/**
+ * A driver that commits in groups on `group`'s connection. A unit of work whose first statement is a `SELECT` and
+ * that runs in autocommit mode reads on `reader`; every other runs in the group. With `durable` its outcome is handed
+ * out after the group commits, so no answer ever reports a change that a crash could still take back; without (the
+ * rate limiter's counts, which may be forgotten) at once.
+ */
+export const groupDriver = (group: GroupCommit, reader: DatabaseSync, durable: boolean): Driver => {
+  const read = executor(reader)
+  return {
+    tables: bareTables,
+    // The group's BEGIN IMMEDIATE holds the database's write lock until it commits.
+    lock: () => "",
+    textArray: (values) => JSON.stringify(values),
+    run: <A>(operation: string, mode: Mode, work: () => Work<A>) =>
+      Effect.suspend((): Effect.Effect<A, StorageError> => {
+        let result: A
+        try {
+          const unit = work()
+          const first = unit.next()
+          if (first.done === true) return Effect.succeed(first.value)
+          if (mode === "autocommit" && isRead(first.value.sql)) {
+            return Effect.succeed(driveSync(unit, read, first))
+          }
+          result = group.run(() => driveSync(unit, group.execute, first))
+        } catch (error) {
+          return Effect.fail(new StorageError({ operation, message: message(error) }))
+        }
+        if (!durable) return Effect.succeed(result)
+        return Effect.callback<A, StorageError>((resume) => {
+          group.whenCommitted((failure) =>
+            resume(
+              failure === undefined
+                ? Effect.succeed(result)
+                : Effect.fail(new StorageError({ operation, message: message(failure) })),
+            ),
+          )
+        })
       }),
   }
 }
