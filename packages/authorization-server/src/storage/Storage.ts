@@ -688,8 +688,8 @@ export interface SqliteOptions {
   /** How long a transaction waits for another connection's write lock before failing; 5000 ms by default. */
   readonly busyTimeoutMs?: number
   /**
-   * Whether the changes made in one turn of the event loop share one commit (one flush to disk) on a file; `true` by
-   * default. Each change still answers only after its commit; `false` commits (and flushes) each one on its own.
+   * Whether the changes asked for in one turn of the event loop share one commit (one flush to disk) on a file; `true`
+   * by default. Each change still answers only after its commit; `false` commits (and flushes) each one on its own.
    */
   readonly groupCommit?: boolean
 }
@@ -700,13 +700,14 @@ export interface SqliteOptions {
  * in one `BEGIN IMMEDIATE` transaction, so several processes can share the file; the {@link RateLimiter} in the same
  * file, so they share its limits too.
  *
- * On a file, the changes made in one turn of the event loop are committed together (`groupCommit`, on by default):
- * each runs at once, whole, in its own savepoint of one transaction, and answers only after that transaction's one
- * `COMMIT` has been flushed to disk, so an answer never reports a change that a crash could still undo. Reads of one
- * statement go to a second, read-only connection, which sees committed data only. The rate limiter's counts join the
- * same transactions without waiting for their flush (a crash may forget the last counts). With `groupCommit: false`
- * each change commits and flushes on its own, and the limiter counts on a connection of its own with
- * `synchronous = NORMAL`. The connections close when the layer's scope closes.
+ * On a file, the changes asked for in one turn of the event loop are committed together (`groupCommit`, on by
+ * default): at the end of the turn they run in one transaction, each whole and in its own savepoint (one that fails
+ * rolls back only itself), and each answers only after that transaction's one `COMMIT` has been flushed to disk, so an
+ * answer never reports a change that a crash could still undo. Reads of one statement go to a second, read-only
+ * connection, which sees committed data only. The rate limiter's counts join the same groups. With
+ * `groupCommit: false` each change commits and flushes on its own, and the limiter counts on a connection of its own
+ * with `synchronous = NORMAL` (a power loss may forget the last counts). The connections close when the layer's scope
+ * closes.
  *
  * @see {@link https://www.sqlite.org/lang_transaction.html | SQLite transactions}
  */
@@ -730,7 +731,7 @@ export const layerSqlite = (options: SqliteOptions): Layer.Layer<Stores | RateLi
       if (options.groupCommit !== false && options.path !== ":memory:" && options.path !== "") {
         const group = new Sqlite.GroupCommit(db)
         // Runs before the connection closes (finalizers run in reverse): the last group commits and answers.
-        yield* Effect.addFinalizer(() => Effect.sync(() => db.isOpen && group.commit()))
+        yield* Effect.addFinalizer(() => Effect.sync(() => db.isOpen && group.flush()))
         const reader = yield* Effect.acquireRelease(
           Effect.try({
             try: () => Sqlite.openReader(options),
@@ -742,9 +743,8 @@ export const layerSqlite = (options: SqliteOptions): Layer.Layer<Stores | RateLi
           }),
           (reader) => Effect.sync(() => reader.isOpen && reader.close()),
         )
-        return stores(Sqlite.groupDriver(group, reader, true)).pipe(
-          Context.add(RateLimiter, makeRateLimiter(Sqlite.groupDriver(group, reader, false))),
-        )
+        const grouped = Sqlite.groupDriver(group, reader)
+        return stores(grouped).pipe(Context.add(RateLimiter, makeRateLimiter(grouped)))
       }
       const counters = yield* Effect.acquireRelease(
         Effect.try({

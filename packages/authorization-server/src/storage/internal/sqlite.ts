@@ -3,10 +3,10 @@
  * work. A unit of work runs to its end without yielding, inside `BEGIN IMMEDIATE` when it is a transaction, so it is
  * atomic within this process and, through SQLite's write lock, against every other connection to the file.
  *
- * On a file, units of work that write are committed in groups ({@link GroupCommit}): each runs at once, as a savepoint
- * of the transaction open on the writer connection, and its outcome is handed out only after the one `COMMIT` (one
- * WAL flush, `synchronous = FULL`) that ends the group; single-statement reads go to a second, read-only connection,
- * which sees committed data only.
+ * On a file, units of work that write are committed in groups ({@link GroupCommit}): those queued in one turn of the
+ * event loop run together at its end, each in its own savepoint of one transaction, and each outcome is handed out only
+ * after that transaction's one `COMMIT` (one WAL flush, `synchronous = FULL`); single-statement reads go at once to a
+ * second, read-only connection, which sees committed data only.
  */
 import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite"
 import { Effect } from "effect"
@@ -150,24 +150,8 @@ export const MIGRATIONS: ReadonlyArray<{ readonly version: number; readonly name
   },
 ]
 
-/**
- * The groups open on this thread's connections (a `DatabaseSync` is bound to its thread). Before any connection of
- * this thread takes the write lock, the groups of the others commit: their transactions hold the file's write lock
- * until their turn of the event loop comes, and a synchronous wait for that lock on this same thread would never see
- * it released.
- */
-const OPEN_GROUPS = Symbol.for("@keyway/authorization-server/sqlite-open-groups")
-const registry = globalThis as { [OPEN_GROUPS]?: Set<GroupCommit> }
-if (registry[OPEN_GROUPS] === undefined) registry[OPEN_GROUPS] = new Set()
-const openGroups: Set<GroupCommit> = registry[OPEN_GROUPS]
-
-const commitOpenGroups = (except: GroupCommit | undefined) => {
-  for (const group of [...openGroups]) if (group !== except) group.commit()
-}
-
 /** Runs `f` in one `BEGIN IMMEDIATE` transaction: the write lock is taken up front, so no upgrade deadlock. */
 const transaction = <A>(db: DatabaseSync, f: () => A): A => {
-  commitOpenGroups(undefined)
   db.exec("BEGIN IMMEDIATE")
   try {
     const result = f()
@@ -262,8 +246,6 @@ const executor = (db: DatabaseSync) => {
 /** A driver over an open database, each unit of work committed on its own; statements are prepared once and reused. */
 export const driver = (db: DatabaseSync): Driver => {
   const execute = executor(db)
-  // A private :memory: database shares no lock with the files of open groups.
-  const onFile = db.location() !== null
   const begin = db.prepare("BEGIN IMMEDIATE")
   const commit = db.prepare("COMMIT")
   const rollback = db.prepare("ROLLBACK")
@@ -286,7 +268,6 @@ export const driver = (db: DatabaseSync): Driver => {
     run: (operation, mode, work) =>
       Effect.suspend(() => {
         try {
-          if (onFile && openGroups.size > 0) commitOpenGroups(undefined)
           return Effect.succeed(
             mode === "transaction" ? transaction(() => driveSync(work(), execute)) : driveSync(work(), execute),
           )
@@ -297,23 +278,26 @@ export const driver = (db: DatabaseSync): Driver => {
   }
 }
 
+/** What became of one unit of work in a group. */
+type Outcome = { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly error: unknown }
+
 /**
- * Group commit on one connection: the first unit of work of a group opens a `BEGIN IMMEDIATE` transaction and
- * schedules its `COMMIT` for the end of the current turn of the event loop (`setImmediate`); every unit that arrives
- * before then joins it. Each unit runs at once, whole, inside its own savepoint, so one that fails rolls back only
- * itself; the others' outcomes wait for the commit ({@link GroupCommit.whenCommitted}) and fail with it if it fails.
- * One `COMMIT`, so one flush of the WAL, serves the whole group.
+ * Group commit on one connection: units of work that write are queued, and at the end of the current turn of the
+ * event loop (`setImmediate`) all those queued run in one `BEGIN IMMEDIATE` transaction, each whole and in its own
+ * savepoint, so one that fails rolls back only itself; then one `COMMIT` (one flush of the WAL) serves them all, and
+ * only then does each get its outcome (a failed commit fails them all). The write lock is held only while a group runs,
+ * synchronously, as it was for a single transaction, so other connections and processes never wait on a turn of this
+ * event loop.
  */
 export class GroupCommit {
-  private open = false
-  private waiting: Array<(failure: unknown) => void> = []
+  private queue: Array<{ readonly unit: () => unknown; readonly done: (outcome: Outcome) => void }> = []
+  private readonly db: DatabaseSync
   private readonly begin: StatementSync
   private readonly end: StatementSync
   private readonly abort: StatementSync
   private readonly savepoint: StatementSync
   private readonly release: StatementSync
   private readonly undo: StatementSync
-  private readonly db: DatabaseSync
   readonly execute: (statement: Statement) => unknown
 
   constructor(db: DatabaseSync) {
@@ -327,57 +311,53 @@ export class GroupCommit {
     this.undo = db.prepare("ROLLBACK TO keyway_unit")
   }
 
-  /** Runs `f` now, in the open group (opening one when none is); its effects are durable once the group commits. */
-  run<A>(f: () => A): A {
-    if (!this.open) {
-      commitOpenGroups(this)
-      this.begin.run()
-      this.open = true
-      openGroups.add(this)
-      setImmediate(() => this.commit())
-    }
-    this.savepoint.run()
+  /** Queues `unit` for the next group; `done` gets its outcome once the group has committed (or failed). */
+  submit(unit: () => unknown, done: (outcome: Outcome) => void): void {
+    this.queue.push({ unit, done })
+    if (this.queue.length === 1) setImmediate(() => this.flush())
+  }
+
+  /** Runs and commits the queued units now (also when the connection is about to close). */
+  flush(): void {
+    const group = this.queue
+    if (group.length === 0) return
+    this.queue = []
+    const outcomes = this.runGroup(group.map((p) => p.unit))
+    for (let i = 0; i < group.length; i++) group[i]!.done(outcomes[i]!)
+  }
+
+  private runGroup(units: ReadonlyArray<() => unknown>): ReadonlyArray<Outcome> {
+    const failAll = (error: unknown) => units.map((): Outcome => ({ ok: false, error }))
     try {
-      const result = f()
-      this.release.run()
-      return result
+      this.begin.run()
     } catch (error) {
-      if (this.db.isTransaction) {
-        this.undo.run()
-        this.release.run()
-      } else {
-        // SQLite rolled the whole transaction back itself (I/O error, full disk): the group is lost.
-        this.settle(error)
-      }
-      throw error
+      return failAll(error)
     }
-  }
-
-  /** Calls `f` once the group now open has committed (with `undefined`) or failed (with the error). */
-  whenCommitted(f: (failure: unknown) => void): void {
-    if (this.open) this.waiting.push(f)
-    else f(undefined)
-  }
-
-  /** Commits the open group, if any, and answers its waiting units. */
-  commit(): void {
-    if (!this.open) return
-    let failure: unknown
+    const outcomes: Array<Outcome> = []
+    for (const unit of units) {
+      this.savepoint.run()
+      try {
+        outcomes.push({ ok: true, value: unit() })
+        this.release.run()
+      } catch (error) {
+        outcomes.push({ ok: false, error })
+        try {
+          this.undo.run()
+          this.release.run()
+        } catch (lost) {
+          // SQLite rolled the whole transaction back itself (I/O error, full disk): the group is lost.
+          if (this.db.isTransaction) this.abort.run()
+          return failAll(lost)
+        }
+      }
+    }
     try {
       this.end.run()
     } catch (error) {
-      failure = error
       if (this.db.isTransaction) this.abort.run()
+      return failAll(error)
     }
-    this.settle(failure)
-  }
-
-  private settle(failure: unknown) {
-    this.open = false
-    openGroups.delete(this)
-    const waiting = this.waiting
-    this.waiting = []
-    for (const f of waiting) f(failure ?? undefined)
+    return outcomes
   }
 }
 
@@ -395,39 +375,33 @@ const isRead = (sql: string) => /^\s*SELECT\b/i.test(sql)
 
 /**
  * A driver that commits in groups on `group`'s connection. A unit of work whose first statement is a `SELECT` and
- * that runs in autocommit mode reads on `reader`; every other runs in the group. With `durable` its outcome is handed
- * out after the group commits, so no answer ever reports a change that a crash could still take back; without (the
- * rate limiter's counts, which may be forgotten) at once.
+ * that runs in autocommit mode reads on `reader`, at once; every other joins the next group, and its outcome is handed
+ * out after that group has committed, so no answer ever reports a change that a crash could still take back.
  */
-export const groupDriver = (group: GroupCommit, reader: DatabaseSync, durable: boolean): Driver => {
+export const groupDriver = (group: GroupCommit, reader: DatabaseSync): Driver => {
   const read = executor(reader)
   return {
     tables: bareTables,
-    // The group's BEGIN IMMEDIATE holds the database's write lock until it commits.
+    // The group's BEGIN IMMEDIATE holds the database's write lock while its units run.
     lock: () => "",
     textArray: (values) => JSON.stringify(values),
     run: <A>(operation: string, mode: Mode, work: () => Work<A>) =>
       Effect.suspend((): Effect.Effect<A, StorageError> => {
-        let result: A
+        const failed = (error: unknown) => new StorageError({ operation, message: message(error) })
+        let unit: Work<A>
+        let first: IteratorResult<Statement, A>
         try {
-          const unit = work()
-          const first = unit.next()
+          unit = work()
+          first = unit.next()
           if (first.done === true) return Effect.succeed(first.value)
-          if (mode === "autocommit" && isRead(first.value.sql)) {
-            return Effect.succeed(driveSync(unit, read, first))
-          }
-          result = group.run(() => driveSync(unit, group.execute, first))
+          if (mode === "autocommit" && isRead(first.value.sql)) return Effect.succeed(driveSync(unit, read, first))
         } catch (error) {
-          return Effect.fail(new StorageError({ operation, message: message(error) }))
+          return Effect.fail(failed(error))
         }
-        if (!durable) return Effect.succeed(result)
         return Effect.callback<A, StorageError>((resume) => {
-          group.whenCommitted((failure) =>
-            resume(
-              failure === undefined
-                ? Effect.succeed(result)
-                : Effect.fail(new StorageError({ operation, message: message(failure) })),
-            ),
+          group.submit(
+            () => driveSync(unit, group.execute, first),
+            (outcome) => resume(outcome.ok ? Effect.succeed(outcome.value as A) : Effect.fail(failed(outcome.error))),
           )
         })
       }),
