@@ -688,8 +688,9 @@ export interface SqliteOptions {
   /** How long a transaction waits for another connection's write lock before failing; 5000 ms by default. */
   readonly busyTimeoutMs?: number
   /**
-   * Whether the changes asked for in one turn of the event loop share one commit (one flush to disk) on a file; `true`
-   * by default. Each change still answers only after its commit; `false` commits (and flushes) each one on its own.
+   * Whether the changes asked for in one turn of the event loop share one commit and one flush to disk, done off the
+   * event loop, on a file; `true` by default. Each change still answers only once it is on disk; `false` commits and
+   * flushes each one on its own, inside its `COMMIT` (`synchronous = FULL`).
    */
   readonly groupCommit?: boolean
 }
@@ -703,11 +704,14 @@ export interface SqliteOptions {
  * On a file, the changes asked for in one turn of the event loop are committed together (`groupCommit`, on by
  * default): at the end of the turn they run in one transaction, each whole and in its own savepoint (one that fails
  * rolls back only itself), and each answers only after that transaction's one `COMMIT` has been flushed to disk, so an
- * answer never reports a change that a crash could still undo. Reads of one statement go to a second, read-only
- * connection, which sees committed data only. The rate limiter's counts join the same groups. With
- * `groupCommit: false` each change commits and flushes on its own, and the limiter counts on a connection of its own
- * with `synchronous = NORMAL` (a power loss may forget the last counts). The connections close when the layer's scope
- * closes.
+ * answer never reports a change that a power loss could still undo. The flush is the store's own (`fdatasync` of the
+ * WAL file after the commit, on libuv's thread pool, with the connection at `synchronous = NORMAL`), so the event loop
+ * serves other requests while the disk works. Reads of one statement go to a second, read-only connection, which sees
+ * committed data only, and answer once the flushes under way have ended. The rate limiter's counts join the same
+ * groups. Another process sharing the file may read a group's changes between its commit and its flush (before any
+ * answer of this one reports them). With `groupCommit: false` each change commits with `synchronous = FULL` on its own,
+ * and the limiter counts on a connection of its own with `synchronous = NORMAL` (a power loss may forget the last
+ * counts). The connections close when the layer's scope closes.
  *
  * @see {@link https://www.sqlite.org/lang_transaction.html | SQLite transactions}
  */
@@ -729,9 +733,21 @@ export const layerSqlite = (options: SqliteOptions): Layer.Layer<Stores | RateLi
         (db) => Effect.sync(() => db.isOpen && db.close()),
       )
       if (options.groupCommit !== false && options.path !== ":memory:" && options.path !== "") {
-        const group = new Sqlite.GroupCommit(db)
-        // Runs before the connection closes (finalizers run in reverse): the last group commits and answers.
-        yield* Effect.addFinalizer(() => Effect.sync(() => db.isOpen && group.flush()))
+        const wal = yield* Effect.acquireRelease(
+          Effect.try({
+            try: () => Sqlite.openWal(options, db),
+            catch: (error) =>
+              new StorageError({
+                operation: "open",
+                message: error instanceof Error ? error.message : String(error),
+              }),
+          }),
+          (fd) => Effect.sync(() => Sqlite.closeWal(fd)),
+        )
+        const group = new Sqlite.GroupCommit(db, () => Sqlite.flushWal(wal))
+        // Runs before the WAL's descriptor and the connection close (finalizers run in reverse): the last group
+        // commits, is flushed and answers.
+        yield* Effect.addFinalizer(() => Effect.promise(() => (db.isOpen ? group.close() : Promise.resolve())))
         const reader = yield* Effect.acquireRelease(
           Effect.try({
             try: () => Sqlite.openReader(options),

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { DatabaseSync } from "node:sqlite"
 import { Worker } from "node:worker_threads"
-import { Context, Effect, Layer, Result, type Scope } from "effect"
+import { Context, Effect, Fiber, Layer, Option, Result, type Scope } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
 import { RateLimiter } from "../../src/RateLimiter.js"
 import {
@@ -16,7 +16,8 @@ import {
   RefreshTokenRevoked,
   StorageError,
 } from "../../src/storage/index.js"
-import { MIGRATIONS } from "../../src/storage/internal/sqlite.js"
+import { GroupCommit, groupDriver, MIGRATIONS, open, openReader } from "../../src/storage/internal/sqlite.js"
+import { makeGrantStore } from "../../src/storage/internal/store.js"
 import { NOW, newClient, newCode, runWith, secret, signingKey, storageContract } from "./contract.js"
 import { rateLimitContract } from "./rateLimitContract.js"
 
@@ -454,5 +455,79 @@ describe("sqlite: group commit", () => {
         }
       }),
     )
+  })
+
+  describe("with the WAL flush in the test's hands", () => {
+    /** A store over a group whose flushes wait until the test lets them end (or fail). */
+    const controlled = () => {
+      const path = freshPath()
+      const db = open({ path }, NOW)
+      const reader = openReader({ path })
+      const flushes: Array<{ end: () => void; fail: (error: Error) => void }> = []
+      const group = new GroupCommit(
+        db,
+        () => new Promise<void>((resolve, reject) => flushes.push({ end: resolve, fail: reject })),
+      )
+      const grants = makeGrantStore(groupDriver(group, reader))
+      const close = () => {
+        reader.close()
+        db.close()
+      }
+      return { grants, flushes, close }
+    }
+    const turns = (n: number) =>
+      Effect.promise(async () => {
+        for (let i = 0; i < n; i++) await new Promise((resolve) => setImmediate(resolve))
+      })
+
+    it("answers a change, and a read of it, only once the WAL flush after its commit has ended", async () => {
+      const { grants, flushes, close } = controlled()
+      try {
+        await Effect.runPromise(
+          Effect.gen(function* () {
+            const code = newCode()
+            const created = yield* Effect.forkChild(grants.createCode(code))
+            yield* turns(3)
+            // Committed (so a reader could see it), flushed not yet: no answer.
+            expect(flushes).toHaveLength(1)
+            expect(created.pollUnsafe()).toBeUndefined()
+            const found = yield* Effect.forkChild(grants.findCode(code.code))
+            yield* turns(3)
+            expect(found.pollUnsafe()).toBeUndefined()
+            flushes[0]!.end()
+            expect((yield* Fiber.join(created)).client_id).toBe(code.client_id)
+            expect(Option.isSome(yield* Fiber.join(found))).toBe(true)
+            // Nothing under way: a read answers at once.
+            expect(Option.isSome(yield* grants.findCode(code.code))).toBe(true)
+          }),
+        )
+      } finally {
+        close()
+      }
+    })
+
+    it("fails every change of a group whose flush fails, with StorageError naming each operation", async () => {
+      const { grants, flushes, close } = controlled()
+      try {
+        await Effect.runPromise(
+          Effect.gen(function* () {
+            const outcomes = yield* Effect.forkChild(
+              Effect.all([Effect.flip(grants.createCode(newCode())), Effect.flip(grants.rememberJti("c", "j", NOW))], {
+                concurrency: "unbounded",
+              }),
+            )
+            yield* turns(3)
+            expect(flushes).toHaveLength(1)
+            flushes[0]!.fail(new Error("EIO: i/o error, fdatasync"))
+            expect(yield* Fiber.join(outcomes)).toEqual([
+              new StorageError({ operation: "GrantStore.createCode", message: "EIO: i/o error, fdatasync" }),
+              new StorageError({ operation: "GrantStore.rememberJti", message: "EIO: i/o error, fdatasync" }),
+            ])
+          }),
+        )
+      } finally {
+        close()
+      }
+    })
   })
 })

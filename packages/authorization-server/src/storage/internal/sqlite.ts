@@ -5,9 +5,11 @@
  *
  * On a file, units of work that write are committed in groups ({@link GroupCommit}): those queued in one turn of the
  * event loop run together at its end, each in its own savepoint of one transaction, and each outcome is handed out only
- * after that transaction's one `COMMIT` (one WAL flush, `synchronous = FULL`); single-statement reads go at once to a
- * second, read-only connection, which sees committed data only.
+ * after that transaction's one `COMMIT` and one flush of the WAL to disk, done off the event loop; single-statement
+ * reads go to a second, read-only connection, which sees committed data only, and are answered once that data is on
+ * disk too.
  */
+import { closeSync, fdatasync, openSync } from "node:fs"
 import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite"
 import { Effect } from "effect"
 import { StorageError } from "../Errors.js"
@@ -284,13 +286,21 @@ type Outcome = { readonly ok: true; readonly value: unknown } | { readonly ok: f
 /**
  * Group commit on one connection: units of work that write are queued, and at the end of the current turn of the
  * event loop (`setImmediate`) all those queued run in one `BEGIN IMMEDIATE` transaction, each whole and in its own
- * savepoint, so one that fails rolls back only itself; then one `COMMIT` (one flush of the WAL) serves them all, and
- * only then does each get its outcome (a failed commit fails them all). The write lock is held only while a group runs,
- * synchronously, as it was for a single transaction, so other connections and processes never wait on a turn of this
- * event loop.
+ * savepoint, so one that fails rolls back only itself; then one `COMMIT` serves them all. The write lock is held only
+ * while a group runs, synchronously, as it was for a single transaction, so other connections and processes never
+ * wait on a turn of this event loop.
+ *
+ * The flush to disk is the group's own: the connection runs with `synchronous = NORMAL` (SQLite does not flush the WAL
+ * at commit), and after each `COMMIT` the group flushes the WAL file (`fdatasync`, what `synchronous = FULL` does inside
+ * the commit) on libuv's thread pool, so the event loop goes on serving requests meanwhile; only when that flush is
+ * done does each unit get its outcome (a failed commit or flush fails them all). Reads wait for the flushes under
+ * way ({@link GroupCommit.whenDurable}), so nothing read is answered before it is on disk either.
  */
 export class GroupCommit {
   private queue: Array<{ readonly unit: () => unknown; readonly done: (outcome: Outcome) => void }> = []
+  /** The last flush started, until it ends: everything committed before it started is on disk once it has. */
+  private flushing: Promise<void> | undefined
+  private readonly flushWal: () => Promise<void>
   private readonly db: DatabaseSync
   private readonly begin: StatementSync
   private readonly end: StatementSync
@@ -300,8 +310,10 @@ export class GroupCommit {
   private readonly undo: StatementSync
   readonly execute: (statement: Statement) => unknown
 
-  constructor(db: DatabaseSync) {
+  /** `flushWal` flushes the database's WAL file to disk ({@link flushWal}); the group calls it after each commit. */
+  constructor(db: DatabaseSync, flushWal: () => Promise<void>) {
     this.db = db
+    this.flushWal = flushWal
     this.execute = executor(db)
     this.begin = db.prepare("BEGIN IMMEDIATE")
     this.end = db.prepare("COMMIT")
@@ -317,13 +329,50 @@ export class GroupCommit {
     if (this.queue.length === 1) setImmediate(() => this.flush())
   }
 
-  /** Runs and commits the queued units now (also when the connection is about to close). */
+  /** Runs and commits the queued units now, and answers them once the WAL is flushed. */
   flush(): void {
     const group = this.queue
     if (group.length === 0) return
     this.queue = []
     const outcomes = this.runGroup(group.map((p) => p.unit))
-    for (let i = 0; i < group.length; i++) group[i]!.done(outcomes[i]!)
+    const answer = (failure: unknown) => {
+      for (let i = 0; i < group.length; i++) {
+        const outcome = outcomes[i]!
+        group[i]!.done(failure === undefined || !outcome.ok ? outcome : { ok: false, error: failure })
+      }
+    }
+    if (outcomes.every((o) => !o.ok)) {
+      answer(undefined)
+      return
+    }
+    const flushed = this.flushWal()
+    this.flushing = flushed
+    flushed.then(
+      () => {
+        if (this.flushing === flushed) this.flushing = undefined
+        answer(undefined)
+      },
+      (error: unknown) => {
+        if (this.flushing === flushed) this.flushing = undefined
+        answer(error)
+      },
+    )
+  }
+
+  /** Calls `f` once everything committed so far is on disk (with the error, if a flush failed). */
+  whenDurable(f: (failure: unknown) => void): void {
+    if (this.flushing === undefined) f(undefined)
+    else
+      this.flushing.then(
+        () => f(undefined),
+        (error: unknown) => f(error),
+      )
+  }
+
+  /** Commits and flushes what is queued, and waits for every flush under way (before the connections close). */
+  async close(): Promise<void> {
+    this.flush()
+    while (this.flushing !== undefined) await this.flushing.catch(() => undefined)
   }
 
   private runGroup(units: ReadonlyArray<() => unknown>): ReadonlyArray<Outcome> {
@@ -362,6 +411,25 @@ export class GroupCommit {
 }
 
 /**
+ * Prepares an opened (so migrated) file's store connection for a {@link GroupCommit}: `synchronous = NORMAL`, since
+ * the group flushes the WAL itself, and a file descriptor of the WAL file for that (the file exists once the database
+ * has been read in WAL mode, and stays while a connection is open). Throws on failure.
+ */
+export const openWal = (options: SqliteOptions, db: DatabaseSync): number => {
+  db.prepare("SELECT COUNT(*) FROM keyway_migrations").get()
+  const fd = openSync(`${options.path}-wal`, "r")
+  db.exec("PRAGMA synchronous = NORMAL")
+  return fd
+}
+
+/** Flushes the WAL file behind `fd` (from {@link openWal}) to disk, on libuv's thread pool. */
+export const flushWal = (fd: number): Promise<void> =>
+  new Promise((resolve, reject) => fdatasync(fd, (error) => (error === null ? resolve() : reject(error))))
+
+/** Closes the descriptor from {@link openWal}. */
+export const closeWal = (fd: number): void => closeSync(fd)
+
+/**
  * A second connection to an opened (so migrated) file, read-only, for the single-statement reads of a
  * {@link groupDriver}: in WAL mode it reads the last committed state without waiting for the writer, and never sees
  * a group that has not committed yet.
@@ -394,7 +462,15 @@ export const groupDriver = (group: GroupCommit, reader: DatabaseSync): Driver =>
           unit = work()
           first = unit.next()
           if (first.done === true) return Effect.succeed(first.value)
-          if (mode === "autocommit" && isRead(first.value.sql)) return Effect.succeed(driveSync(unit, read, first))
+          if (mode === "autocommit" && isRead(first.value.sql)) {
+            const rows = driveSync(unit, read, first)
+            // What was read may have been committed by a group whose flush is still under way.
+            return Effect.callback<A, StorageError>((resume) =>
+              group.whenDurable((failure) =>
+                resume(failure === undefined ? Effect.succeed(rows) : Effect.fail(failed(failure))),
+              ),
+            )
+          }
         } catch (error) {
           return Effect.fail(failed(error))
         }
