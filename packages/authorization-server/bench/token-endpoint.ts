@@ -59,14 +59,18 @@ const all: Array<Target> = [
   },
   {
     id: "sqlite-each",
-    label: "Keyway, SQLite file, one commit per change (`groupCommit: false`)",
+    label: "Keyway, SQLite file, one commit per change (`groupCommit: false`: as before group commit)",
     settings: {
       target: "keyway",
       storage: { type: "sqlite", path: join(dir, "each.db"), groupCommit: false },
       ...common,
     },
   },
-  { id: "memory", label: "Keyway, memory", settings: { target: "keyway", storage: { type: "memory" }, ...common } },
+  {
+    id: "memory",
+    label: "Keyway, memory (SQLite `:memory:`)",
+    settings: { target: "keyway", storage: { type: "memory" }, ...common },
+  },
   { id: "postgres", label: "Keyway, PostgreSQL", settings: { target: "keyway", ...common } },
   {
     id: "oidc-provider",
@@ -390,16 +394,23 @@ Machine: ${nproc} CPUs (nproc), ${cpuModel}, Node ${process.version}, ${process.
 (1 / 5 / 15 min) ${load3(loadAtStart)} at the start and ${load3(loadAtEnd)} at the end. The machine may be shared with
 other work: throughput moves with it, the CPU per operation and the ratios within one run much less.
 
-What the SQLite file keeps (\`journal_mode = WAL\`, \`synchronous = FULL\`): every commit is flushed (fsync of the WAL)
-before it returns, so a change whose answer went out survives a crash of the process and a power loss. With group
-commit (the default on a file) the changes made in one turn of the event loop share one transaction, each in its own
-savepoint, and each answer waits for that transaction's flushed commit; a crash before the commit loses the group's
-changes, none of which had been answered. \`synchronous = NORMAL\` in WAL mode would not flush at commit, only at
-checkpoints: a process crash would lose nothing, a power loss or an operating-system crash the last commits, tokens
-already handed out among them (a consumed code usable again, a rotated refresh token live again). \`synchronous = OFF\`
-does not flush at all and, on a power loss, may also corrupt the file. \`journal_mode = DELETE\` or \`TRUNCATE\`
-(a rollback journal) would keep the same durability at \`FULL\` for more flushes per commit (journal and database
-file), and would let no reader run beside a writer.
+How the SQLite file is kept (\`journal_mode = WAL\` in both Keyway SQLite rows). The default, group commit: the
+changes asked for in one turn of the event loop run together at its end in one \`BEGIN IMMEDIATE\` transaction, each in
+its own savepoint (one that fails rolls back alone), then one \`COMMIT\`; the store's connection runs at
+\`synchronous = NORMAL\` and Keyway flushes the WAL file itself (\`fdatasync\`, on libuv's thread pool, so the event loop
+goes on serving) before it answers any change of the group, or any read made while such a flush is under way. What is
+answered is on disk, as with \`synchronous = FULL\`; a crash or power loss can only take back a group nobody was
+answered for. One difference with \`FULL\`: another process sharing the file can read a group between its commit and
+its flush. \`groupCommit: false\` (the "one commit per change" row, the behaviour before group commit) commits every
+change on its own at \`synchronous = FULL\`, SQLite flushing the WAL inside each \`COMMIT\` on the event loop. What the
+other settings would risk: \`synchronous = NORMAL\` without that flush of Keyway's loses nothing when the process
+crashes but, on a power loss or an operating-system crash, the last commits, answered ones among them (a redeemed code
+redeemable again, a rotated refresh token live again beside its successor); \`synchronous = OFF\` hands even the
+ordering of writes to the operating system, so a power loss may also corrupt the file; \`journal_mode = DELETE\` or
+\`TRUNCATE\` (a rollback journal) keeps the durability of \`FULL\` for more flushes per commit (journal, then database
+file) and lets no reader run beside a writer; \`journal_mode = MEMORY\` or \`OFF\` may leave a corrupt file after any
+crash in the middle of a transaction. Earlier figures of this endpoint (codes written beforehand and redeemed, three
+transactions per request, then one) are in this file's history.
 `
 process.stdout.write(output)
 if (process.argv.includes("--write")) {
