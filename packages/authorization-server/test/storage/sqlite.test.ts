@@ -506,6 +506,37 @@ describe("sqlite: group commit", () => {
       }
     })
 
+    it("flushes once for the groups committed while a flush was under way", async () => {
+      const { grants, flushes, close } = controlled()
+      try {
+        await Effect.runPromise(
+          Effect.gen(function* () {
+            const first = yield* Effect.forkChild(grants.createCode(newCode()))
+            yield* turns(3)
+            const later = yield* Effect.forkChild(
+              Effect.all([grants.createCode(newCode()), grants.createCode(newCode())], { concurrency: "unbounded" }),
+            )
+            yield* turns(3)
+            const last = yield* Effect.forkChild(grants.createCode(newCode()))
+            yield* turns(3)
+            // Three groups committed, one flush under way: the two later groups wait for the next one.
+            expect(flushes).toHaveLength(1)
+            flushes[0]!.end()
+            yield* Fiber.join(first)
+            yield* turns(3)
+            expect([later.pollUnsafe(), last.pollUnsafe()]).toEqual([undefined, undefined])
+            expect(flushes).toHaveLength(2)
+            flushes[1]!.end()
+            expect(yield* Fiber.join(later)).toHaveLength(2)
+            yield* Fiber.join(last)
+            expect(flushes).toHaveLength(2)
+          }),
+        )
+      } finally {
+        close()
+      }
+    })
+
     it("fails every change of a group whose flush fails, with StorageError naming each operation", async () => {
       const { grants, flushes, close } = controlled()
       try {
@@ -523,6 +554,14 @@ describe("sqlite: group commit", () => {
               new StorageError({ operation: "GrantStore.createCode", message: "EIO: i/o error, fdatasync" }),
               new StorageError({ operation: "GrantStore.rememberJti", message: "EIO: i/o error, fdatasync" }),
             ])
+            // What the failed flush covered may be lost whatever a later flush says: nothing is answered any more.
+            expect(yield* Effect.flip(grants.revokeFamily("f", NOW))).toEqual(
+              new StorageError({ operation: "GrantStore.revokeFamily", message: "EIO: i/o error, fdatasync" }),
+            )
+            expect(yield* Effect.flip(grants.findCode("any"))).toEqual(
+              new StorageError({ operation: "GrantStore.findCode", message: "EIO: i/o error, fdatasync" }),
+            )
+            expect(flushes).toHaveLength(1)
           }),
         )
       } finally {

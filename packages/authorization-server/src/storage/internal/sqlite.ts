@@ -291,15 +291,22 @@ type Outcome = { readonly ok: true; readonly value: unknown } | { readonly ok: f
  * wait on a turn of this event loop.
  *
  * The flush to disk is the group's own: the connection runs with `synchronous = NORMAL` (SQLite does not flush the WAL
- * at commit), and after each `COMMIT` the group flushes the WAL file (`fdatasync`, what `synchronous = FULL` does inside
- * the commit) on libuv's thread pool, so the event loop goes on serving requests meanwhile; only when that flush is
- * done does each unit get its outcome (a failed commit or flush fails them all). Reads wait for the flushes under
- * way ({@link GroupCommit.whenDurable}), so nothing read is answered before it is on disk either.
+ * at commit), and after a `COMMIT` the group flushes the WAL file (`fdatasync`, what `synchronous = FULL` does inside
+ * each commit) on libuv's thread pool, so the event loop goes on serving requests meanwhile, and groups that commit
+ * while a flush is under way share the next one; only when its flush is done does each unit get its outcome (a failed
+ * commit or flush fails them all, and a failed flush every later unit too). Reads wait for the flushes under way
+ * ({@link GroupCommit.whenDurable}), so nothing read is answered before it is on disk either.
  */
 export class GroupCommit {
   private queue: Array<{ readonly unit: () => unknown; readonly done: (outcome: Outcome) => void }> = []
-  /** The last flush started, until it ends: everything committed before it started is on disk once it has. */
-  private flushing: Promise<void> | undefined
+  /** Whether a flush of the WAL is under way; `current` waits for it, `waiting` for the next. */
+  private flushing = false
+  private current: Array<(failure: unknown) => void> = []
+  private waiting: Array<(failure: unknown) => void> = []
+  /** Whether a group has committed since the last flush started. */
+  private committedSinceFlush = false
+  /** The error of a failed flush: every unit after it fails with it. */
+  private broken: unknown
   private readonly flushWal: () => Promise<void>
   private readonly db: DatabaseSync
   private readonly begin: StatementSync
@@ -334,7 +341,11 @@ export class GroupCommit {
     const group = this.queue
     if (group.length === 0) return
     this.queue = []
-    const outcomes = this.runGroup(group.map((p) => p.unit))
+    const broken = this.broken
+    const outcomes =
+      broken === undefined
+        ? this.runGroup(group.map((p) => p.unit))
+        : group.map((): Outcome => ({ ok: false, error: broken }))
     const answer = (failure: unknown) => {
       for (let i = 0; i < group.length; i++) {
         const outcome = outcomes[i]!
@@ -345,34 +356,61 @@ export class GroupCommit {
       answer(undefined)
       return
     }
-    const flushed = this.flushWal()
-    this.flushing = flushed
-    flushed.then(
-      () => {
-        if (this.flushing === flushed) this.flushing = undefined
-        answer(undefined)
-      },
-      (error: unknown) => {
-        if (this.flushing === flushed) this.flushing = undefined
-        answer(error)
-      },
+    this.whenDurable(answer)
+  }
+
+  /**
+   * Calls `f` once everything committed so far is on disk (with the error, if the flush failed). While a flush is under
+   * way, the commits made since it started wait for the next one, which starts when it ends and covers them all: under
+   * load, one flush serves several groups.
+   */
+  whenDurable(f: (failure: unknown) => void): void {
+    if (this.flushing) {
+      if (this.committedSinceFlush) this.waiting.push(f)
+      else this.current.push(f)
+    } else if (this.broken !== undefined || !this.committedSinceFlush) {
+      f(this.broken)
+    } else {
+      this.flushing = true
+      this.committedSinceFlush = false
+      this.current = [f]
+      this.startFlush()
+    }
+  }
+
+  private startFlush() {
+    this.flushWal().then(
+      () => this.flushEnded(undefined),
+      (error: unknown) => this.flushEnded(error),
     )
   }
 
-  /** Calls `f` once everything committed so far is on disk (with the error, if a flush failed). */
-  whenDurable(f: (failure: unknown) => void): void {
-    if (this.flushing === undefined) f(undefined)
-    else
-      this.flushing.then(
-        () => f(undefined),
-        (error: unknown) => f(error),
-      )
+  private flushEnded(failure: unknown) {
+    // After a failed flush the kernel may have dropped the pages it could not write, so a later flush that succeeds
+    // proves nothing about them: the store stops answering, as PostgreSQL does, until it is opened again.
+    if (failure !== undefined) this.broken ??= failure
+    const done = this.current
+    if (this.broken !== undefined) {
+      done.push(...this.waiting)
+      this.waiting = []
+      this.current = []
+      this.flushing = false
+    } else if (this.waiting.length > 0) {
+      this.current = this.waiting
+      this.waiting = []
+      this.committedSinceFlush = false
+      this.startFlush()
+    } else {
+      this.current = []
+      this.flushing = false
+    }
+    for (const f of done) f(this.broken)
   }
 
-  /** Commits and flushes what is queued, and waits for every flush under way (before the connections close). */
-  async close(): Promise<void> {
+  /** Commits and flushes what is queued, and waits for the flushes under way (before the connections close). */
+  close(): Promise<void> {
     this.flush()
-    while (this.flushing !== undefined) await this.flushing.catch(() => undefined)
+    return new Promise((resolve) => this.whenDurable(() => resolve()))
   }
 
   private runGroup(units: ReadonlyArray<() => unknown>): ReadonlyArray<Outcome> {
@@ -406,6 +444,7 @@ export class GroupCommit {
       if (this.db.isTransaction) this.abort.run()
       return failAll(error)
     }
+    if (outcomes.some((o) => o.ok)) this.committedSinceFlush = true
     return outcomes
   }
 }
