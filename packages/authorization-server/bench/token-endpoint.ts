@@ -399,7 +399,8 @@ How the SQLite file is kept (\`journal_mode = WAL\` in both Keyway SQLite rows).
 changes asked for in one turn of the event loop run together at its end in one \`BEGIN IMMEDIATE\` transaction, each in
 its own savepoint (one that fails rolls back alone), then one \`COMMIT\`; the store's connection runs at
 \`synchronous = NORMAL\` and Keyway flushes the WAL file itself (\`fdatasync\`, on libuv's thread pool, so the event loop
-goes on serving) before it answers any change of the group, or any read made while such a flush is under way. What is
+goes on serving) before it answers any change of the group, or any read made while such a flush is under way (reads
+run between groups on the same connection, so they see committed data only). What is
 answered is on disk, as with \`synchronous = FULL\`; a crash or power loss can only take back a group nobody was
 answered for. One difference with \`FULL\`: another process sharing the file can read a group between its commit and
 its flush. \`groupCommit: false\` (the "one commit per change" row, the behaviour before group commit) commits every

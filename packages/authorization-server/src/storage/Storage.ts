@@ -706,7 +706,7 @@ export interface SqliteOptions {
  * rolls back only itself), and each answers only after that transaction's one `COMMIT` has been flushed to disk, so an
  * answer never reports a change that a power loss could still undo. The flush is the store's own (`fdatasync` of the
  * WAL file after the commit, on libuv's thread pool, with the connection at `synchronous = NORMAL`), so the event loop
- * serves other requests while the disk works. Reads of one statement go to a second, read-only connection, which sees
+ * serves other requests while the disk works. Reads of one statement run at once, between groups, so they see
  * committed data only, and answer once the flushes under way have ended. The rate limiter's counts join the same
  * groups. Another process sharing the file may read a group's changes between its commit and its flush (before any
  * answer of this one reports them). With `groupCommit: false` each change commits with `synchronous = FULL` on its own,
@@ -748,18 +748,7 @@ export const layerSqlite = (options: SqliteOptions): Layer.Layer<Stores | RateLi
         // Runs before the WAL's descriptor and the connection close (finalizers run in reverse): the last group
         // commits, is flushed and answers.
         yield* Effect.addFinalizer(() => Effect.promise(() => (db.isOpen ? group.close() : Promise.resolve())))
-        const reader = yield* Effect.acquireRelease(
-          Effect.try({
-            try: () => Sqlite.openReader(options),
-            catch: (error) =>
-              new StorageError({
-                operation: "open",
-                message: error instanceof Error ? error.message : String(error),
-              }),
-          }),
-          (reader) => Effect.sync(() => reader.isOpen && reader.close()),
-        )
-        const grouped = Sqlite.groupDriver(group, reader)
+        const grouped = Sqlite.groupDriver(group)
         return stores(grouped).pipe(Context.add(RateLimiter, makeRateLimiter(grouped)))
       }
       const counters = yield* Effect.acquireRelease(

@@ -16,7 +16,7 @@ import {
   RefreshTokenRevoked,
   StorageError,
 } from "../../src/storage/index.js"
-import { GroupCommit, groupDriver, MIGRATIONS, open, openReader } from "../../src/storage/internal/sqlite.js"
+import { GroupCommit, groupDriver, MIGRATIONS, open } from "../../src/storage/internal/sqlite.js"
 import { makeGrantStore } from "../../src/storage/internal/store.js"
 import { NOW, newClient, newCode, runWith, secret, signingKey, storageContract } from "./contract.js"
 import { rateLimitContract } from "./rateLimitContract.js"
@@ -462,17 +462,13 @@ describe("sqlite: group commit", () => {
     const controlled = () => {
       const path = freshPath()
       const db = open({ path }, NOW)
-      const reader = openReader({ path })
       const flushes: Array<{ end: () => void; fail: (error: Error) => void }> = []
       const group = new GroupCommit(
         db,
         () => new Promise<void>((resolve, reject) => flushes.push({ end: resolve, fail: reject })),
       )
-      const grants = makeGrantStore(groupDriver(group, reader))
-      const close = () => {
-        reader.close()
-        db.close()
-      }
+      const grants = makeGrantStore(groupDriver(group))
+      const close = () => db.close()
       return { grants, flushes, close }
     }
     const turns = (n: number) =>

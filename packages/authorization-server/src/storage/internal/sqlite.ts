@@ -6,8 +6,8 @@
  * On a file, units of work that write are committed in groups ({@link GroupCommit}): those queued in one turn of the
  * event loop run together at its end, each in its own savepoint of one transaction, and each outcome is handed out only
  * after that transaction's one `COMMIT` and one flush of the WAL to disk, done off the event loop; single-statement
- * reads go to a second, read-only connection, which sees committed data only, and are answered once that data is on
- * disk too.
+ * reads run at once (no transaction is open between groups, so they see committed data only) and are answered once
+ * that data is on disk too.
  */
 import { closeSync, fdatasync, openSync } from "node:fs"
 import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite"
@@ -468,25 +468,17 @@ export const flushWal = (fd: number): Promise<void> =>
 /** Closes the descriptor from {@link openWal}. */
 export const closeWal = (fd: number): void => closeSync(fd)
 
-/**
- * A second connection to an opened (so migrated) file, read-only, for the single-statement reads of a
- * {@link groupDriver}: in WAL mode it reads the last committed state without waiting for the writer, and never sees
- * a group that has not committed yet.
- */
-export const openReader = (options: SqliteOptions): DatabaseSync => {
-  const timeout = options.busyTimeoutMs ?? 5000
-  return new DatabaseSync(options.path, { timeout, readOnly: true })
-}
-
 const isRead = (sql: string) => /^\s*SELECT\b/i.test(sql)
 
 /**
  * A driver that commits in groups on `group`'s connection. A unit of work whose first statement is a `SELECT` and
- * that runs in autocommit mode reads on `reader`, at once; every other joins the next group, and its outcome is handed
- * out after that group has committed, so no answer ever reports a change that a crash could still take back.
+ * that runs in autocommit mode reads at once, on the same connection: between groups it holds no transaction, so it
+ * reads committed data only, and it is answered once what it read is on disk. Every other unit joins the next group,
+ * and its outcome is handed out after that group has committed and been flushed, so no answer ever reports a change
+ * that a crash could still take back.
  */
-export const groupDriver = (group: GroupCommit, reader: DatabaseSync): Driver => {
-  const read = executor(reader)
+export const groupDriver = (group: GroupCommit): Driver => {
+  const read = group.execute
   return {
     tables: bareTables,
     // The group's BEGIN IMMEDIATE holds the database's write lock while its units run.
