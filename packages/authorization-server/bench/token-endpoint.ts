@@ -1,159 +1,336 @@
 /**
- * Token endpoint throughput on SQLite and on PostgreSQL: authorization-code redemption and refresh-token rotation,
- * with the load from a separate process over loopback. Not a test. Run after building (`tsc -b tsconfig.json`):
+ * The authorization server's token endpoint beside panva's oidc-provider 9.13.3 on its built-in memory adapter:
+ * refresh-token rotation and warm re-authorization (GET of the authorization endpoint with a signed-in session and a
+ * remembered consent, its redirect's code redeemed), each server in a process of its own (bench/server.ts), the load
+ * from another (bench/load.ts) over loopback, the same connections for all. Rounds are interleaved (every server once
+ * per round, in a rotated order), and each figure is the median of the rounds. Not a test. Run after building
+ * (`npm run build`, or `npx tsc -b tsconfig.json` in this package):
  *
- *     node bench/token-endpoint.ts [--write] [--only=sqlite|postgres]
+ *     node packages/authorization-server/bench/token-endpoint.ts [--write] [--rounds=3] [--seconds=8]
+ *       [--connections=16] [--only=sqlite,sqlite-each,memory,postgres,oidc-provider]
  *
  * PostgreSQL is a throw-away cluster started from the machine's binaries (`startPostgres` of @keyway/testing; the
- * `postgresql` Debian package must be installed, as `npm test` does). `--write` puts the figures and the machine in docs/benchmarks.md
- * (replacing this script's earlier sections).
+ * `postgresql` Debian package must be installed, as `npm test` does). `--write` replaces this script's section of
+ * docs/benchmarks.md (between its markers) with the figures, the machine and the command.
  */
 import { execFileSync, spawn } from "node:child_process"
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { cpus, loadavg, tmpdir } from "node:os"
 import { dirname, join } from "node:path"
+import { createInterface } from "node:readline"
 import { fileURLToPath } from "node:url"
 import { Pkce } from "@keyway/core"
 import { startPostgres } from "@keyway/testing"
-import { Effect, Layer, ManagedRuntime } from "effect"
 import pg from "pg"
-import { AuthorizationServer, NodeServer, Storage, UserAuthenticator } from "../dist/index.js"
+import type { Endpoints, Settings } from "./server.ts"
 
 const here = dirname(fileURLToPath(import.meta.url))
+const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3)
+const ROUNDS = Number(arg("rounds") ?? 3)
+const SECONDS = Number(arg("seconds") ?? 8)
+const CONNECTIONS = Number(arg("connections") ?? 16)
+const WARMUP_SECONDS = 2
+const CLIENT = "bench"
+// Not a loopback address: a public client redirecting to loopback is asked for consent every time (RFC 8252 §8.6).
+const REDIRECT = "https://app.example.com/callback"
 const RESOURCE = "https://mcp.example.com/mcp"
-const REDIRECT = "http://127.0.0.1/callback"
-const CODES = 3000
-const CONCURRENCY = 16
-const REFRESH_MS = 10_000
+const SCOPE = "read"
 
-const loadBefore = loadavg()[0] ?? 0
-const only = process.argv.find((a) => a.startsWith("--only="))?.slice("--only=".length)
+const loadAtStart = loadavg()
 const pkce = await Pkce.generate()
+
+interface Target {
+  readonly id: string
+  readonly label: string
+  readonly settings: Settings
+}
+
+const dir = mkdtempSync(join(tmpdir(), "keyway-bench-"))
+const common = { clientId: CLIENT, redirectUri: REDIRECT, resource: RESOURCE, scope: SCOPE }
+const all: Array<Target> = [
+  {
+    id: "sqlite",
+    label: "Keyway, SQLite file (default: group commit)",
+    settings: {
+      target: "keyway",
+      storage: { type: "sqlite", path: join(dir, "group.db"), groupCommit: true },
+      ...common,
+    },
+  },
+  {
+    id: "sqlite-each",
+    label: "Keyway, SQLite file, one commit per change (`groupCommit: false`: as before group commit)",
+    settings: {
+      target: "keyway",
+      storage: { type: "sqlite", path: join(dir, "each.db"), groupCommit: false },
+      ...common,
+    },
+  },
+  {
+    id: "memory",
+    label: "Keyway, memory (SQLite `:memory:`)",
+    settings: { target: "keyway", storage: { type: "memory" }, ...common },
+  },
+  { id: "postgres", label: "Keyway, PostgreSQL", settings: { target: "keyway", ...common } },
+  {
+    id: "oidc-provider",
+    label: "oidc-provider 9.13.3, memory adapter",
+    settings: { target: "oidc-provider", ...common },
+  },
+]
+const only = arg("only")?.split(",")
+const targets = all.filter((t) => only === undefined || only.includes(t.id))
+
+// --- PostgreSQL ------------------------------------------------------------------------------------------------------
+
+let postgres: Awaited<ReturnType<typeof startPostgres>> | undefined
+let postgresVersion = ""
+const postgresTarget = targets.find((t) => t.id === "postgres")
+if (postgresTarget !== undefined) {
+  postgres = await startPostgres()
+  const url = postgres.createDatabase("keyway_bench")
+  const pool = new pg.Pool({ connectionString: url, max: 1 })
+  postgresVersion = String((await pool.query("SHOW server_version")).rows[0]?.server_version ?? "")
+  await pool.end()
+  Object.assign(postgresTarget, {
+    settings: { ...postgresTarget.settings, storage: { type: "postgres", connectionString: url } },
+  })
+}
+
+// --- Servers ---------------------------------------------------------------------------------------------------------
+
+interface Running {
+  readonly target: Target
+  readonly endpoints: Endpoints
+  readonly stop: () => Promise<void>
+  cookie: string
+}
+
+const start = (target: Target): Promise<Running> =>
+  new Promise((resolve, reject) => {
+    // KEYWAY_BENCH_NODE_OPTIONS: extra flags for the servers' node (a profile: `--cpu-prof --cpu-prof-dir=...`).
+    const flags = process.env.KEYWAY_BENCH_NODE_OPTIONS?.split(" ").filter((f) => f !== "") ?? []
+    const child = spawn(process.execPath, [...flags, join(here, "server.ts"), JSON.stringify(target.settings)], {
+      stdio: ["ignore", "pipe", "inherit"],
+    })
+    child.on("error", reject)
+    child.on("exit", (code) => reject(new Error(`${target.id} exited (${code}) before it listened`)))
+    createInterface({ input: child.stdout }).once("line", (line) => {
+      const endpoints = JSON.parse(line) as Endpoints
+      const exited = new Promise<void>((done) => child.once("exit", () => done()))
+      resolve({
+        target,
+        endpoints,
+        stop: () => {
+          child.kill()
+          return exited
+        },
+        cookie: "",
+      })
+    })
+  })
+
+// --- Sign-in and consent, once per server ----------------------------------------------------------------------------
+
+const authorizationQuery = () =>
+  new URLSearchParams({
+    response_type: "code",
+    client_id: CLIENT,
+    redirect_uri: REDIRECT,
+    scope: SCOPE,
+    state: "setup",
+    code_challenge: pkce.challenge,
+    code_challenge_method: "S256",
+    resource: RESOURCE,
+  }).toString()
+
+class Jar {
+  private readonly cookies = new Map<string, string>()
+  take(response: Response) {
+    for (const header of response.headers.getSetCookie()) {
+      const [pair = ""] = header.split(";")
+      const eq = pair.indexOf("=")
+      this.cookies.set(pair.slice(0, eq).trim(), pair.slice(eq + 1).trim())
+    }
+    return response
+  }
+  get header() {
+    return [...this.cookies].map(([k, v]) => `${k}=${v}`).join("; ")
+  }
+}
+
+const unescapeHtml = (s: string) =>
+  s.replace(/&(amp|lt|gt|quot|#39|#x27);/g, (_, e: string) =>
+    e === "amp" ? "&" : e === "lt" ? "<" : e === "gt" ? ">" : e === "quot" ? '"' : "'",
+  )
+const field = (page: string, name: string) => {
+  const found = new RegExp(`name="${name}" value="([^"]*)"`).exec(page)?.[1]
+  if (found === undefined) throw new Error(`the page has no ${name} field`)
+  return unescapeHtml(found)
+}
+
+/** Signs the bench's user in and grants the consent, through each server's own pages; the session's cookie. */
+const signIn = async (running: Running): Promise<string> => {
+  const jar = new Jar()
+  const get = (url: string) =>
+    fetch(url, { headers: { cookie: jar.header }, redirect: "manual" }).then((r) => jar.take(r))
+  const form = (url: string, body: Record<string, string>) =>
+    fetch(url, {
+      method: "POST",
+      headers: { cookie: jar.header, "content-type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams(body).toString(),
+      redirect: "manual",
+    }).then((r) => jar.take(r))
+  const { authorization } = running.endpoints
+  let response = await get(`${authorization}?${authorizationQuery()}`)
+  if (running.endpoints.flavour === "keyway") {
+    const login = await response.text()
+    response = await form(`${authorization}/login`, {
+      csrf_token: field(login, "csrf_token"),
+      request: field(login, "request"),
+      username: "bench-user",
+      password: "unused: the bench's authenticator accepts anyone",
+    })
+    await response.arrayBuffer()
+    response = await get(`${authorization}?${authorizationQuery()}`)
+    // The consent page, unless the consent is remembered from an earlier sign-in.
+    if (response.status === 200) {
+      const consent = await response.text()
+      response = await form(`${authorization}/consent`, {
+        csrf_token: field(consent, "csrf_token"),
+        request: field(consent, "request"),
+        decision: "approve",
+      })
+    }
+  } else {
+    // The interaction (answered by bench/server.ts: sign-in and grant), then the resumed authorization request.
+    for (let hops = 0; hops < 4 && !(response.headers.get("location") ?? "").startsWith(REDIRECT); hops++) {
+      await response.arrayBuffer()
+      response = await get(new URL(response.headers.get("location") ?? "", authorization).toString())
+    }
+  }
+  await response.arrayBuffer()
+  const location = response.headers.get("location") ?? ""
+  if (!location.startsWith(REDIRECT) || new URL(location).searchParams.get("code") === null) {
+    throw new Error(`${running.target.id}: sign-in ended with ${response.status} ${location}`)
+  }
+  return jar.header
+}
+
+// --- Load ------------------------------------------------------------------------------------------------------------
+
+type Kind = "refresh" | "reauth"
 
 interface LoadResult {
   readonly ok: number
   readonly failed: number
+  readonly firstFailure?: string
   readonly elapsedMs: number
+  readonly cpuMicros: number
   readonly p50: number
   readonly p99: number
-  readonly max: number
 }
 
-interface Measured {
-  readonly redeem: LoadResult
-  readonly refresh: LoadResult
-  readonly load: number
-}
-
-/** Starts one server over `storage`, runs the warm-up and both scenarios, and stops it. */
-const measure = async (storage: Layer.Layer<Storage.Stores, Storage.StorageError>): Promise<Measured> => {
-  const load = loadavg()[0] ?? 0
-  let handler: (request: Request) => Promise<Response> = async () => new Response(null, { status: 503 })
-  const running = await NodeServer.listen((request) => handler(request))
-  const runtime = ManagedRuntime.make(
-    AuthorizationServer.AuthorizationServer.layer({
-      issuer: running.url,
-      development: { allowHttpLoopbackIssuer: true },
-      warn: () => undefined,
-      resources: [{ uri: RESOURCE, scopes: { read: "Read" } }],
-      clients: [{ clientId: "bench", redirectUris: [REDIRECT] }],
-      // One client sends every request here, far over the per-client limit a real client would meet.
-      rateLimits: { token: false },
-    }).pipe(Layer.provideMerge(Layer.merge(storage, UserAuthenticator.UserAuthenticator.layerUsers([])))),
-  )
-  handler = (request) => runtime.runPromise(AuthorizationServer.AuthorizationServer.use((s) => s.handle(request)))
-
-  /** Codes written straight to the store, as the consent page would (the bench measures the token endpoint only). */
-  const makeCodes = (n: number) =>
-    runtime.runPromise(
-      Effect.gen(function* () {
-        const grants = yield* Storage.GrantStore
-        const now = Math.floor(Date.now() / 1000)
-        const codes: Array<string> = []
-        for (let i = 0; i < n; i++) {
-          const code = `bench-code-${i}-${crypto.randomUUID()}`
-          yield* grants.createCode({
-            code,
-            client_id: "bench",
-            redirect_uri: REDIRECT,
-            code_challenge: pkce.challenge,
-            code_challenge_method: "S256",
-            resource: RESOURCE,
-            scope: "read",
-            subject: "bench-user",
-            auth_time: now,
-            issued_at: now,
-            expires_at: now + 60,
-          })
-          codes.push(code)
-        }
-        return codes
-      }),
-    )
-
-  const run = (kind: "redeem" | "refresh", codes: ReadonlyArray<string>): Promise<LoadResult> =>
-    new Promise((resolve, reject) => {
-      const scenario = {
-        kind,
-        tokenEndpoint: `${running.url}/token`,
-        clientId: "bench",
-        redirectUri: REDIRECT,
-        resource: RESOURCE,
-        verifier: pkce.verifier,
-        codes,
-        concurrency: CONCURRENCY,
-        durationMs: REFRESH_MS,
-      }
-      const child = spawn(process.execPath, [join(here, "load.ts")], { stdio: ["pipe", "pipe", "inherit"] })
-      child.stdin.end(JSON.stringify(scenario))
-      let out = ""
-      child.stdout.on("data", (chunk: Buffer) => {
-        out += chunk.toString("utf8")
-      })
-      child.on("error", reject)
-      child.on("exit", (code) =>
-        code === 0 ? resolve(JSON.parse(out) as LoadResult) : reject(new Error(`load exited ${code}`)),
-      )
+/**
+ * One load run. The user signs in again first: oidc-provider's memory adapter keeps 1000 entries, so the tokens of a
+ * run push the session and the grant of the last sign-in out of it (Keyway gets the same steps, for the same work).
+ */
+const load = async (running: Running, kind: Kind, seconds: number): Promise<LoadResult> => {
+  running.cookie = await signIn(running)
+  return new Promise((resolve, reject) => {
+    const scenario = {
+      kind,
+      ...running.endpoints,
+      cookie: running.cookie,
+      clientId: CLIENT,
+      redirectUri: REDIRECT,
+      resource: RESOURCE,
+      scope: SCOPE,
+      verifier: pkce.verifier,
+      challenge: pkce.challenge,
+      concurrency: CONNECTIONS,
+      durationMs: seconds * 1000,
+    }
+    const child = spawn(process.execPath, [join(here, "load.ts")], { stdio: ["pipe", "pipe", "inherit"] })
+    child.stdin.end(JSON.stringify(scenario))
+    let out = ""
+    child.stdout.on("data", (chunk: Buffer) => {
+      out += chunk.toString("utf8")
     })
+    child.on("error", reject)
+    child.on("exit", (code) => {
+      if (code !== 0) return reject(new Error(`load exited ${code}`))
+      const result = JSON.parse(out) as LoadResult
+      if (result.failed > 0) {
+        process.stderr.write(`${running.target.id} ${kind}: ${result.failed} failed, first: ${result.firstFailure}\n`)
+      }
+      resolve(result)
+    })
+  })
+}
 
-  try {
-    // Warm-up: JIT, page cache, key import, pool connections.
-    await run("redeem", await makeCodes(200))
-    const redeem = await run("redeem", await makeCodes(CODES))
-    const refresh = await run("refresh", await makeCodes(CONCURRENCY))
-    return { redeem, refresh, load }
-  } finally {
-    await running.close()
-    await runtime.dispose()
+// --- The run ---------------------------------------------------------------------------------------------------------
+
+const results = new Map<string, Array<LoadResult>>()
+const servers: Array<Running> = []
+try {
+  for (const target of targets) servers.push(await start(target))
+  // Warm-up: JIT, page cache, key import, pool connections.
+  for (const running of servers) {
+    for (const kind of ["refresh", "reauth"] as const) await load(running, kind, WARMUP_SECONDS)
+  }
+  for (let round = 0; round < ROUNDS; round++) {
+    const order = servers.map((_, i) => servers[(i + round) % servers.length]!)
+    for (const running of order) {
+      for (const kind of ["refresh", "reauth"] as const) {
+        const result = await load(running, kind, SECONDS)
+        const key = `${running.target.id}/${kind}`
+        results.set(key, [...(results.get(key) ?? []), result])
+        process.stderr.write(
+          `round ${round + 1} ${key}: ${rate(result).toFixed(0)}/s, ${cpuPerOp(result).toFixed(0)} µs/op, ` +
+            `load ${loadavg()[0]?.toFixed(2)}\n`,
+        )
+      }
+    }
+  }
+} finally {
+  await Promise.all(servers.map((running) => running.stop()))
+  postgres?.stop()
+  rmSync(dir, { recursive: true, force: true })
+}
+const loadAtEnd = loadavg()
+
+function rate(r: LoadResult) {
+  return (r.ok / r.elapsedMs) * 1000
+}
+function cpuPerOp(r: LoadResult) {
+  return r.ok === 0 ? Number.NaN : r.cpuMicros / r.ok
+}
+const median = (values: ReadonlyArray<number>) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN
+}
+interface Figures {
+  readonly rate: number
+  readonly cpu: number
+  readonly p50: number
+  readonly p99: number
+  readonly failed: number
+}
+const figures = (id: string, kind: Kind): Figures | undefined => {
+  const rs = results.get(`${id}/${kind}`)
+  if (rs === undefined) return undefined
+  return {
+    rate: median(rs.map(rate)),
+    cpu: median(rs.map(cpuPerOp)),
+    p50: median(rs.map((r) => r.p50)),
+    p99: median(rs.map((r) => r.p99)),
+    failed: rs.reduce((n, r) => n + r.failed, 0),
   }
 }
 
-let sqlite: Measured | undefined
-if (only === undefined || only === "sqlite") {
-  const dir = mkdtempSync(join(tmpdir(), "keyway-bench-"))
-  try {
-    sqlite = await measure(Storage.layerSqlite({ path: join(dir, "bench.db") }))
-  } finally {
-    rmSync(dir, { recursive: true, force: true })
-  }
-}
-let postgres: Measured | undefined
-let postgresVersion = ""
-if (only === undefined || only === "postgres") {
-  const server = await startPostgres()
-  try {
-    const url = server.createDatabase("keyway_bench")
-    const pool = new pg.Pool({ connectionString: url, max: 1 })
-    postgresVersion = String((await pool.query("SHOW server_version")).rows[0]?.server_version ?? "")
-    await pool.end()
-    postgres = await measure(Storage.layerPostgres({ connectionString: url }))
-  } finally {
-    server.stop()
-  }
-}
+// --- Report ----------------------------------------------------------------------------------------------------------
 
-const rate = (r: LoadResult) => ((r.ok / r.elapsedMs) * 1000).toFixed(0)
-const ms = (v: number) => v.toFixed(1)
 const cpuModel =
   readFileSync("/proc/cpuinfo", "utf8")
     .split("\n")
@@ -163,73 +340,88 @@ const cpuModel =
   cpus()[0]?.model ??
   "unknown"
 const nproc = execFileSync("nproc").toString().trim()
+const load3 = (l: ReadonlyArray<number>) => l.map((v) => v.toFixed(2)).join(" / ")
+const command = `node packages/authorization-server/bench/token-endpoint.ts --write${
+  process.argv.slice(2).filter((a) => a !== "--write").length === 0
+    ? ""
+    : ` ${process.argv
+        .slice(2)
+        .filter((a) => a !== "--write")
+        .join(" ")}`
+}`
 
-const table = (
-  m: Measured,
-) => `| Scenario | Requests OK | Failed | Throughput (req/s) | p50 (ms) | p99 (ms) | max (ms) |
-|---|---|---|---|---|---|---|
-| authorization_code redemption (${CODES} codes) | ${m.redeem.ok} | ${m.redeem.failed} | ${rate(m.redeem)} | ${ms(m.redeem.p50)} | ${ms(m.redeem.p99)} | ${ms(m.redeem.max)} |
-| refresh_token rotation (${CONCURRENCY} families, ${REFRESH_MS / 1000} s) | ${m.refresh.ok} | ${m.refresh.failed} | ${rate(m.refresh)} | ${ms(m.refresh.p50)} | ${ms(m.refresh.p99)} | ${ms(m.refresh.max)} |`
+const table = (kind: Kind, unit: string) => {
+  const anchor = figures("oidc-provider", kind)
+  const rows = targets.map((t) => {
+    const f = figures(t.id, kind)
+    if (f === undefined) return ""
+    const ratio = (x: number | undefined) => (x === undefined || Number.isNaN(x) ? "n/a" : `${x.toFixed(2)}x`)
+    return `| ${t.label} | ${f.rate.toFixed(0)} | ${f.cpu.toFixed(0)} | ${ratio(anchor === undefined ? undefined : f.rate / anchor.rate)} | ${ratio(anchor === undefined ? undefined : anchor.cpu / f.cpu)} | ${f.p50.toFixed(1)} | ${f.p99.toFixed(1)} | ${f.failed} |`
+  })
+  return `| Server | ${unit}/s | server CPU µs per ${unit} | throughput vs oidc-provider | CPU vs oidc-provider (its µs / these) | p50 ms | p99 ms | failed |
+|---|---|---|---|---|---|---|---|
+${rows.filter((r) => r !== "").join("\n")}`
+}
 
 const date = new Date().toISOString().slice(0, 10)
-const machine = `Machine: ${nproc} CPUs (nproc), ${cpuModel}, Node ${process.version}, ${process.platform}/${process.arch}. The
-machine is shared with other work (1-minute load average ${loadBefore.toFixed(2)} when the run started), so treat the
-figures as a floor.`
+const output = `
+## @keyway/authorization-server: token endpoint beside oidc-provider
 
-const sections: Array<string> = []
-if (sqlite !== undefined) {
-  sections.push(`
-## @keyway/authorization-server: token endpoint on SQLite
+\`${command}\` (${date}, after \`npm run build\`). Each server runs in a process of its own (node:http; Keyway through
+its Web handler), the load comes from another Node process over loopback with ${CONNECTIONS} concurrent connections
+(the same load generator for every server), ${ROUNDS} interleaved rounds of ${SECONDS} s per server and scenario after a
+${WARMUP_SECONDS} s warm-up, and every figure is the median of the rounds. Server CPU is the server process's
+\`process.cpuUsage()\` (user + system) over the measured window divided by the operations completed in it; for PostgreSQL
+the database server's own CPU is not in it.
 
-\`node packages/authorization-server/bench/token-endpoint.ts\` (${date}). One server process
-(node:http + the Web handler, SQLite file in WAL mode, ES256 access tokens); load from a separate Node process over
-loopback with ${CONCURRENCY} concurrent connections. Every successful request runs two or three SQLite write
-transactions (code consumed or refresh token rotated, access-token id recorded, refresh family opened) and signs one
-ES256 JWT. Codes are written to the store beforehand (the login and consent pages are not measured).
+Both servers have one public client (PKCE S256 required, the refresh token rotated on every use), one resource
+(RFC 8707, \`${RESOURCE}\`, scope \`${SCOPE}\`) and ES256-signed JWT access tokens for it (RFC 9068), refresh tokens that
+do not end with the browser session, and the bench's user signed in and the consent granted through each server's own
+steps before every run (not measured; oidc-provider's memory adapter keeps 1000 entries, so the tokens of one run push
+the session of the sign-in before out of it). oidc-provider 9.13.3 runs with its built-in memory adapter (nothing
+written anywhere). Keyway's per-client token-request limit is off (one client sends every
+request). The PostgreSQL cluster is started by the script on this machine (PostgreSQL ${postgresVersion || "n/a"},
+loopback TCP, \`fsync=off\` as in the test cluster, so its figures leave out disk flushes).
 
-${table(sqlite)}
+### Refresh-token rotation (one token request per operation)
 
-${machine} Load average when this backend started: ${sqlite.load.toFixed(2)}.
-`)
-}
-if (postgres !== undefined) {
-  sections.push(`
-## @keyway/authorization-server: token endpoint on PostgreSQL
+${table("refresh", "request")}
 
-Same script and scenarios (${date}), with \`Storage.layerPostgres\` (node-postgres pool of 10) on a local PostgreSQL
-${postgresVersion} cluster started by the script on the same machine (loopback TCP, \`fsync=off\` as in the test
-cluster, so the figures leave out disk flushes). Each successful request runs the same two or three transactions, the
-check-then-write ones with \`SELECT ... FOR UPDATE\`. The database server shares the two CPUs with the server and the
-load generator.
+### Warm re-authorization (GET /authorize answered 302 with a code, then the code redeemed: two requests per operation)
 
-${table(postgres)}
+${table("reauth", "operation")}
 
-${machine} Load average when this backend started: ${postgres.load.toFixed(2)}.
-`)
-}
-const output = sections.join("")
+Machine: ${nproc} CPUs (nproc), ${cpuModel}, Node ${process.version}, ${process.platform}/${process.arch}; load average
+(1 / 5 / 15 min) ${load3(loadAtStart)} at the start and ${load3(loadAtEnd)} at the end. The machine may be shared with
+other work: throughput moves with it, the CPU per operation and the ratios within one run much less.
+
+How the SQLite file is kept (\`journal_mode = WAL\` in both Keyway SQLite rows). The default, group commit: the
+changes asked for in one turn of the event loop run together at its end in one \`BEGIN IMMEDIATE\` transaction, each in
+its own savepoint (one that fails rolls back alone), then one \`COMMIT\`; the store's connection runs at
+\`synchronous = NORMAL\` and Keyway flushes the WAL file itself (\`fdatasync\`, on libuv's thread pool, so the event loop
+goes on serving) before it answers any change of the group, or any read made while such a flush is under way (reads
+run between groups on the same connection, so they see committed data only). What is
+answered is on disk, as with \`synchronous = FULL\`; a crash or power loss can only take back a group nobody was
+answered for. One difference with \`FULL\`: another process sharing the file can read a group between its commit and
+its flush. \`groupCommit: false\` (the "one commit per change" row, the behaviour before group commit) commits every
+change on its own at \`synchronous = FULL\`, SQLite flushing the WAL inside each \`COMMIT\` on the event loop. What the
+other settings would risk: \`synchronous = NORMAL\` without that flush of Keyway's loses nothing when the process
+crashes but, on a power loss or an operating-system crash, the last commits, answered ones among them (a redeemed code
+redeemable again, a rotated refresh token live again beside its successor); \`synchronous = OFF\` hands even the
+ordering of writes to the operating system, so a power loss may also corrupt the file; \`journal_mode = DELETE\` or
+\`TRUNCATE\` (a rollback journal) keeps the durability of \`FULL\` for more flushes per commit (journal, then database
+file) and lets no reader run beside a writer; \`journal_mode = MEMORY\` or \`OFF\` may leave a corrupt file after any
+crash in the middle of a transaction. Earlier figures of this endpoint (codes written beforehand and redeemed, three
+transactions per request, then one) are in this file's history.
+`
 process.stdout.write(output)
 if (process.argv.includes("--write")) {
-  // This script owns the text between its markers (or, in an older file, from its first heading to the next section).
   const file = join(here, "..", "..", "..", "docs", "benchmarks.md")
   const current = readFileSync(file, "utf8")
   const open = "<!-- authorization-server:start -->"
   const close = "<!-- authorization-server:end -->"
-  const block = `${open}${output}${close}`
-  let start = current.indexOf(open)
-  let end = start < 0 ? -1 : current.indexOf(close, start) + close.length
-  if (start < 0) {
-    start = current.indexOf("\n## @keyway/authorization-server: token endpoint")
-    if (start >= 0) {
-      start += 1
-      const after = [current.indexOf("\n## ", start + 3), current.indexOf("\n<!--", start)].filter((i) => i >= 0)
-      end = after.length === 0 ? current.length : Math.min(...after) + 1
-    }
-  }
-  writeFileSync(
-    file,
-    start < 0
-      ? `${current.trimEnd()}\n\n${block}\n`
-      : `${current.slice(0, start)}${block}\n\n${current.slice(end).replace(/^\n+/, "")}`,
-  )
+  const start = current.indexOf(open)
+  const end = current.indexOf(close, start)
+  if (start < 0 || end < 0) throw new Error(`docs/benchmarks.md has no ${open} ... ${close} section`)
+  writeFileSync(file, `${current.slice(0, start)}${open}${output}${current.slice(end)}`)
 }

@@ -703,15 +703,31 @@ export interface SqliteOptions {
   readonly path: string
   /** How long a transaction waits for another connection's write lock before failing; 5000 ms by default. */
   readonly busyTimeoutMs?: number
+  /**
+   * Whether the changes asked for in one turn of the event loop share one commit and one flush to disk, done off the
+   * event loop, on a file; `true` by default. Each change still answers only once it is on disk; `false` commits and
+   * flushes each one on its own, inside its `COMMIT` (`synchronous = FULL`).
+   */
+  readonly groupCommit?: boolean
 }
 
 /**
  * All three stores in one SQLite database through `node:sqlite`: WAL journal, `synchronous = FULL`, foreign keys,
  * a busy timeout, versioned migrations applied on open (a no-op for an up-to-date file), and every multi-step change
  * in one `BEGIN IMMEDIATE` transaction, so several processes can share the file; the {@link RateLimiter} in the same
- * file, so they share its limits too, on a second connection whose commits are not flushed one by one
- * (`synchronous = NORMAL`: a power loss may forget the last counts). The connections close when the layer's scope
- * closes.
+ * file, so they share its limits too.
+ *
+ * On a file, the changes asked for in one turn of the event loop are committed together (`groupCommit`, on by
+ * default): at the end of the turn they run in one transaction, each whole and in its own savepoint (one that fails
+ * rolls back only itself), and each answers only after that transaction's one `COMMIT` has been flushed to disk, so an
+ * answer never reports a change that a power loss could still undo. The flush is the store's own (`fdatasync` of the
+ * WAL file after the commit, on libuv's thread pool, with the connection at `synchronous = NORMAL`), so the event loop
+ * serves other requests while the disk works. Reads of one statement run at once, between groups, so they see
+ * committed data only, and answer once the flushes under way have ended. The rate limiter's counts join the same
+ * groups. Another process sharing the file may read a group's changes between its commit and its flush (before any
+ * answer of this one reports them). With `groupCommit: false` each change commits with `synchronous = FULL` on its own,
+ * and the limiter counts on a connection of its own with `synchronous = NORMAL` (a power loss may forget the last
+ * counts). The connections close when the layer's scope closes.
  *
  * @see {@link https://www.sqlite.org/lang_transaction.html | SQLite transactions}
  */
@@ -732,6 +748,25 @@ export const layerSqlite = (options: SqliteOptions): Layer.Layer<Stores | RateLi
         }),
         (db) => Effect.sync(() => db.isOpen && db.close()),
       )
+      if (options.groupCommit !== false && options.path !== ":memory:" && options.path !== "") {
+        const wal = yield* Effect.acquireRelease(
+          Effect.try({
+            try: () => Sqlite.openWal(options, db),
+            catch: (error) =>
+              new StorageError({
+                operation: "open",
+                message: error instanceof Error ? error.message : String(error),
+              }),
+          }),
+          (fd) => Effect.sync(() => Sqlite.closeWal(fd)),
+        )
+        const group = new Sqlite.GroupCommit(db, () => Sqlite.flushWal(wal))
+        // Runs before the WAL's descriptor and the connection close (finalizers run in reverse): the last group
+        // commits, is flushed and answers.
+        yield* Effect.addFinalizer(() => Effect.promise(() => (db.isOpen ? group.close() : Promise.resolve())))
+        const grouped = Sqlite.groupDriver(group)
+        return stores(grouped).pipe(Context.add(RateLimiter, makeRateLimiter(grouped)))
+      }
       const counters = yield* Effect.acquireRelease(
         Effect.try({
           try: () => Sqlite.openLimiterConnection(options, db),

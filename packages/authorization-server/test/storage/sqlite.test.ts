@@ -3,8 +3,9 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { DatabaseSync } from "node:sqlite"
 import { Worker } from "node:worker_threads"
-import { Context, Effect, Layer, Result, type Scope } from "effect"
+import { Context, Effect, Fiber, Layer, Option, Result, type Scope } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
+import { RateLimiter } from "../../src/RateLimiter.js"
 import {
   ClientStore,
   CodeAlreadyUsed,
@@ -15,7 +16,8 @@ import {
   RefreshTokenRevoked,
   StorageError,
 } from "../../src/storage/index.js"
-import { MIGRATIONS } from "../../src/storage/internal/sqlite.js"
+import { GroupCommit, groupDriver, MIGRATIONS, open } from "../../src/storage/internal/sqlite.js"
+import { makeGrantStore } from "../../src/storage/internal/store.js"
 import { NOW, newClient, newCode, runWith, secret, signingKey, storageContract } from "./contract.js"
 import { rateLimitContract } from "./rateLimitContract.js"
 
@@ -27,6 +29,8 @@ const freshPath = () => join(dir, `store-${++files}.sqlite`)
 
 storageContract("sqlite", () => layerSqlite({ path: freshPath() }))
 rateLimitContract("sqlite", () => layerSqlite({ path: freshPath() }))
+storageContract("sqlite, one commit per change", () => layerSqlite({ path: freshPath(), groupCommit: false }))
+rateLimitContract("sqlite, one commit per change", () => layerSqlite({ path: freshPath(), groupCommit: false }))
 
 /** The three stores of one connection, kept open for the rest of the scope. */
 const connect = (path: string) =>
@@ -329,3 +333,236 @@ const readMigrations = (path: string) => {
     db.close()
   }
 }
+
+describe("sqlite: group commit", () => {
+  /** A connection of its own to `path`, as another process would have: it sees committed data only. */
+  const observer = (path: string) => {
+    const db = new DatabaseSync(path, { readOnly: true })
+    const grants = db.prepare("SELECT COUNT(*) AS n FROM grants WHERE grant_id = ?")
+    const tokens = db.prepare("SELECT COUNT(*) AS n FROM access_tokens WHERE jti = ?")
+    return {
+      hasGrant: (grantId: string) => grants.get(grantId)?.n === 1,
+      hasToken: (jti: string) => tokens.get(jti)?.n === 1,
+      grantCount: () => Number(db.prepare("SELECT COUNT(*) AS n FROM grants").get()?.n),
+      close: () => db.close(),
+    }
+  }
+
+  it("answers each change only once it is committed, and commits the changes of one turn together", async () => {
+    const path = freshPath()
+    await run(
+      Effect.gen(function* () {
+        const { grants } = yield* connect(path)
+        const seen = observer(path)
+        yield* Effect.addFinalizer(() => Effect.sync(seen.close))
+        const committedAtAnswer: Array<[boolean, number]> = []
+        yield* Effect.all(
+          Array.from({ length: 20 }, () =>
+            grants
+              .createCode(newCode())
+              .pipe(
+                Effect.tap((code) =>
+                  Effect.sync(() => committedAtAnswer.push([seen.hasGrant(code.grant_id), seen.grantCount()])),
+                ),
+              ),
+          ),
+          { concurrency: "unbounded" },
+        )
+        // Every answer came after its change was visible to another connection, and already the first answer came
+        // after all twenty: they were started in one turn of the event loop and share one commit.
+        expect(committedAtAnswer).toEqual(Array.from({ length: 20 }, () => [true, 20]))
+      }),
+    )
+  })
+
+  it("commits one change at a time, each before its answer, with groupCommit: false", async () => {
+    const path = freshPath()
+    await run(
+      Effect.gen(function* () {
+        const context = yield* Layer.build(layerSqlite({ path, groupCommit: false }))
+        const grants = Context.get(context, GrantStore)
+        const seen = observer(path)
+        yield* Effect.addFinalizer(() => Effect.sync(seen.close))
+        const committedAtAnswer: Array<boolean> = []
+        const counts: Array<number> = []
+        yield* Effect.all(
+          Array.from({ length: 5 }, () =>
+            grants.createCode(newCode()).pipe(
+              Effect.tap((code) =>
+                Effect.sync(() => {
+                  committedAtAnswer.push(seen.hasGrant(code.grant_id))
+                  counts.push(seen.grantCount())
+                }),
+              ),
+            ),
+          ),
+          { concurrency: "unbounded" },
+        )
+        expect(committedAtAnswer).toEqual([true, true, true, true, true])
+        expect(counts[0]).toBe(1)
+      }),
+    )
+  })
+
+  it("rolls back only the change that fails; the others of its group commit", async () => {
+    const path = freshPath()
+    await run(
+      Effect.gen(function* () {
+        const { grants } = yield* connect(path)
+        const seen = observer(path)
+        yield* Effect.addFinalizer(() => Effect.sync(seen.close))
+        const { grant_id } = yield* grants.createCode(newCode())
+        const record = (jti: string) => Effect.result(grants.recordAccessToken({ grant_id, jti, expires_at: NOW + 60 }))
+        const [first, duplicate, other, code] = yield* Effect.all(
+          [record("jti-1"), record("jti-1"), record("jti-2"), Effect.result(grants.createCode(newCode()))],
+          { concurrency: "unbounded" },
+        )
+        expect(first).toEqual(Result.succeed(undefined))
+        expect(duplicate).toEqual(
+          Result.fail(
+            new StorageError({
+              operation: "GrantStore.recordAccessToken",
+              message: "UNIQUE constraint failed: access_tokens.jti",
+            }),
+          ),
+        )
+        expect(other).toEqual(Result.succeed(undefined))
+        expect(Result.isSuccess(code) && seen.hasGrant(code.success.grant_id)).toBe(true)
+        expect([seen.hasToken("jti-1"), seen.hasToken("jti-2")]).toEqual([true, true])
+      }),
+    )
+  })
+
+  it("counts the rate limiter's hits in the store's group, visible to the next request at once", async () => {
+    const path = freshPath()
+    await run(
+      Effect.gen(function* () {
+        const context = yield* Layer.build(layerSqlite({ path }))
+        const limiter = Context.get(context, RateLimiter)
+        const rule = { max: 2, window: 60 }
+        const decisions = yield* Effect.all(
+          Array.from({ length: 3 }, () => limiter.hit("bucket", rule, NOW)),
+          { concurrency: "unbounded" },
+        )
+        expect(decisions).toEqual([{ allowed: true }, { allowed: true }, { allowed: false, retryAfter: 60 }])
+        const grants = Context.get(context, GrantStore)
+        yield* grants.createCode(newCode())
+        const seen = new DatabaseSync(path, { readOnly: true })
+        try {
+          expect(seen.prepare("SELECT hits FROM rate_limits WHERE bucket = 'bucket'").get()).toEqual({ hits: 3 })
+        } finally {
+          seen.close()
+        }
+      }),
+    )
+  })
+
+  describe("with the WAL flush in the test's hands", () => {
+    /** A store over a group whose flushes wait until the test lets them end (or fail). */
+    const controlled = () => {
+      const path = freshPath()
+      const db = open({ path }, NOW)
+      const flushes: Array<{ end: () => void; fail: (error: Error) => void }> = []
+      const group = new GroupCommit(
+        db,
+        () => new Promise<void>((resolve, reject) => flushes.push({ end: resolve, fail: reject })),
+      )
+      const grants = makeGrantStore(groupDriver(group))
+      const close = () => db.close()
+      return { grants, flushes, close }
+    }
+    const turns = (n: number) =>
+      Effect.promise(async () => {
+        for (let i = 0; i < n; i++) await new Promise((resolve) => setImmediate(resolve))
+      })
+
+    it("answers a change, and a read of it, only once the WAL flush after its commit has ended", async () => {
+      const { grants, flushes, close } = controlled()
+      try {
+        await Effect.runPromise(
+          Effect.gen(function* () {
+            const code = newCode()
+            const created = yield* Effect.forkChild(grants.createCode(code))
+            yield* turns(3)
+            // Committed (so a reader could see it), flushed not yet: no answer.
+            expect(flushes).toHaveLength(1)
+            expect(created.pollUnsafe()).toBeUndefined()
+            const found = yield* Effect.forkChild(grants.findCode(code.code))
+            yield* turns(3)
+            expect(found.pollUnsafe()).toBeUndefined()
+            flushes[0]!.end()
+            expect((yield* Fiber.join(created)).client_id).toBe(code.client_id)
+            expect(Option.isSome(yield* Fiber.join(found))).toBe(true)
+            // Nothing under way: a read answers at once.
+            expect(Option.isSome(yield* grants.findCode(code.code))).toBe(true)
+          }),
+        )
+      } finally {
+        close()
+      }
+    })
+
+    it("flushes once for the groups committed while a flush was under way", async () => {
+      const { grants, flushes, close } = controlled()
+      try {
+        await Effect.runPromise(
+          Effect.gen(function* () {
+            const first = yield* Effect.forkChild(grants.createCode(newCode()))
+            yield* turns(3)
+            const later = yield* Effect.forkChild(
+              Effect.all([grants.createCode(newCode()), grants.createCode(newCode())], { concurrency: "unbounded" }),
+            )
+            yield* turns(3)
+            const last = yield* Effect.forkChild(grants.createCode(newCode()))
+            yield* turns(3)
+            // Three groups committed, one flush under way: the two later groups wait for the next one.
+            expect(flushes).toHaveLength(1)
+            flushes[0]!.end()
+            yield* Fiber.join(first)
+            yield* turns(3)
+            expect([later.pollUnsafe(), last.pollUnsafe()]).toEqual([undefined, undefined])
+            expect(flushes).toHaveLength(2)
+            flushes[1]!.end()
+            expect(yield* Fiber.join(later)).toHaveLength(2)
+            yield* Fiber.join(last)
+            expect(flushes).toHaveLength(2)
+          }),
+        )
+      } finally {
+        close()
+      }
+    })
+
+    it("fails every change of a group whose flush fails, with StorageError naming each operation", async () => {
+      const { grants, flushes, close } = controlled()
+      try {
+        await Effect.runPromise(
+          Effect.gen(function* () {
+            const outcomes = yield* Effect.forkChild(
+              Effect.all([Effect.flip(grants.createCode(newCode())), Effect.flip(grants.rememberJti("c", "j", NOW))], {
+                concurrency: "unbounded",
+              }),
+            )
+            yield* turns(3)
+            expect(flushes).toHaveLength(1)
+            flushes[0]!.fail(new Error("EIO: i/o error, fdatasync"))
+            expect(yield* Fiber.join(outcomes)).toEqual([
+              new StorageError({ operation: "GrantStore.createCode", message: "EIO: i/o error, fdatasync" }),
+              new StorageError({ operation: "GrantStore.rememberJti", message: "EIO: i/o error, fdatasync" }),
+            ])
+            // What the failed flush covered may be lost whatever a later flush says: nothing is answered any more.
+            expect(yield* Effect.flip(grants.revokeFamily("f", NOW))).toEqual(
+              new StorageError({ operation: "GrantStore.revokeFamily", message: "EIO: i/o error, fdatasync" }),
+            )
+            expect(yield* Effect.flip(grants.findCode("any"))).toEqual(
+              new StorageError({ operation: "GrantStore.findCode", message: "EIO: i/o error, fdatasync" }),
+            )
+            expect(flushes).toHaveLength(1)
+          }),
+        )
+      } finally {
+        close()
+      }
+    })
+  })
+})

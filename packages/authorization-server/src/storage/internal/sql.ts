@@ -90,9 +90,13 @@ export interface Driver {
   readonly run: <A>(operation: string, mode: Mode, work: () => Work<A>) => Effect.Effect<A, StorageError>
 }
 
-/** Drives `work` to its end with a synchronous executor. */
-export const driveSync = <A>(work: Work<A>, execute: (statement: Statement) => unknown): A => {
-  let step = work.next()
+/** Drives `work` to its end with a synchronous executor (from `first`, when its first step was already taken). */
+export const driveSync = <A>(
+  work: Work<A>,
+  execute: (statement: Statement) => unknown,
+  first?: IteratorResult<Statement, A>,
+): A => {
+  let step = first ?? work.next()
   while (step.done !== true) step = work.next(execute(step.value))
   return step.value
 }

@@ -2,12 +2,19 @@
  * The SQLite driver (`node:sqlite`, synchronous): migrations, opening a file or `:memory:`, and running a unit of
  * work. A unit of work runs to its end without yielding, inside `BEGIN IMMEDIATE` when it is a transaction, so it is
  * atomic within this process and, through SQLite's write lock, against every other connection to the file.
+ *
+ * On a file, units of work that write are committed in groups ({@link GroupCommit}): those queued in one turn of the
+ * event loop run together at its end, each in its own savepoint of one transaction, and each outcome is handed out only
+ * after that transaction's one `COMMIT` and one flush of the WAL to disk, done off the event loop; single-statement
+ * reads run at once (no transaction is open between groups, so they see committed data only) and are answered once
+ * that data is on disk too.
  */
+import { closeSync, fdatasync, openSync } from "node:fs"
 import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite"
 import { Effect } from "effect"
 import { StorageError } from "../Errors.js"
 import type { SqliteOptions } from "../Storage.js"
-import { bareTables, type Driver, driveSync, message, type Statement } from "./sql.js"
+import { bareTables, type Driver, driveSync, type Mode, message, type Statement, type Work } from "./sql.js"
 
 /** Schema changes, applied in order, each once, each in its own transaction. Never edit a released entry. */
 export const MIGRATIONS: ReadonlyArray<{ readonly version: number; readonly name: string; readonly sql: string }> = [
@@ -233,10 +240,10 @@ const migrate = (db: DatabaseSync, now: number) => {
   }
 }
 
-/** A driver over an open database; statements are prepared once and reused. */
-export const driver = (db: DatabaseSync): Driver => {
+/** Statements prepared once per connection (SQL in the shared dialect, `$1` rewritten to `?1`) and run. */
+const executor = (db: DatabaseSync) => {
   const prepared = new Map<string, StatementSync>()
-  const execute = (statement: Statement): unknown => {
+  return (statement: Statement): unknown => {
     let s = prepared.get(statement.sql)
     if (s === undefined) {
       // Shared SQL numbers its placeholders as PostgreSQL does ($1); SQLite spells them ?1.
@@ -245,6 +252,25 @@ export const driver = (db: DatabaseSync): Driver => {
     }
     const params = statement.params as Array<SQLInputValue>
     return statement.kind === "rows" ? s.all(...params) : Number(s.run(...params).changes)
+  }
+}
+
+/** A driver over an open database, each unit of work committed on its own; statements are prepared once and reused. */
+export const driver = (db: DatabaseSync): Driver => {
+  const execute = executor(db)
+  const begin = db.prepare("BEGIN IMMEDIATE")
+  const commit = db.prepare("COMMIT")
+  const rollback = db.prepare("ROLLBACK")
+  const transaction = <A>(f: () => A): A => {
+    begin.run()
+    try {
+      const result = f()
+      commit.run()
+      return result
+    } catch (error) {
+      if (db.isTransaction) rollback.run()
+      throw error
+    }
   }
   return {
     tables: bareTables,
@@ -255,11 +281,246 @@ export const driver = (db: DatabaseSync): Driver => {
       Effect.suspend(() => {
         try {
           return Effect.succeed(
-            mode === "transaction" ? transaction(db, () => driveSync(work(), execute)) : driveSync(work(), execute),
+            mode === "transaction" ? transaction(() => driveSync(work(), execute)) : driveSync(work(), execute),
           )
         } catch (error) {
           return Effect.fail(new StorageError({ operation, message: message(error) }))
         }
+      }),
+  }
+}
+
+/** What became of one unit of work in a group. */
+type Outcome = { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly error: unknown }
+
+/**
+ * Group commit on one connection: units of work that write are queued, and at the end of the current turn of the
+ * event loop (`setImmediate`) all those queued run in one `BEGIN IMMEDIATE` transaction, each whole and in its own
+ * savepoint, so one that fails rolls back only itself; then one `COMMIT` serves them all. The write lock is held only
+ * while a group runs, synchronously, as it was for a single transaction, so other connections and processes never
+ * wait on a turn of this event loop.
+ *
+ * The flush to disk is the group's own: the connection runs with `synchronous = NORMAL` (SQLite does not flush the WAL
+ * at commit), and after a `COMMIT` the group flushes the WAL file (`fdatasync`, what `synchronous = FULL` does inside
+ * each commit) on libuv's thread pool, so the event loop goes on serving requests meanwhile, and groups that commit
+ * while a flush is under way share the next one; only when its flush is done does each unit get its outcome (a failed
+ * commit or flush fails them all, and a failed flush every later unit too). Reads wait for the flushes under way
+ * ({@link GroupCommit.whenDurable}), so nothing read is answered before it is on disk either.
+ */
+export class GroupCommit {
+  private queue: Array<{ readonly unit: () => unknown; readonly done: (outcome: Outcome) => void }> = []
+  /** Whether a flush of the WAL is under way; `current` waits for it, `waiting` for the next. */
+  private flushing = false
+  private current: Array<(failure: unknown) => void> = []
+  private waiting: Array<(failure: unknown) => void> = []
+  /** Whether a group has committed since the last flush started. */
+  private committedSinceFlush = false
+  /** The error of a failed flush: every unit after it fails with it. */
+  private broken: unknown
+  private readonly flushWal: () => Promise<void>
+  private readonly db: DatabaseSync
+  private readonly begin: StatementSync
+  private readonly end: StatementSync
+  private readonly abort: StatementSync
+  private readonly savepoint: StatementSync
+  private readonly release: StatementSync
+  private readonly undo: StatementSync
+  readonly execute: (statement: Statement) => unknown
+
+  /** `flushWal` flushes the database's WAL file to disk ({@link flushWal}); the group calls it after each commit. */
+  constructor(db: DatabaseSync, flushWal: () => Promise<void>) {
+    this.db = db
+    this.flushWal = flushWal
+    this.execute = executor(db)
+    this.begin = db.prepare("BEGIN IMMEDIATE")
+    this.end = db.prepare("COMMIT")
+    this.abort = db.prepare("ROLLBACK")
+    this.savepoint = db.prepare("SAVEPOINT keyway_unit")
+    this.release = db.prepare("RELEASE keyway_unit")
+    this.undo = db.prepare("ROLLBACK TO keyway_unit")
+  }
+
+  /** Queues `unit` for the next group; `done` gets its outcome once the group has committed (or failed). */
+  submit(unit: () => unknown, done: (outcome: Outcome) => void): void {
+    this.queue.push({ unit, done })
+    if (this.queue.length === 1) setImmediate(() => this.flush())
+  }
+
+  /** Runs and commits the queued units now, and answers them once the WAL is flushed. */
+  flush(): void {
+    const group = this.queue
+    if (group.length === 0) return
+    this.queue = []
+    const broken = this.broken
+    const outcomes =
+      broken === undefined
+        ? this.runGroup(group.map((p) => p.unit))
+        : group.map((): Outcome => ({ ok: false, error: broken }))
+    const answer = (failure: unknown) => {
+      for (let i = 0; i < group.length; i++) {
+        const outcome = outcomes[i]!
+        group[i]!.done(failure === undefined || !outcome.ok ? outcome : { ok: false, error: failure })
+      }
+    }
+    if (outcomes.every((o) => !o.ok)) {
+      answer(undefined)
+      return
+    }
+    this.whenDurable(answer)
+  }
+
+  /**
+   * Calls `f` once everything committed so far is on disk (with the error, if the flush failed). While a flush is under
+   * way, the commits made since it started wait for the next one, which starts when it ends and covers them all: under
+   * load, one flush serves several groups.
+   */
+  whenDurable(f: (failure: unknown) => void): void {
+    if (this.flushing) {
+      if (this.committedSinceFlush) this.waiting.push(f)
+      else this.current.push(f)
+    } else if (this.broken !== undefined || !this.committedSinceFlush) {
+      f(this.broken)
+    } else {
+      this.flushing = true
+      this.committedSinceFlush = false
+      this.current = [f]
+      this.startFlush()
+    }
+  }
+
+  private startFlush() {
+    this.flushWal().then(
+      () => this.flushEnded(undefined),
+      (error: unknown) => this.flushEnded(error),
+    )
+  }
+
+  private flushEnded(failure: unknown) {
+    // After a failed flush the kernel may have dropped the pages it could not write, so a later flush that succeeds
+    // proves nothing about them: the store stops answering, as PostgreSQL does, until it is opened again.
+    if (failure !== undefined) this.broken ??= failure
+    const done = this.current
+    if (this.broken !== undefined) {
+      done.push(...this.waiting)
+      this.waiting = []
+      this.current = []
+      this.flushing = false
+    } else if (this.waiting.length > 0) {
+      this.current = this.waiting
+      this.waiting = []
+      this.committedSinceFlush = false
+      this.startFlush()
+    } else {
+      this.current = []
+      this.flushing = false
+    }
+    for (const f of done) f(this.broken)
+  }
+
+  /** Commits and flushes what is queued, and waits for the flushes under way (before the connections close). */
+  close(): Promise<void> {
+    this.flush()
+    return new Promise((resolve) => this.whenDurable(() => resolve()))
+  }
+
+  private runGroup(units: ReadonlyArray<() => unknown>): ReadonlyArray<Outcome> {
+    const failAll = (error: unknown) => units.map((): Outcome => ({ ok: false, error }))
+    try {
+      this.begin.run()
+    } catch (error) {
+      return failAll(error)
+    }
+    const outcomes: Array<Outcome> = []
+    for (const unit of units) {
+      this.savepoint.run()
+      try {
+        outcomes.push({ ok: true, value: unit() })
+        this.release.run()
+      } catch (error) {
+        outcomes.push({ ok: false, error })
+        try {
+          this.undo.run()
+          this.release.run()
+        } catch (lost) {
+          // SQLite rolled the whole transaction back itself (I/O error, full disk): the group is lost.
+          if (this.db.isTransaction) this.abort.run()
+          return failAll(lost)
+        }
+      }
+    }
+    try {
+      this.end.run()
+    } catch (error) {
+      if (this.db.isTransaction) this.abort.run()
+      return failAll(error)
+    }
+    if (outcomes.some((o) => o.ok)) this.committedSinceFlush = true
+    return outcomes
+  }
+}
+
+/**
+ * Prepares an opened (so migrated) file's store connection for a {@link GroupCommit}: `synchronous = NORMAL`, since
+ * the group flushes the WAL itself, and a file descriptor of the WAL file for that (the file exists once the database
+ * has been read in WAL mode, and stays while a connection is open). Throws on failure.
+ */
+export const openWal = (options: SqliteOptions, db: DatabaseSync): number => {
+  db.prepare("SELECT COUNT(*) FROM keyway_migrations").get()
+  const fd = openSync(`${options.path}-wal`, "r")
+  db.exec("PRAGMA synchronous = NORMAL")
+  return fd
+}
+
+/** Flushes the WAL file behind `fd` (from {@link openWal}) to disk, on libuv's thread pool. */
+export const flushWal = (fd: number): Promise<void> =>
+  new Promise((resolve, reject) => fdatasync(fd, (error) => (error === null ? resolve() : reject(error))))
+
+/** Closes the descriptor from {@link openWal}. */
+export const closeWal = (fd: number): void => closeSync(fd)
+
+const isRead = (sql: string) => /^\s*SELECT\b/i.test(sql)
+
+/**
+ * A driver that commits in groups on `group`'s connection. A unit of work whose first statement is a `SELECT` and
+ * that runs in autocommit mode reads at once, on the same connection: between groups it holds no transaction, so it
+ * reads committed data only, and it is answered once what it read is on disk. Every other unit joins the next group,
+ * and its outcome is handed out after that group has committed and been flushed, so no answer ever reports a change
+ * that a crash could still take back.
+ */
+export const groupDriver = (group: GroupCommit): Driver => {
+  const read = group.execute
+  return {
+    tables: bareTables,
+    // The group's BEGIN IMMEDIATE holds the database's write lock while its units run.
+    lock: () => "",
+    textArray: (values) => JSON.stringify(values),
+    run: <A>(operation: string, mode: Mode, work: () => Work<A>) =>
+      Effect.suspend((): Effect.Effect<A, StorageError> => {
+        const failed = (error: unknown) => new StorageError({ operation, message: message(error) })
+        let unit: Work<A>
+        let first: IteratorResult<Statement, A>
+        try {
+          unit = work()
+          first = unit.next()
+          if (first.done === true) return Effect.succeed(first.value)
+          if (mode === "autocommit" && isRead(first.value.sql)) {
+            const rows = driveSync(unit, read, first)
+            // What was read may have been committed by a group whose flush is still under way.
+            return Effect.callback<A, StorageError>((resume) =>
+              group.whenDurable((failure) =>
+                resume(failure === undefined ? Effect.succeed(rows) : Effect.fail(failed(failure))),
+              ),
+            )
+          }
+        } catch (error) {
+          return Effect.fail(failed(error))
+        }
+        return Effect.callback<A, StorageError>((resume) => {
+          group.submit(
+            () => driveSync(unit, group.execute, first),
+            (outcome) => resume(outcome.ok ? Effect.succeed(outcome.value as A) : Effect.fail(failed(outcome.error))),
+          )
+        })
       }),
   }
 }
