@@ -89,10 +89,22 @@ export class TokenSigner extends Context.Service<
             }
             return cryptoKey
           })
+        // The signing key as read in one second of the clock: read again at most once a second, so a rotation or a
+        // revocation by another process (the admin CLI, another instance) takes effect here within a second, and a
+        // token request reads no key from the store.
+        let held: { readonly second: number; readonly key: SigningKey } | undefined
+        const current = (now: number) =>
+          held !== undefined && held.second === now
+            ? Effect.succeed(held.key)
+            : Effect.tap(keys.current(now), (key) =>
+                Effect.sync(() => {
+                  held = { second: now, key }
+                }),
+              )
         return TokenSigner.of({
           sign: (payload, typ) =>
             Effect.gen(function* () {
-              const key = yield* keys.current(yield* nowSeconds)
+              const key = yield* current(yield* nowSeconds)
               const cryptoKey = yield* importKey(key)
               return yield* Effect.promise(() =>
                 new SignJWT(payload).setProtectedHeader({ alg: key.alg, kid: key.kid, typ }).sign(cryptoKey),

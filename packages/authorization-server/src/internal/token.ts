@@ -226,9 +226,6 @@ const refreshGrant = (
         return yield* refuse(err("invalid_target", "resource differs from the one the refresh token was issued for"))
       }
     }
-    const grant = yield* grants
-      .getGrant(current.grant_id)
-      .pipe(Effect.catchTag("GrantNotFound", () => err("invalid_grant", "the grant no longer exists")))
 
     const scope = Scope.format(scopes)
     const access = yield* signAccessToken(config, binding, {
@@ -236,7 +233,7 @@ const refreshGrant = (
       clientId: client.client_id,
       resource: current.resource,
       scope,
-      authTime: grant.auth_time,
+      authTime: current.auth_time,
     })
     const rotate = client.token_endpoint_auth_method === "none" || config.rotateConfidentialRefreshTokens
     // OAuth 2.1 §4.3.1 / RFC 6749 §6: a successor keeps the original scope; only the access token narrows.

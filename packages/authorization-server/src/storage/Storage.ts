@@ -439,6 +439,8 @@ export interface Refreshed {
  */
 export interface RefreshTokenStatus extends RefreshToken {
   readonly active: boolean
+  /** When the user of the token's grant authenticated (the access tokens' `auth_time`). */
+  readonly auth_time: number
 }
 
 /**

@@ -705,7 +705,10 @@ export const storageContract = (name: string, factory: StoresFactory): void => {
         Effect.gen(function* () {
           const { grants, input, code, refreshToken, refresh } = yield* issued
           expect(yield* grants.findRefresh(secret(), NOW + 5)).toEqual(Option.none())
-          expect(yield* grants.findRefresh(refreshToken, NOW + 5)).toEqual(Option.some({ ...refresh, active: true }))
+          // The grant's auth_time comes with it (the refreshed access token's auth_time).
+          expect(yield* grants.findRefresh(refreshToken, NOW + 5)).toEqual(
+            Option.some({ ...refresh, active: true, auth_time: input.auth_time }),
+          )
           expect(Option.getOrThrow(yield* grants.findRefresh(refreshToken, NOW + 86_401)).active).toBe(false)
           const next = secret()
           yield* grants.rotate({

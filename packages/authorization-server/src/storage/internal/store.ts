@@ -136,7 +136,7 @@ const refreshStatus = (r: Row, now: number): RefreshTokenStatus => {
   const token = refreshFromRow(r)
   const active =
     r.rotated_at == null && r.family_revoked_at == null && (token.expires_at === undefined || token.expires_at > now)
-  return { ...token, active }
+  return { ...token, active, auth_time: num(r, "auth_time") }
 }
 
 const consentFromRow = (r: Row): Consent => ({
@@ -320,7 +320,7 @@ export const makeGrantStore = (driver: Driver): GrantStore["Service"] => {
   }
 
   const SELECT_REFRESH = `SELECT r.token_hash, r.family_id, r.scope, r.issued_at, r.expires_at, r.rotated_at, r.successor_salt,
-      f.grant_id, f.revoked_at AS family_revoked_at, f.confirmation, g.client_id, g.subject, g.resource
+      f.grant_id, f.revoked_at AS family_revoked_at, f.confirmation, g.client_id, g.auth_time, g.subject, g.resource
     FROM ${t.refreshTokens} r JOIN ${t.families} f ON f.family_id = r.family_id JOIN ${t.grants} g ON g.grant_id = f.grant_id
     WHERE r.token_hash = $1`
 
