@@ -1,0 +1,158 @@
+/**
+ * Client benchmark: the cold flow (first request to the first 2xx, through discovery, registration, login, consent
+ * and the token request) of Keyway's client and of the official MCP SDK's client, and Keyway's warm start (tokens
+ * kept in the file store by an earlier process, access token expired, refresh token valid), against the same real
+ * Keyway authorization server and protected MCP server (the demo stack: apps/authorization-server on SQLite and
+ * apps/mcp-server) on loopback. Every flow runs in a fresh Node process; scenarios are interleaved round by round and
+ * each figure is the median over the rounds.
+ *
+ *   node bench/run.ts [--rounds 7] [--no-write]        (in packages/client, after `npm run build`)
+ *
+ * Writes its section of docs/benchmarks.md unless `--no-write`.
+ */
+import { execFile } from "node:child_process"
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises"
+import { availableParallelism, cpus, loadavg, tmpdir } from "node:os"
+import { dirname, join, resolve } from "node:path"
+import { fileURLToPath, pathToFileURL } from "node:url"
+import type { Figures } from "./wire.ts"
+
+const here = dirname(fileURLToPath(import.meta.url))
+const root = resolve(here, "../../..")
+const args = process.argv.slice(2)
+const option = (name: string, fallback: string): string => {
+  const i = args.indexOf(`--${name}`)
+  return i === -1 ? fallback : (args[i + 1] ?? fallback)
+}
+const rounds = Number(option("rounds", "7"))
+const write = !args.includes("--no-write")
+
+interface DemoStack {
+  readonly issuer: string
+  readonly mcpUrl: string
+  readonly users: ReadonlyArray<{ readonly username: string; readonly password: string }>
+  readonly close: () => Promise<void>
+}
+// The demo's stack, loaded from its build: a package does not depend on an app, a bench script may start one.
+const { startStack } = (await import(pathToFileURL(join(root, "apps/demo/dist/stack.js")).href)) as {
+  startStack: (options?: object) => Promise<DemoStack>
+}
+
+type Result = Figures & { readonly scenario: string; readonly loadMs: number }
+
+const flow = (scenario: string, setup: object): Promise<Result> =>
+  new Promise((done, fail) => {
+    execFile(
+      process.execPath,
+      [join(here, "flow.ts"), scenario, JSON.stringify(setup)],
+      { cwd: join(here, ".."), timeout: 60_000 },
+      (error, stdout, stderr) => {
+        if (error !== null) fail(new Error(`${scenario}: ${error.message}\n${stderr}`))
+        else done(JSON.parse(stdout.trim().split("\n").at(-1) ?? "") as Result)
+      },
+    )
+  })
+
+/** Marks the access token in a file store expired, as time would (the refresh token stays valid). */
+const expire = async (file: string): Promise<void> => {
+  const shape = JSON.parse(await readFile(file, "utf8")) as { entries: Record<string, Record<string, unknown>> }
+  let found = 0
+  for (const [key, value] of Object.entries(shape.entries)) {
+    if (!key.startsWith("tokens:")) continue
+    if (typeof value.refresh_token !== "string") throw new Error("the stored tokens carry no refresh token")
+    value.expires_at = Date.now() - 1000
+    found++
+  }
+  if (found !== 1) throw new Error(`expected one set of tokens in ${file}, found ${found}`)
+  await writeFile(file, JSON.stringify(shape))
+}
+
+const median = (values: ReadonlyArray<number>): number => {
+  const sorted = [...values].sort((a, b) => a - b)
+  const mid = Math.floor(sorted.length / 2)
+  return sorted.length % 2 === 1 ? (sorted[mid] as number) : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2
+}
+
+const loadBefore = loadavg()[0] as number
+const stack = await startStack()
+const dir = await mkdtemp(join(tmpdir(), "keyway-client-bench-"))
+const user = stack.users[0] as { username: string; password: string }
+const rows = new Map<string, Array<Result>>()
+const record = (name: string, result: Result) => {
+  rows.set(name, [...(rows.get(name) ?? []), result])
+  process.stderr.write(
+    `${name}: ${result.requests} requests, ${result.wallMs.toFixed(1)} ms, ${result.outsideMs.toFixed(1)} ms outside HTTP\n`,
+  )
+}
+try {
+  // One unmeasured flow of each kind first: the servers' own first-request costs (JIT, SQLite pages) are not the
+  // clients'.
+  await flow("sdk", { mcpUrl: stack.mcpUrl, user })
+  await flow("keyway", { mcpUrl: stack.mcpUrl, user })
+  for (let round = 0; round < rounds; round++) {
+    const file = join(dir, `round-${round}`, "auth.json")
+    const order = round % 2 === 0 ? ["keyway-file", "sdk", "keyway-memory"] : ["sdk", "keyway-memory", "keyway-file"]
+    for (const name of order) {
+      if (name === "sdk") record(name, await flow("sdk", { mcpUrl: stack.mcpUrl, user }))
+      else if (name === "keyway-memory") record(name, await flow("keyway", { mcpUrl: stack.mcpUrl, user }))
+      else record(name, await flow("keyway", { mcpUrl: stack.mcpUrl, user, file }))
+    }
+    await expire(file)
+    record("warm", await flow("warm", { mcpUrl: stack.mcpUrl, user, file }))
+  }
+} finally {
+  await stack.close()
+  await rm(dir, { recursive: true, force: true })
+}
+const loadAfter = loadavg()[0] as number
+
+const LABELS: Record<string, string> = {
+  "keyway-file": "Keyway, cold, file store (`store: { file }`)",
+  "keyway-memory": "Keyway, cold, memory store",
+  sdk: "official SDK (`@modelcontextprotocol/client` 2.4.0, `authProvider` in memory), cold",
+  warm: "Keyway, warm start: file store from an earlier process, access token expired",
+}
+const table = [
+  "| Flow | requests | wall (ms) | in HTTP (ms) | outside HTTP (ms) | module load (ms) | requests made |",
+  "|---|---:|---:|---:|---:|---:|---|",
+  ...["keyway-file", "keyway-memory", "sdk", "warm"].map((name) => {
+    const results = rows.get(name) ?? []
+    const pick = (f: (r: Result) => number) => median(results.map(f)).toFixed(1)
+    const counts = [...new Set(results.map((r) => r.requests))].join(", ")
+    const trace = results[0]?.trace.join(", ") ?? ""
+    return `| ${LABELS[name]} | ${counts} | ${pick((r) => r.wallMs)} | ${pick((r) => r.httpMs)} | ${pick((r) => r.outsideMs)} | ${pick((r) => r.loadMs)} | ${trace} |`
+  }),
+].join("\n")
+process.stdout.write(`${table}\n`)
+
+if (write) {
+  const cpu = cpus()[0]?.model.trim() ?? "unknown CPU"
+  const date = new Date().toISOString().slice(0, 10)
+  const section = `<!-- client:start -->
+## @keyway/client: cold and warm start
+
+\`node bench/run.ts\` in \`packages/client\` (after \`npm run build\`), ${date}. A real Keyway authorization server and a
+protected MCP server (the demo stack: apps/authorization-server on SQLite, apps/mcp-server) on loopback, in the
+bench's process; every flow in a fresh Node process. The application connects (MCP \`initialize\`) through the
+official SDK's \`Client\` and Streamable HTTP transport, with Keyway's drop-in fetch or with the SDK's own OAuth; the
+same scripted user (plain code, bench/user.ts) signs in and approves for both. Cold: no stored state, so the first
+request gets a 401, then protected resource metadata, authorization server metadata, dynamic registration, the
+authorization request with login and consent (four requests), the token request and the retried request. Warm:
+a new process on the file store a cold Keyway flow left, its access token marked expired (the refresh token valid).
+
+Measured from the application's \`connect\` call (modules already loaded; their load time is the last figure column)
+to the arrival of the first 2xx answer to an MCP request. Every request of both clients and of the scripted user goes
+through one metering fetch (bench/wire.ts); **in HTTP** is the time during which at least one request was waiting for
+its answer (fetch called, status and headers not yet in), **outside HTTP** is the wall time minus that: the
+clients' own work (and the scripted user's, the same for both). Median of ${rounds} rounds, scenarios interleaved.
+
+${table}
+
+Machine: ${availableParallelism()} CPUs (${cpu}), Node ${process.version}, ${process.platform}/${process.arch}; 1-minute load
+average ${loadBefore.toFixed(2)} when the run started and ${loadAfter.toFixed(2)} when it ended.
+<!-- client:end -->`
+  const path = join(root, "docs/benchmarks.md")
+  const doc = await readFile(path, "utf8")
+  const pattern = /<!-- client:start -->[\s\S]*?<!-- client:end -->/u
+  await writeFile(path, pattern.test(doc) ? doc.replace(pattern, section) : `${doc.trimEnd()}\n\n${section}\n`)
+}
