@@ -2,8 +2,8 @@
  * Client benchmark: the cold flow (first request to the first 2xx, through discovery, registration, login, consent
  * and the token request) of Keyway's client and of the official MCP SDK's client, and Keyway's warm start (tokens
  * kept in the file store by an earlier process, access token expired, refresh token valid), against the same real
- * Keyway authorization server and protected MCP server (the demo stack: apps/authorization-server on SQLite and
- * apps/mcp-server) on loopback. Every flow runs in a fresh Node process; scenarios are interleaved round by round and
+ * Keyway authorization server and protected MCP server (apps/authorization-server on SQLite, apps/mcp-server; see
+ * stack.ts) on loopback. Every flow runs in a fresh Node process; scenarios are interleaved round by round and
  * each figure is the median over the rounds.
  *
  *   node bench/run.ts [--rounds 7] [--no-write]        (in packages/client, after `npm run build`)
@@ -14,7 +14,8 @@ import { execFile } from "node:child_process"
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises"
 import { availableParallelism, cpus, loadavg, tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
-import { fileURLToPath, pathToFileURL } from "node:url"
+import { fileURLToPath } from "node:url"
+import { startStack } from "./stack.ts"
 import type { Figures } from "./wire.ts"
 
 const here = dirname(fileURLToPath(import.meta.url))
@@ -26,17 +27,6 @@ const option = (name: string, fallback: string): string => {
 }
 const rounds = Number(option("rounds", "7"))
 const write = !args.includes("--no-write")
-
-interface DemoStack {
-  readonly issuer: string
-  readonly mcpUrl: string
-  readonly users: ReadonlyArray<{ readonly username: string; readonly password: string }>
-  readonly close: () => Promise<void>
-}
-// The demo's stack, loaded from its build: a package does not depend on an app, a bench script may start one.
-const { startStack } = (await import(pathToFileURL(join(root, "apps/demo/dist/stack.js")).href)) as {
-  startStack: (options?: object) => Promise<DemoStack>
-}
 
 type Result = Figures & { readonly scenario: string; readonly loadMs: number }
 
@@ -74,9 +64,9 @@ const median = (values: ReadonlyArray<number>): number => {
 }
 
 const loadBefore = loadavg()[0] as number
-const stack = await startStack()
+const stack = await startStack(root)
 const dir = await mkdtemp(join(tmpdir(), "keyway-client-bench-"))
-const user = stack.users[0] as { username: string; password: string }
+const { user } = stack
 const rows = new Map<string, Array<Result>>()
 const record = (name: string, result: Result) => {
   rows.set(name, [...(rows.get(name) ?? []), result])
@@ -132,8 +122,8 @@ if (write) {
 ## @keyway/client: cold and warm start
 
 \`node bench/run.ts\` in \`packages/client\` (after \`npm run build\`), ${date}. A real Keyway authorization server and a
-protected MCP server (the demo stack: apps/authorization-server on SQLite, apps/mcp-server) on loopback, in the
-bench's process; every flow in a fresh Node process. The application connects (MCP \`initialize\`) through the
+protected MCP server (apps/authorization-server on SQLite, abuse limits off, and apps/mcp-server) on loopback, in
+the bench's process; every flow in a fresh Node process. The application connects (MCP \`initialize\`) through the
 official SDK's \`Client\` and Streamable HTTP transport, with Keyway's drop-in fetch or with the SDK's own OAuth; the
 same scripted user (plain code, bench/user.ts) signs in and approves for both. Cold: no stored state, so the first
 request gets a 401, then protected resource metadata, authorization server metadata, dynamic registration, the
