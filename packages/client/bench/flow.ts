@@ -14,6 +14,7 @@
  * arrives. Both clients and the scripted user send through the same wire meter (wire.ts).
  */
 import { randomBytes } from "node:crypto"
+import { pathToFileURL } from "node:url"
 import type {
   OAuthClientMetadata,
   OAuthClientProvider,
@@ -22,12 +23,14 @@ import type {
   StoredOAuthTokens,
 } from "@modelcontextprotocol/client"
 import { loginAndConsent } from "./user.ts"
-import { figures, meter } from "./wire.ts"
+import { cpuMicros, figures, meter } from "./wire.ts"
 
 interface Setup {
   readonly mcpUrl: string
   readonly user: { readonly username: string; readonly password: string }
   readonly file?: string
+  /** Another build's `node/index.js` to run instead of this package's (run.ts `--previous`). */
+  readonly module?: string
 }
 
 const REDIRECT_URI = "http://127.0.0.1/callback"
@@ -41,7 +44,9 @@ const sdkLoadMs = performance.now() - loading
 
 const keywayFlow = async () => {
   const loadingKeyway = performance.now()
-  const { createAuthClient } = await import("@keyway/client/node")
+  const { createAuthClient } = (await import(
+    setup.module === undefined ? "@keyway/client/node" : pathToFileURL(setup.module).href
+  )) as typeof import("@keyway/client/node")
   const { Effect } = await import("effect")
   const loadMs = performance.now() - loadingKeyway
   const auth = createAuthClient({
@@ -58,9 +63,10 @@ const keywayFlow = async () => {
   })
   const client = new sdk.Client({ name: "keyway-bench", version: "1.0.0" })
   const transport = new sdk.StreamableHTTPClientTransport(new URL(setup.mcpUrl), { fetch: auth.fetch })
+  const startCpu = cpuMicros()
   const start = performance.now()
   await client.connect(transport)
-  const result = figures(wire, start, setup.mcpUrl)
+  const result = figures(wire, start, startCpu, setup.mcpUrl)
   await client.close()
   await auth.dispose()
   return { ...result, loadMs }
@@ -123,6 +129,7 @@ const sdkFlow = async () => {
   const transportFor = () =>
     new sdk.StreamableHTTPClientTransport(new URL(setup.mcpUrl), { authProvider: provider, fetch: wire.fetch })
   const first = transportFor()
+  const startCpu = cpuMicros()
   const start = performance.now()
   try {
     await new sdk.Client({ name: "sdk-bench", version: "1.0.0" }).connect(first)
@@ -133,7 +140,7 @@ const sdkFlow = async () => {
   await first.finishAuth(provider.callback.searchParams)
   const client = new sdk.Client({ name: "sdk-bench", version: "1.0.0" })
   await client.connect(transportFor())
-  const result = figures(wire, start, setup.mcpUrl)
+  const result = figures(wire, start, startCpu, setup.mcpUrl)
   await client.close()
   return { ...result, loadMs: sdkLoadMs }
 }

@@ -6,7 +6,12 @@
  * stack.ts) on loopback. Every flow runs in a fresh Node process; scenarios are interleaved round by round and
  * each figure is the median over the rounds.
  *
- *   node bench/run.ts [--rounds 7] [--no-write]        (in packages/client, after `npm run build`)
+ *   node bench/run.ts [--rounds 7] [--no-write] [--previous <dir>/node/index.js --previous-name <name>]
+ *
+ * (in packages/client, after `npm run build`). `--previous` adds Keyway's cold (file store) and warm rows for another
+ * build of this package: its `dist` copied inside this package so that its imports resolve (`bench/previous/dist`,
+ * which git ignores as every `dist/`), e.g. `git archive <commit> tsconfig.base.json packages/client packages/core`
+ * unpacked elsewhere, its node_modules linked to this checkout's, `tsc -b packages/client/tsconfig.json` there.
  *
  * Writes its section of docs/benchmarks.md unless `--no-write`.
  */
@@ -26,6 +31,8 @@ const option = (name: string, fallback: string): string => {
   return i === -1 ? fallback : (args[i + 1] ?? fallback)
 }
 const rounds = Number(option("rounds", "7"))
+const previous = option("previous", "")
+const previousName = option("previous-name", "previous")
 const write = !args.includes("--no-write")
 
 type Result = Figures & { readonly scenario: string; readonly loadMs: number }
@@ -66,29 +73,36 @@ const median = (values: ReadonlyArray<number>): number => {
 const loadBefore = loadavg()[0] as number
 const stack = await startStack(root)
 const dir = await mkdtemp(join(tmpdir(), "keyway-client-bench-"))
-const { user } = stack
+const { user, mcpUrl } = stack
 const rows = new Map<string, Array<Result>>()
 const record = (name: string, result: Result) => {
   rows.set(name, [...(rows.get(name) ?? []), result])
   process.stderr.write(
-    `${name}: ${result.requests} requests, ${result.wallMs.toFixed(1)} ms, ${result.outsideMs.toFixed(1)} ms outside HTTP\n`,
+    `${name}: ${result.requests} requests, ${result.wallMs.toFixed(1)} ms, ${result.outsideMs.toFixed(1)} ms outside HTTP, ${result.cpuMs.toFixed(1)} ms CPU\n`,
   )
+}
+/** A cold Keyway flow on a file store, then a warm start on what it left, for one build of the client. */
+const coldThenWarm = async (prefix: string, round: number, module: string | undefined) => {
+  const file = join(dir, `${prefix}-${round}`, "auth.json")
+  const build = module === undefined ? {} : { module }
+  record(`${prefix}file`, await flow("keyway", { mcpUrl, user, file, ...build }))
+  await expire(file)
+  record(`${prefix}warm`, await flow("warm", { mcpUrl, user, file, ...build }))
 }
 try {
   // One unmeasured flow of each kind first: the servers' own first-request costs (JIT, SQLite pages) are not the
   // clients'.
-  await flow("sdk", { mcpUrl: stack.mcpUrl, user })
-  await flow("keyway", { mcpUrl: stack.mcpUrl, user })
+  await flow("sdk", { mcpUrl, user })
+  await flow("keyway", { mcpUrl, user })
   for (let round = 0; round < rounds; round++) {
-    const file = join(dir, `round-${round}`, "auth.json")
-    const order = round % 2 === 0 ? ["keyway-file", "sdk", "keyway-memory"] : ["sdk", "keyway-memory", "keyway-file"]
-    for (const name of order) {
-      if (name === "sdk") record(name, await flow("sdk", { mcpUrl: stack.mcpUrl, user }))
-      else if (name === "keyway-memory") record(name, await flow("keyway", { mcpUrl: stack.mcpUrl, user }))
-      else record(name, await flow("keyway", { mcpUrl: stack.mcpUrl, user, file }))
-    }
-    await expire(file)
-    record("warm", await flow("warm", { mcpUrl: stack.mcpUrl, user, file }))
+    const steps: Array<() => Promise<void>> = [
+      () => coldThenWarm("", round, undefined),
+      async () => record("sdk", await flow("sdk", { mcpUrl, user })),
+      async () => record("memory", await flow("keyway", { mcpUrl, user })),
+      ...(previous === "" ? [] : [() => coldThenWarm("previous-", round, resolve(previous))]),
+    ]
+    // Interleaved, in a different order each round.
+    for (let i = 0; i < steps.length; i++) await steps[(i + round) % steps.length]?.()
   }
 } finally {
   await stack.close()
@@ -96,24 +110,28 @@ try {
 }
 const loadAfter = loadavg()[0] as number
 
-const LABELS: Record<string, string> = {
-  "keyway-file": "Keyway, cold, file store (`store: { file }`)",
-  "keyway-memory": "Keyway, cold, memory store",
-  sdk: "official SDK (`@modelcontextprotocol/client` 2.4.0, `authProvider` in memory), cold",
-  warm: "Keyway, warm start: file store from an earlier process, access token expired",
-}
+const LABELS: ReadonlyArray<readonly [string, string]> = [
+  ["file", "Keyway, cold, file store (`store: { file }`)"],
+  ["memory", "Keyway, cold, memory store"],
+  ["sdk", "official SDK (`@modelcontextprotocol/client` 2.4.0, `authProvider` in memory), cold"],
+  ["warm", "Keyway, warm start: file store from an earlier process, access token expired"],
+  ["previous-file", `previous build (${previousName}), cold, file store`],
+  ["previous-warm", `previous build (${previousName}), warm start`],
+]
 const table = [
-  "| Flow | requests | wall (ms) | in HTTP (ms) | outside HTTP (ms) | module load (ms) | requests made |",
-  "|---|---:|---:|---:|---:|---:|---|",
-  ...["keyway-file", "keyway-memory", "sdk", "warm"].map((name) => {
+  "| Flow | requests | wall (ms) | in HTTP (ms) | outside HTTP (ms) | CPU (ms) | module load (ms) |",
+  "|---|---:|---:|---:|---:|---:|---:|",
+  ...LABELS.filter(([name]) => rows.has(name)).map(([name, label]) => {
     const results = rows.get(name) ?? []
     const pick = (f: (r: Result) => number) => median(results.map(f)).toFixed(1)
     const counts = [...new Set(results.map((r) => r.requests))].join(", ")
-    const trace = results[0]?.trace.join(", ") ?? ""
-    return `| ${LABELS[name]} | ${counts} | ${pick((r) => r.wallMs)} | ${pick((r) => r.httpMs)} | ${pick((r) => r.outsideMs)} | ${pick((r) => r.loadMs)} | ${trace} |`
+    return `| ${label} | ${counts} | ${pick((r) => r.wallMs)} | ${pick((r) => r.httpMs)} | ${pick((r) => r.outsideMs)} | ${pick((r) => r.cpuMs)} | ${pick((r) => r.loadMs)} |`
   }),
 ].join("\n")
-process.stdout.write(`${table}\n`)
+const traces = ["file", "sdk", "warm"]
+  .map((name) => `- ${name}: ${rows.get(name)?.[0]?.trace.join(", ") ?? ""}`)
+  .join("\n")
+process.stdout.write(`${table}\n\n${traces}\n`)
 
 if (write) {
   const cpu = cpus()[0]?.model.trim() ?? "unknown CPU"
@@ -134,9 +152,15 @@ Measured from the application's \`connect\` call (modules already loaded; their 
 to the arrival of the first 2xx answer to an MCP request. Every request of both clients and of the scripted user goes
 through one metering fetch (bench/wire.ts); **in HTTP** is the time during which at least one request was waiting for
 its answer (fetch called, status and headers not yet in), **outside HTTP** is the wall time minus that: the
-clients' own work (and the scripted user's, the same for both). Median of ${rounds} rounds, scenarios interleaved.
+clients' own work (and the scripted user's, the same for both). **CPU** is the client process's CPU time (user and
+system) over the same span, which other load on the machine disturbs less than wall time. Median of ${rounds} rounds,
+scenarios interleaved in a different order each round.
 
 ${table}
+
+Requests, in order (first round):
+
+${traces}
 
 Machine: ${availableParallelism()} CPUs (${cpu}), Node ${process.version}, ${process.platform}/${process.arch}; 1-minute load
 average ${loadBefore.toFixed(2)} when the run started and ${loadAfter.toFixed(2)} when it ended.

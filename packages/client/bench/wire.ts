@@ -13,11 +13,19 @@ export interface Exchange {
   readonly sent: number
   /** performance.now() when the response's status and headers were in. */
   readonly answered: number
+  /** The process's CPU time (user and system, microseconds) at that moment. */
+  readonly cpu: number
 }
 
 export interface Wire {
   readonly fetch: typeof globalThis.fetch
   readonly exchanges: Array<Exchange>
+}
+
+/** CPU time of this process so far (user and system), in microseconds. */
+export const cpuMicros = (): number => {
+  const { user, system } = process.cpuUsage()
+  return user + system
 }
 
 export const meter = (): Wire => {
@@ -32,6 +40,7 @@ export const meter = (): Wire => {
       status: response.status,
       sent,
       answered: performance.now(),
+      cpu: cpuMicros(),
     })
     return response
   }
@@ -54,8 +63,12 @@ export const covered = (intervals: ReadonlyArray<readonly [number, number]>, fro
   return total
 }
 
-/** The figures of one flow: from `start` to the first 2xx answer of an MCP request. */
-export const figures = (wire: Wire, start: number, mcpUrl: string) => {
+/**
+ * The figures of one flow: from `start` (performance.now()) to the first 2xx answer of an MCP request, and the CPU
+ * time the process spent meanwhile (from `startCpu`, {@link cpuMicros}), which a loaded machine disturbs less than
+ * wall time.
+ */
+export const figures = (wire: Wire, start: number, startCpu: number, mcpUrl: string) => {
   const done = wire.exchanges.find((e) => e.url === mcpUrl && e.status >= 200 && e.status < 300)
   if (done === undefined) throw new Error("no successful MCP request was recorded")
   const flow = wire.exchanges.filter((e) => e.sent >= start && e.answered <= done.answered)
@@ -70,7 +83,14 @@ export const figures = (wire: Wire, start: number, mcpUrl: string) => {
     wallMs: wall,
     httpMs: inHttp,
     outsideMs: wall - inHttp,
+    cpuMs: (done.cpu - startCpu) / 1000,
     trace: flow.map((e) => `${e.method} ${new URL(e.url).pathname} ${e.status}`),
+    timeline:
+      process.env.BENCH_TIMELINE === undefined
+        ? undefined
+        : flow.map(
+            (e) => `${(e.sent - start).toFixed(1)}-${(e.answered - start).toFixed(1)} ${new URL(e.url).pathname}`,
+          ),
   }
 }
 
