@@ -7,7 +7,7 @@
  * @module
  */
 import { CanonicalUri, Challenge, McpOperation, Scope, type Wire } from "@keyway/core"
-import { Clock, Context, Deferred, Effect, Layer, ManagedRuntime, Option, Result } from "effect"
+import { Clock, Context, Deferred, Effect, Layer, Option, Result } from "effect"
 import { AuthError } from "./AuthError.js"
 import { buildRequest, selectScope, validateCallback } from "./Authorization.js"
 import { ClientConfig, type ClientInformation, type ClientOptions, type FetchLike } from "./ClientConfig.js"
@@ -16,7 +16,7 @@ import {
   discoverAuthorizationServer,
   discoverProtectedResource,
 } from "./Discovery.js"
-import { DiscoveryCache } from "./DiscoveryCache.js"
+import { DiscoveryCache, memory as memoryCache } from "./DiscoveryCache.js"
 import { Extensions, type OutgoingRequest, type TokenStrategy } from "./Extension.js"
 import { stateMissing } from "./internal/callback.js"
 import { send } from "./internal/http.js"
@@ -25,7 +25,7 @@ import { noUserAgent } from "./internal/noUserAgent.js"
 import { PENDING_LIFETIME_MS, pendingKey, tokensKey } from "./internal/storage.js"
 import { findClient, obtainClient } from "./Registration.js"
 import { exchangeCode, refresh, request as tokenRequest, toTokens } from "./TokenEndpoint.js"
-import { type Backend, memory, type Pending, TokenStore, type Tokens } from "./TokenStore.js"
+import { type Backend, fromBackend, memory, type Pending, TokenStore, type Tokens } from "./TokenStore.js"
 import { UserAgent } from "./UserAgent.js"
 
 /**
@@ -617,7 +617,7 @@ export interface PlainAuthClient {
   readonly accessToken: (serverUrl: string) => Promise<string | undefined>
   /** Reacts to a 401 received by the caller: refresh when possible, else authorize with the response's challenge. */
   readonly unauthorized: (serverUrl: string, response: Response) => Promise<void>
-  /** Releases the client's runtime. */
+  /** Releases what the client holds: nothing today (it keeps no runtime, connection or timer); kept for callers. */
   readonly dispose: () => Promise<void>
 }
 
@@ -638,23 +638,26 @@ export interface PlainAuthClient {
  */
 export const createAuthClient = (options: CreateOptions = {}): PlainAuthClient => {
   const backend = options.store === undefined || options.store === "memory" ? memory() : options.store
-  const layer = AuthClient.layer.pipe(
-    Layer.provide(
-      Layer.mergeAll(
-        ClientConfig.layer(options),
-        TokenStore.layerBackend(backend),
-        DiscoveryCache.layerMemory,
-        Layer.succeed(UserAgent, options.userAgent ?? noUserAgent),
+  // The service is made once, on first use, from plain service values rather than through a layer and a managed
+  // runtime: its services are values that hold nothing to release, so the layer graph, memo map and scope would
+  // only add to the first call of a cold start. The Effect face (`AuthClient.layer`) runs the same `make`.
+  let client: AuthClient["Service"] | undefined
+  const service = (): AuthClient["Service"] => {
+    client ??= Effect.runSync(
+      make.pipe(
+        Effect.provideContext(
+          Context.make(ClientConfig, ClientConfig.make(options)).pipe(
+            Context.add(TokenStore, fromBackend(backend)),
+            Context.add(DiscoveryCache, memoryCache()),
+            Context.add(UserAgent, options.userAgent ?? noUserAgent),
+          ),
+        ),
       ),
-    ),
-  )
-  const runtime = ManagedRuntime.make(layer)
-  const run = <A>(f: (client: AuthClient["Service"]) => Effect.Effect<A, AuthError>): Promise<A> =>
-    runtime.runPromise(
-      Effect.gen(function* () {
-        return yield* f(yield* AuthClient)
-      }),
     )
+    return client
+  }
+  const run = <A>(f: (client: AuthClient["Service"]) => Effect.Effect<A, AuthError>): Promise<A> =>
+    Effect.runPromise(Effect.suspend(() => f(service())))
   return {
     fetch: (input, init) => run((client) => client.fetch(input, init)),
     authorize: (serverUrl, authorizeOptions) => run((client) => client.authorize(serverUrl, authorizeOptions)),
@@ -664,6 +667,6 @@ export const createAuthClient = (options: CreateOptions = {}): PlainAuthClient =
     complete: (callbackUrl) => run((client) => client.complete(callbackUrl)),
     accessToken: (serverUrl) => run((client) => client.accessToken(serverUrl)),
     unauthorized: (serverUrl, response) => run((client) => client.unauthorized(serverUrl, response)),
-    dispose: () => runtime.dispose(),
+    dispose: () => Promise.resolve(),
   }
 }
