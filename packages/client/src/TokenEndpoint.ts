@@ -7,7 +7,6 @@
  */
 import { ClientAuth, Grant, Wire } from "@keyway/core"
 import { Clock, Effect, Result } from "effect"
-import { SignJWT } from "jose"
 import { AuthError, type Step } from "./AuthError.js"
 import { ClientConfig, type ClientInformation } from "./ClientConfig.js"
 import type { DiscoveredAuthorizationServer } from "./Discovery.js"
@@ -68,8 +67,9 @@ export const authenticate = Effect.fnUntraced(function* (
       }
       // jose would read the system time itself; the assertion's lifetime follows the Effect clock instead.
       const issuedAt = Math.floor((yield* Clock.currentTimeMillis) / 1000)
-      const assertion = yield* Effect.promise(() =>
-        new SignJWT({})
+      // Loaded on first use: most clients never sign an assertion, and a cold start need not load jose.
+      const assertion = yield* Effect.promise(async () =>
+        new (await import("jose")).SignJWT({})
           .setProtectedHeader({ alg: key.alg, ...(key.kid !== undefined ? { kid: key.kid } : {}) })
           .setIssuer(client.client_id)
           .setSubject(client.client_id)

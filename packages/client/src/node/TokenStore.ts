@@ -4,7 +4,6 @@
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-7.1 | OAuth 2.1 §7.1 (token storage)}
  * @module
  */
-import { randomUUID } from "node:crypto"
 import { chmod, mkdir, open, readFile, rename, unlink } from "node:fs/promises"
 import { dirname, join } from "node:path"
 import { Layer } from "effect"
@@ -44,7 +43,7 @@ export const file = (path: string): Backend => {
 
   const persist = async (entries: Map<string, unknown>): Promise<void> => {
     await mkdir(dirname(path), { recursive: true, mode: 0o700 })
-    const temp = join(dirname(path), `.${randomUUID()}.tmp`)
+    const temp = join(dirname(path), `.${crypto.randomUUID()}.tmp`)
     const body: FileShape = { version: 1, entries: Object.fromEntries(entries) }
     const handle = await open(temp, "wx", 0o600)
     try {
