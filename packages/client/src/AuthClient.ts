@@ -6,8 +6,8 @@
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#authorization-flow-steps | MCP authorization flow}
  * @module
  */
-import { CanonicalUri, Challenge, McpOperation, Scope, type Wire } from "@keyway/core"
-import { Clock, Context, Deferred, Effect, Layer, Option, Result } from "effect"
+import { CanonicalUri, Challenge, McpOperation, Pkce, Scope, type Wire } from "@keyway/core"
+import { Clock, Context, Deferred, Effect, Fiber, Layer, Option, Result } from "effect"
 import { AuthError } from "./AuthError.js"
 import { buildRequest, selectScope, validateCallback } from "./Authorization.js"
 import { ClientConfig, type ClientInformation, type ClientOptions, type FetchLike } from "./ClientConfig.js"
@@ -139,6 +139,9 @@ const make = Effect.gen(function* () {
 
   const prepare = Effect.fnUntraced(function* (serverUrl: string, options: AuthorizeOptions, redirectUri: string) {
     const key = yield* serverKey(serverUrl)
+    // The PKCE pair depends on nothing discovery finds: it is made while discovery waits on the network (a process's
+    // first Web Crypto digest takes milliseconds).
+    const pkce = yield* Effect.forkChild(Effect.promise(() => Pkce.generate()))
     const resource = yield* provide(
       discoverProtectedResource(serverUrl, options.challenge, { force: options.force ?? false }),
     )
@@ -165,6 +168,7 @@ const make = Effect.gen(function* () {
       redirectUri,
       scope,
       parameters,
+      pkce: yield* Fiber.join(pkce),
     })
     yield* store.set(pendingKey(request.pending.state), request.pending)
     return { key, server, client, request }
