@@ -7,6 +7,7 @@
  */
 import { ClientAuth, Grant, Wire } from "@keyway/core"
 import { Clock, Effect, Result } from "effect"
+import { SignJWT } from "jose"
 import { AuthError, type Step } from "./AuthError.js"
 import { ClientConfig, type ClientInformation } from "./ClientConfig.js"
 import type { DiscoveredAuthorizationServer } from "./Discovery.js"
@@ -67,9 +68,8 @@ export const authenticate = Effect.fnUntraced(function* (
       }
       // jose would read the system time itself; the assertion's lifetime follows the Effect clock instead.
       const issuedAt = Math.floor((yield* Clock.currentTimeMillis) / 1000)
-      // Loaded on first use: most clients never sign an assertion, and a cold start need not load jose.
-      const assertion = yield* Effect.promise(async () =>
-        new (await import("jose")).SignJWT({})
+      const assertion = yield* Effect.promise(() =>
+        new SignJWT({})
           .setProtectedHeader({ alg: key.alg, ...(key.kid !== undefined ? { kid: key.kid } : {}) })
           .setIssuer(client.client_id)
           .setSubject(client.client_id)

@@ -4,6 +4,7 @@
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-7.1 | OAuth 2.1 §7.1 (token storage)}
  * @module
  */
+import { randomUUID } from "node:crypto"
 import { mkdir, open, readFile, rename, unlink } from "node:fs/promises"
 import { dirname, join } from "node:path"
 import { Layer } from "effect"
@@ -55,7 +56,7 @@ export const file = (path: string): Backend => {
   // Crash safety: the new content goes to a temporary file in the same directory, is flushed to disk (fsync), and
   // only then renamed over the old file, so the file is always the previous or the new content, never a torn one.
   const persist = async (entries: Map<string, unknown>): Promise<void> => {
-    const temp = join(dirname(path), `.${crypto.randomUUID()}.tmp`)
+    const temp = join(dirname(path), `.${randomUUID()}.tmp`)
     const body: FileShape = { version: 1, entries: Object.fromEntries(entries) }
     const handle = await create(temp)
     try {

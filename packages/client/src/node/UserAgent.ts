@@ -6,7 +6,7 @@
  * @module
  */
 import { spawn } from "node:child_process"
-import type { createServer, IncomingMessage, ServerResponse } from "node:http"
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import { Duration, Effect, Layer } from "effect"
 import { AuthError } from "../AuthError.js"
@@ -64,90 +64,84 @@ export const browser = (options: BrowserOptions = {}): UserAgent["Service"] => {
   const opener = options.openBrowser ?? openSystemBrowser
   const timeoutMs = options.timeoutMs ?? 5 * 60_000
   const page = options.successPage ?? DEFAULT_SUCCESS_PAGE
-  const listen = (create: typeof createServer) =>
-    Effect.callback<Session, AuthError>((resume) => {
-      let deliver: ((url: string) => void) | undefined
-      const received: Array<string> = []
-      const server = create((request: IncomingMessage, response: ServerResponse) => {
-        const url = new URL(request.url ?? "/", `http://127.0.0.1:${(server.address() as AddressInfo).port}`)
-        if (request.method !== "GET" || url.pathname !== path) {
-          response.writeHead(404, { "content-type": "text/plain" }).end("Not Found")
-          return
-        }
-        response
-          .writeHead(200, {
-            "content-type": "text/html; charset=utf-8",
-            "cache-control": "no-store",
-            "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
-          })
-          .end(page)
-        if (deliver !== undefined) deliver(url.href)
-        else received.push(url.href)
-      })
-      server.on("error", (cause) =>
-        resume(
-          Effect.fail(
-            new AuthError({
-              step: "authorization",
-              reason: "user-agent-failed",
-              url: `http://127.0.0.1:${options.port ?? 0}${path}`,
-              message: `could not listen for the redirect on 127.0.0.1: ${cause.message}`,
-            }),
-          ),
+  const open = Effect.callback<Session, AuthError>((resume) => {
+    let deliver: ((url: string) => void) | undefined
+    const received: Array<string> = []
+    const server = createServer((request: IncomingMessage, response: ServerResponse) => {
+      const url = new URL(request.url ?? "/", `http://127.0.0.1:${(server.address() as AddressInfo).port}`)
+      if (request.method !== "GET" || url.pathname !== path) {
+        response.writeHead(404, { "content-type": "text/plain" }).end("Not Found")
+        return
+      }
+      response
+        .writeHead(200, {
+          "content-type": "text/html; charset=utf-8",
+          "cache-control": "no-store",
+          "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
+        })
+        .end(page)
+      if (deliver !== undefined) deliver(url.href)
+      else received.push(url.href)
+    })
+    server.on("error", (cause) =>
+      resume(
+        Effect.fail(
+          new AuthError({
+            step: "authorization",
+            reason: "user-agent-failed",
+            url: `http://127.0.0.1:${options.port ?? 0}${path}`,
+            message: `could not listen for the redirect on 127.0.0.1: ${cause.message}`,
+          }),
         ),
+      ),
+    )
+    server.listen(options.port ?? 0, "127.0.0.1", () => {
+      const port = (server.address() as AddressInfo).port
+      const redirectUri = `http://127.0.0.1:${port}${path}`
+      const close = Effect.promise(
+        () =>
+          new Promise<void>((done) => {
+            server.close(() => done())
+            server.closeAllConnections()
+          }),
       )
-      server.listen(options.port ?? 0, "127.0.0.1", () => {
-        const port = (server.address() as AddressInfo).port
-        const redirectUri = `http://127.0.0.1:${port}${path}`
-        const close = Effect.promise(
-          () =>
-            new Promise<void>((done) => {
-              server.close(() => done())
-              server.closeAllConnections()
-            }),
-        )
-        const run = (authorizationUrl: string) =>
-          Effect.callback<string, AuthError>((resumeRun) => {
-            deliver = (url) => resumeRun(Effect.succeed(url))
-            const early = received.shift()
-            if (early !== undefined) deliver(early)
-            Promise.resolve()
-              .then(() => opener(authorizationUrl))
-              .catch((cause: unknown) => {
-                resumeRun(
-                  Effect.fail(
-                    new AuthError({
-                      step: "authorization",
-                      reason: "user-agent-failed",
-                      url: authorizationUrl.split("?")[0] ?? authorizationUrl,
-                      message: `could not open the browser: ${cause instanceof Error ? cause.message : String(cause)}`,
-                    }),
-                  ),
-                )
-              })
-          }).pipe(
-            // An Effect timer, so the wait follows the Effect clock (TestClock in tests).
-            Effect.timeoutOrElse({
-              duration: Duration.millis(timeoutMs),
-              orElse: () =>
+      const run = (authorizationUrl: string) =>
+        Effect.callback<string, AuthError>((resumeRun) => {
+          deliver = (url) => resumeRun(Effect.succeed(url))
+          const early = received.shift()
+          if (early !== undefined) deliver(early)
+          Promise.resolve()
+            .then(() => opener(authorizationUrl))
+            .catch((cause: unknown) => {
+              resumeRun(
                 Effect.fail(
                   new AuthError({
                     step: "authorization",
                     reason: "user-agent-failed",
-                    url: redirectUri,
-                    message: `no authorization response reached ${redirectUri} within ${Math.round(timeoutMs / 1000)} seconds; complete the login in the browser`,
+                    url: authorizationUrl.split("?")[0] ?? authorizationUrl,
+                    message: `could not open the browser: ${cause instanceof Error ? cause.message : String(cause)}`,
                   }),
                 ),
-            }),
-          )
-        resume(Effect.succeed({ redirectUri, run, close }))
-      })
+              )
+            })
+        }).pipe(
+          // An Effect timer, so the wait follows the Effect clock (TestClock in tests).
+          Effect.timeoutOrElse({
+            duration: Duration.millis(timeoutMs),
+            orElse: () =>
+              Effect.fail(
+                new AuthError({
+                  step: "authorization",
+                  reason: "user-agent-failed",
+                  url: redirectUri,
+                  message: `no authorization response reached ${redirectUri} within ${Math.round(timeoutMs / 1000)} seconds; complete the login in the browser`,
+                }),
+              ),
+          }),
+        )
+      resume(Effect.succeed({ redirectUri, run, close }))
     })
-  // node:http is loaded when a session first opens, not with the module: a client that holds tokens never needs it.
-  const open = Effect.flatMap(
-    Effect.promise(() => import("node:http")),
-    (http) => listen(http.createServer),
-  )
+  })
   return UserAgent.of({ open })
 }
 
