@@ -11,7 +11,8 @@
  *
  * Every scenario connects (MCP `initialize`). The clock starts when the application calls `connect` (after the
  * modules are loaded; their load time is reported apart) and stops when the first 2xx answer to an MCP request
- * arrives. Both clients and the scripted user send through the same wire meter (wire.ts).
+ * arrives. Both clients and the scripted user send through the same wire meter (wire.ts). With BENCH_TIMELINE=1 in
+ * the environment the line also lists when each request was sent and answered (milliseconds from the start).
  */
 import { randomBytes } from "node:crypto"
 import { pathToFileURL } from "node:url"

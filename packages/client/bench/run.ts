@@ -119,13 +119,13 @@ const LABELS: ReadonlyArray<readonly [string, string]> = [
   ["previous-warm", `previous build (${previousName}), warm start`],
 ]
 const table = [
-  "| Flow | requests | wall (ms) | in HTTP (ms) | outside HTTP (ms) | CPU (ms) | module load (ms) |",
-  "|---|---:|---:|---:|---:|---:|---:|",
+  "| Flow | requests | wall (ms) | in HTTP (ms) | outside HTTP (ms) | CPU (ms) | module load (ms) | process start to 2xx (ms) | process CPU to 2xx (ms) |",
+  "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
   ...LABELS.filter(([name]) => rows.has(name)).map(([name, label]) => {
     const results = rows.get(name) ?? []
     const pick = (f: (r: Result) => number) => median(results.map(f)).toFixed(1)
     const counts = [...new Set(results.map((r) => r.requests))].join(", ")
-    return `| ${label} | ${counts} | ${pick((r) => r.wallMs)} | ${pick((r) => r.httpMs)} | ${pick((r) => r.outsideMs)} | ${pick((r) => r.cpuMs)} | ${pick((r) => r.loadMs)} |`
+    return `| ${label} | ${counts} | ${pick((r) => r.wallMs)} | ${pick((r) => r.httpMs)} | ${pick((r) => r.outsideMs)} | ${pick((r) => r.cpuMs)} | ${pick((r) => r.loadMs)} | ${pick((r) => r.fromProcessStartMs)} | ${pick((r) => r.processCpuMs)} |`
   }),
 ].join("\n")
 const traces = ["file", "sdk", "warm"]
@@ -153,8 +153,9 @@ to the arrival of the first 2xx answer to an MCP request. Every request of both 
 through one metering fetch (bench/wire.ts); **in HTTP** is the time during which at least one request was waiting for
 its answer (fetch called, status and headers not yet in), **outside HTTP** is the wall time minus that: the
 clients' own work (and the scripted user's, the same for both). **CPU** is the client process's CPU time (user and
-system) over the same span, which other load on the machine disturbs less than wall time. Median of ${rounds} rounds,
-scenarios interleaved in a different order each round.
+system) over the same span, which other load on the machine disturbs less than wall time. The last two columns
+take the whole process into account, from its start (Node's own start-up and every module load included) to the same
+answer. Median of ${rounds} rounds, scenarios interleaved in a different order each round.
 
 ${table}
 
