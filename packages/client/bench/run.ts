@@ -139,7 +139,7 @@ if (write) {
   const section = `<!-- client:start -->
 ## @keyway/client: cold and warm start
 
-\`node bench/run.ts\` in \`packages/client\` (after \`npm run build\`), ${date}. A real Keyway authorization server and a
+\`${["node bench/run.ts", ...args].join(" ")}\` in \`packages/client\` (after \`npm run build\`), ${date}. A real Keyway authorization server and a
 protected MCP server (apps/authorization-server on SQLite, abuse limits off, and apps/mcp-server) on loopback, in
 the bench's process; every flow in a fresh Node process. The application connects (MCP \`initialize\`) through the
 official SDK's \`Client\` and Streamable HTTP transport, with Keyway's drop-in fetch or with the SDK's own OAuth; the
@@ -155,7 +155,12 @@ its answer (fetch called, status and headers not yet in), **outside HTTP** is th
 clients' own work (and the scripted user's, the same for both). **CPU** is the client process's CPU time (user and
 system) over the same span, which other load on the machine disturbs less than wall time. The last two columns
 take the whole process into account, from its start (Node's own start-up and every module load included) to the same
-answer. Median of ${rounds} rounds, scenarios interleaved in a different order each round.
+answer. Median of ${rounds} rounds, scenarios interleaved in a different order each round.${
+    previous === ""
+      ? ""
+      : ` The "previous build" rows run ${previousName}'s build of this package (its \`dist\` under \`bench/previous\`) in the same
+rounds.`
+  }
 
 ${table}
 
@@ -169,5 +174,8 @@ average ${loadBefore.toFixed(2)} when the run started and ${loadAfter.toFixed(2)
   const path = join(root, "docs/benchmarks.md")
   const doc = await readFile(path, "utf8")
   const pattern = /<!-- client:start -->[\s\S]*?<!-- client:end -->/u
-  await writeFile(path, pattern.test(doc) ? doc.replace(pattern, section) : `${doc.trimEnd()}\n\n${section}\n`)
+  // Written notes (analysis, before/after figures) sit between their own markers and survive a new run.
+  const notes = /<!-- client:notes:start -->[\s\S]*?<!-- client:notes:end -->/u.exec(doc)?.[0]
+  const full = notes === undefined ? section : section.replace("<!-- client:end -->", `${notes}\n<!-- client:end -->`)
+  await writeFile(path, pattern.test(doc) ? doc.replace(pattern, full) : `${doc.trimEnd()}\n\n${full}\n`)
 }
