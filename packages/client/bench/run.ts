@@ -139,16 +139,18 @@ if (write) {
   const section = `<!-- client:start -->
 ## @keyway/client: cold and warm start
 
-\`${["node bench/run.ts", ...args].join(" ")}\` in \`packages/client\` (after \`npm run build\`), ${date}. A real Keyway authorization server and a
-protected MCP server (apps/authorization-server on SQLite, abuse limits off, and apps/mcp-server) on loopback, in
-the bench's process; every flow in a fresh Node process. The application connects (MCP \`initialize\`) through the
-official SDK's \`Client\` and Streamable HTTP transport, with Keyway's drop-in fetch or with the SDK's own OAuth; the
-same scripted user (plain code, bench/user.ts) signs in and approves for both. Cold: no stored state, so the first
-request gets a 401, then protected resource metadata, authorization server metadata, dynamic registration, the
-authorization request with login and consent (four requests), the token request and the retried request. Warm:
-a new process on the file store a cold Keyway flow left, its access token marked expired (the refresh token valid).
+Run: \`${["node bench/run.ts", ...args].join(" ")}\` in \`packages/client\` (after \`npm run build\`), ${date}.
 
-Measured from the application's \`connect\` call (modules already loaded; their load time is the last figure column)
+A real Keyway authorization server and a protected MCP server (apps/authorization-server on SQLite, abuse limits
+off, and apps/mcp-server) on loopback, in the bench's process; every flow in a fresh Node process. The application
+connects (MCP \`initialize\`) through the official SDK's \`Client\` and Streamable HTTP transport, with Keyway's
+drop-in fetch or with the SDK's own OAuth; the same scripted user (plain code, bench/user.ts) signs in and approves
+for both. Cold: no stored state, so the first request gets a 401, then protected resource metadata, authorization
+server metadata, dynamic registration, the authorization request with login and consent (four requests), the token
+request and the retried request. Warm: a new process on the file store a cold Keyway flow left, its access token
+marked expired (the refresh token valid).
+
+Measured from the application's \`connect\` call (modules already loaded; their load time is the module load column)
 to the arrival of the first 2xx answer to an MCP request. Every request of both clients and of the scripted user goes
 through one metering fetch (bench/wire.ts); **in HTTP** is the time during which at least one request was waiting for
 its answer (fetch called, status and headers not yet in), **outside HTTP** is the wall time minus that: the
