@@ -137,7 +137,13 @@ const make = Effect.gen(function* () {
 
   const readTokens = (key: string) => store.get(tokensKey(key)).pipe(Effect.map((value) => value as Tokens | undefined))
 
-  const prepare = Effect.fnUntraced(function* (serverUrl: string, options: AuthorizeOptions, redirectUri: string) {
+  /** Discovery, registration and the authorization request; with `storePending`, the pending one goes to the store. */
+  const prepare = Effect.fnUntraced(function* (
+    serverUrl: string,
+    options: AuthorizeOptions,
+    redirectUri: string,
+    storePending: boolean,
+  ) {
     const key = yield* serverKey(serverUrl)
     // The PKCE pair depends on nothing discovery finds: it is made while discovery waits on the network (a process's
     // first Web Crypto digest takes milliseconds).
@@ -170,7 +176,7 @@ const make = Effect.gen(function* () {
       parameters,
       pkce: yield* Fiber.join(pkce),
     })
-    yield* store.set(pendingKey(request.pending.state), request.pending)
+    if (storePending) yield* store.set(pendingKey(request.pending.state), request.pending)
     return { key, server, client, request }
   })
 
@@ -198,10 +204,12 @@ const make = Effect.gen(function* () {
   const finish = Effect.fnUntraced(function* (
     callbackUrl: string,
     pending: Pending,
+    stored: boolean,
     known?: { readonly server: DiscoveredAuthorizationServer; readonly client: ClientInformation },
   ) {
     const code = yield* validateCallback(callbackUrl, pending)
-    yield* store.delete(pendingKey(pending.state))
+    // Consumed before the code is exchanged, so that a replayed callback finds nothing to complete.
+    if (stored) yield* store.delete(pendingKey(pending.state))
     const server = known?.server ?? (yield* rediscover(pending.issuer, pending.server, pending.legacy === true))
     const client = known?.client ?? (yield* provide(findClient(pending.issuer, pending.client_id)))
     if (client === undefined) {
@@ -271,17 +279,22 @@ const make = Effect.gen(function* () {
 
   const interactive = Effect.fn("AuthClient.authorize")(function* (serverUrl: string, options: AuthorizeOptions = {}) {
     const session = yield* userAgent.open
+    // A session that brings the redirect back to this process keeps the pending authorization in memory: two fewer
+    // store writes (each a flushed file write with the file store), and a callback replayed through complete() finds
+    // nothing. It is stored only if the user must take over (interaction-required), for complete() to finish.
+    const stored = session.inProcess !== true
     return yield* Effect.gen(function* () {
-      const { request, server, client } = yield* prepare(serverUrl, options, session.redirectUri)
-      const callbackUrl = yield* session
-        .run(request.url)
-        .pipe(
-          Effect.tapError((error) =>
-            error.reason === "interaction-required" ? Effect.void : store.delete(pendingKey(request.pending.state)),
-          ),
-        )
-      return yield* finish(callbackUrl, request.pending, { server, client }).pipe(
-        Effect.tapError(() => store.delete(pendingKey(request.pending.state))),
+      const { request, server, client } = yield* prepare(serverUrl, options, session.redirectUri, stored)
+      const key = pendingKey(request.pending.state)
+      const callbackUrl = yield* session.run(request.url).pipe(
+        Effect.tapError((error) => {
+          // The user takes over: complete() finishes from the store, so the pending authorization must be there.
+          if (error.reason === "interaction-required") return stored ? Effect.void : store.set(key, request.pending)
+          return stored ? store.delete(key) : Effect.void
+        }),
+      )
+      return yield* finish(callbackUrl, request.pending, stored, { server, client }).pipe(
+        Effect.tapError(() => (stored ? store.delete(key) : Effect.void)),
       )
     }).pipe(Effect.ensuring(session.close))
   })
@@ -291,7 +304,9 @@ const make = Effect.gen(function* () {
 
   const begin = Effect.fn("AuthClient.begin")(function* (serverUrl: string, options: AuthorizeOptions = {}) {
     const session = yield* userAgent.open
-    const { request } = yield* prepare(serverUrl, options, session.redirectUri).pipe(Effect.ensuring(session.close))
+    const { request } = yield* prepare(serverUrl, options, session.redirectUri, true).pipe(
+      Effect.ensuring(session.close),
+    )
     return { url: request.url, state: request.pending.state } as Begun
   })
 
@@ -318,7 +333,7 @@ const make = Effect.gen(function* () {
         message: `the authorization response at ${where} carries a state that matches no pending authorization; it was discarded (it may be forged, replayed, or from another request)`,
       })
     }
-    return yield* finish(callbackUrl, pending)
+    return yield* finish(callbackUrl, pending, true)
   })
 
   /** Runs an effect once per key at a time: callers arriving while it runs share its outcome. */
