@@ -54,11 +54,14 @@ const keywayFlow = async () => {
     fetch: wire.fetch,
     clientName: "Keyway bench",
     store: setup.file === undefined ? "memory" : { file: setup.file },
+    // The scripted user stands for the system browser with its loopback listener: the redirect comes back to this
+    // process (the agent says so, as UserAgent.browser() does).
     userAgent: {
       open: Effect.succeed({
         redirectUri: REDIRECT_URI,
         run: (url: string) => Effect.promise(() => loginAndConsent(wire.fetch, url, setup.user)),
         close: Effect.void,
+        inProcess: true,
       }),
     },
   })
