@@ -160,8 +160,9 @@ take the whole process into account, from its start (Node's own start-up and eve
 answer. Median of ${rounds} rounds, scenarios interleaved in a different order each round.${
     previous === ""
       ? ""
-      : ` The "previous build" rows run ${previousName}'s build of this package (its \`dist\` under \`bench/previous\`) in the same
-rounds.`
+      : `
+The "previous build" rows run ${previousName}'s build of this package (its \`dist\` under \`bench/previous\`) in the
+same rounds.`
   }
 
 ${table}
