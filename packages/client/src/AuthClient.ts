@@ -6,8 +6,8 @@
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#authorization-flow-steps | MCP authorization flow}
  * @module
  */
-import { CanonicalUri, Challenge, McpOperation, Scope, type Wire } from "@keyway/core"
-import { Clock, Context, Deferred, Effect, Layer, ManagedRuntime, Option, Result } from "effect"
+import { CanonicalUri, Challenge, McpOperation, Pkce, Scope, type Wire } from "@keyway/core"
+import { Clock, Context, Deferred, Effect, Fiber, Layer, Option, Result } from "effect"
 import { AuthError } from "./AuthError.js"
 import { buildRequest, selectScope, validateCallback } from "./Authorization.js"
 import { ClientConfig, type ClientInformation, type ClientOptions, type FetchLike } from "./ClientConfig.js"
@@ -16,7 +16,7 @@ import {
   discoverAuthorizationServer,
   discoverProtectedResource,
 } from "./Discovery.js"
-import { DiscoveryCache } from "./DiscoveryCache.js"
+import { DiscoveryCache, memory as memoryCache } from "./DiscoveryCache.js"
 import { Extensions, type OutgoingRequest, type TokenStrategy } from "./Extension.js"
 import { stateMissing } from "./internal/callback.js"
 import { send } from "./internal/http.js"
@@ -25,7 +25,7 @@ import { noUserAgent } from "./internal/noUserAgent.js"
 import { PENDING_LIFETIME_MS, pendingKey, tokensKey } from "./internal/storage.js"
 import { findClient, obtainClient } from "./Registration.js"
 import { exchangeCode, refresh, request as tokenRequest, toTokens } from "./TokenEndpoint.js"
-import { type Backend, memory, type Pending, TokenStore, type Tokens } from "./TokenStore.js"
+import { type Backend, fromBackend, memory, type Pending, TokenStore, type Tokens } from "./TokenStore.js"
 import { UserAgent } from "./UserAgent.js"
 
 /**
@@ -137,8 +137,17 @@ const make = Effect.gen(function* () {
 
   const readTokens = (key: string) => store.get(tokensKey(key)).pipe(Effect.map((value) => value as Tokens | undefined))
 
-  const prepare = Effect.fnUntraced(function* (serverUrl: string, options: AuthorizeOptions, redirectUri: string) {
+  /** Discovery, registration and the authorization request; with `storePending`, the pending one goes to the store. */
+  const prepare = Effect.fnUntraced(function* (
+    serverUrl: string,
+    options: AuthorizeOptions,
+    redirectUri: string,
+    storePending: boolean,
+  ) {
     const key = yield* serverKey(serverUrl)
+    // The PKCE pair depends on nothing discovery finds: it is made while discovery waits on the network (a process's
+    // first Web Crypto digest takes milliseconds).
+    const pkce = yield* Effect.forkChild(Effect.promise(() => Pkce.generate()))
     const resource = yield* provide(
       discoverProtectedResource(serverUrl, options.challenge, { force: options.force ?? false }),
     )
@@ -170,8 +179,9 @@ const make = Effect.gen(function* () {
       redirectUri,
       scope,
       parameters,
+      pkce: yield* Fiber.join(pkce),
     })
-    yield* store.set(pendingKey(request.pending.state), request.pending)
+    if (storePending) yield* store.set(pendingKey(request.pending.state), request.pending)
     return { key, server, client, request }
   })
 
@@ -199,10 +209,12 @@ const make = Effect.gen(function* () {
   const finish = Effect.fnUntraced(function* (
     callbackUrl: string,
     pending: Pending,
+    stored: boolean,
     known?: { readonly server: DiscoveredAuthorizationServer; readonly client: ClientInformation },
   ) {
     const code = yield* validateCallback(callbackUrl, pending)
-    yield* store.delete(pendingKey(pending.state))
+    // Consumed before the code is exchanged, so that a replayed callback finds nothing to complete.
+    if (stored) yield* store.delete(pendingKey(pending.state))
     const server = known?.server ?? (yield* rediscover(pending.issuer, pending.server, pending.legacy === true))
     const client = known?.client ?? (yield* provide(findClient(pending.issuer, pending.client_id)))
     if (client === undefined) {
@@ -278,17 +290,22 @@ const make = Effect.gen(function* () {
 
   const interactive = Effect.fn("AuthClient.authorize")(function* (serverUrl: string, options: AuthorizeOptions = {}) {
     const session = yield* userAgent.open
+    // A session that brings the redirect back to this process keeps the pending authorization in memory: two fewer
+    // store writes (each a flushed file write with the file store), and a callback replayed through complete() finds
+    // nothing. It is stored only if the user must take over (interaction-required), for complete() to finish.
+    const stored = session.inProcess !== true
     return yield* Effect.gen(function* () {
-      const { request, server, client } = yield* prepare(serverUrl, options, session.redirectUri)
-      const callbackUrl = yield* session
-        .run(request.url)
-        .pipe(
-          Effect.tapError((error) =>
-            error.reason === "interaction-required" ? Effect.void : store.delete(pendingKey(request.pending.state)),
-          ),
-        )
-      return yield* finish(callbackUrl, request.pending, { server, client }).pipe(
-        Effect.tapError(() => store.delete(pendingKey(request.pending.state))),
+      const { request, server, client } = yield* prepare(serverUrl, options, session.redirectUri, stored)
+      const key = pendingKey(request.pending.state)
+      const callbackUrl = yield* session.run(request.url).pipe(
+        Effect.tapError((error) => {
+          // The user takes over: complete() finishes from the store, so the pending authorization must be there.
+          if (error.reason === "interaction-required") return stored ? Effect.void : store.set(key, request.pending)
+          return stored ? store.delete(key) : Effect.void
+        }),
+      )
+      return yield* finish(callbackUrl, request.pending, stored, { server, client }).pipe(
+        Effect.tapError(() => (stored ? store.delete(key) : Effect.void)),
       )
     }).pipe(Effect.ensuring(session.close))
   })
@@ -298,7 +315,9 @@ const make = Effect.gen(function* () {
 
   const begin = Effect.fn("AuthClient.begin")(function* (serverUrl: string, options: AuthorizeOptions = {}) {
     const session = yield* userAgent.open
-    const { request } = yield* prepare(serverUrl, options, session.redirectUri).pipe(Effect.ensuring(session.close))
+    const { request } = yield* prepare(serverUrl, options, session.redirectUri, true).pipe(
+      Effect.ensuring(session.close),
+    )
     return { url: request.url, state: request.pending.state } as Begun
   })
 
@@ -325,7 +344,7 @@ const make = Effect.gen(function* () {
         message: `the authorization response at ${where} carries a state that matches no pending authorization; it was discarded (it may be forged, replayed, or from another request)`,
       })
     }
-    return yield* finish(callbackUrl, pending)
+    return yield* finish(callbackUrl, pending, true)
   })
 
   /** Runs an effect once per key at a time: callers arriving while it runs share its outcome. */
@@ -628,7 +647,7 @@ export interface PlainAuthClient {
   readonly accessToken: (serverUrl: string) => Promise<string | undefined>
   /** Reacts to a 401 received by the caller: refresh when possible, else authorize with the response's challenge. */
   readonly unauthorized: (serverUrl: string, response: Response) => Promise<void>
-  /** Releases the client's runtime. */
+  /** Releases what the client holds: nothing today (it keeps no runtime, connection or timer); kept for callers. */
   readonly dispose: () => Promise<void>
 }
 
@@ -649,23 +668,26 @@ export interface PlainAuthClient {
  */
 export const createAuthClient = (options: CreateOptions = {}): PlainAuthClient => {
   const backend = options.store === undefined || options.store === "memory" ? memory() : options.store
-  const layer = AuthClient.layer.pipe(
-    Layer.provide(
-      Layer.mergeAll(
-        ClientConfig.layer(options),
-        TokenStore.layerBackend(backend),
-        DiscoveryCache.layerMemory,
-        Layer.succeed(UserAgent, options.userAgent ?? noUserAgent),
+  // The service is made once, on first use, from plain service values rather than through a layer and a managed
+  // runtime: its services are values that hold nothing to release, so the layer graph, memo map and scope would
+  // only add to the first call of a cold start. The Effect face (`AuthClient.layer`) runs the same `make`.
+  let client: AuthClient["Service"] | undefined
+  const service = (): AuthClient["Service"] => {
+    client ??= Effect.runSync(
+      make.pipe(
+        Effect.provideContext(
+          Context.make(ClientConfig, ClientConfig.make(options)).pipe(
+            Context.add(TokenStore, fromBackend(backend)),
+            Context.add(DiscoveryCache, memoryCache()),
+            Context.add(UserAgent, options.userAgent ?? noUserAgent),
+          ),
+        ),
       ),
-    ),
-  )
-  const runtime = ManagedRuntime.make(layer)
-  const run = <A>(f: (client: AuthClient["Service"]) => Effect.Effect<A, AuthError>): Promise<A> =>
-    runtime.runPromise(
-      Effect.gen(function* () {
-        return yield* f(yield* AuthClient)
-      }),
     )
+    return client
+  }
+  const run = <A>(f: (client: AuthClient["Service"]) => Effect.Effect<A, AuthError>): Promise<A> =>
+    Effect.runPromise(Effect.suspend(() => f(service())))
   return {
     fetch: (input, init) => run((client) => client.fetch(input, init)),
     authorize: (serverUrl, authorizeOptions) => run((client) => client.authorize(serverUrl, authorizeOptions)),
@@ -675,6 +697,6 @@ export const createAuthClient = (options: CreateOptions = {}): PlainAuthClient =
     complete: (callbackUrl) => run((client) => client.complete(callbackUrl)),
     accessToken: (serverUrl) => run((client) => client.accessToken(serverUrl)),
     unauthorized: (serverUrl, response) => run((client) => client.unauthorized(serverUrl, response)),
-    dispose: () => runtime.dispose(),
+    dispose: () => Promise.resolve(),
   }
 }

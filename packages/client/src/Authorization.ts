@@ -107,6 +107,8 @@ export const buildRequest = Effect.fn("Authorization.buildRequest")(function* (i
   readonly scope: ReadonlyArray<string>
   /** Further parameters (from extensions); they never replace the ones set here. */
   readonly parameters?: Readonly<Record<string, string>>
+  /** A PKCE pair made beforehand (`Pkce.generate()`); a new one is made when absent. */
+  readonly pkce?: Pkce.Pair
 }) {
   const endpoint = input.server.metadata.authorization_endpoint as string
   const url = URL.parse(endpoint)
@@ -118,7 +120,7 @@ export const buildRequest = Effect.fn("Authorization.buildRequest")(function* (i
       message: `the authorization_endpoint "${endpoint}" of ${input.server.issuer} is not an http(s) URL`,
     })
   }
-  const pkce = yield* Effect.promise(() => Pkce.generate())
+  const pkce = input.pkce ?? (yield* Effect.promise(() => Pkce.generate()))
   const state = Bytes.randomBase64Url(32)
   const params = url.searchParams
   params.set("response_type", "code")

@@ -165,7 +165,9 @@ const resolve = (options: ClientOptions = {}): ResolvedOptions => ({
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization | MCP authorization}
  */
 export class ClientConfig extends Context.Service<ClientConfig, ResolvedOptions>()("@keyway/client/ClientConfig") {
+  /** The configuration from options, with defaults applied. */
+  static readonly make = (options: ClientOptions = {}): ResolvedOptions => ClientConfig.of(resolve(options))
   /** A layer from options, with defaults applied. */
   static readonly layer = (options: ClientOptions = {}): Layer.Layer<ClientConfig> =>
-    Layer.succeed(ClientConfig, ClientConfig.of(resolve(options)))
+    Layer.succeed(ClientConfig, ClientConfig.make(options))
 }

@@ -32,7 +32,13 @@ interface Entry {
   readonly freshUntil: number
 }
 
-const memory = (): DiscoveryCache["Service"] => {
+/**
+ * An in-memory cache, as a service value (the plain face builds its services without layers); entries age by
+ * Effect's `Clock` and last as long as the process.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc9111.html#section-4.2 | RFC 9111 §4.2}
+ */
+export const memory = (): DiscoveryCache["Service"] => {
   const entries = new Map<string, Entry>()
   return DiscoveryCache.of({
     get: (url) =>

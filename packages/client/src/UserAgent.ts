@@ -27,6 +27,13 @@ export interface Session {
   readonly run: (authorizationUrl: string) => Effect.Effect<string, AuthError>
   /** Releases what the session holds (the loopback listener). */
   readonly close: Effect.Effect<void>
+  /**
+   * True when `run` brings the redirect back to this process without the process or page being left (a loopback
+   * listener, an agent that follows the redirects itself). The pending authorization, `state` and PKCE verifier,
+   * then stays in memory instead of the token store; it is stored only when `run` fails with `interaction-required`,
+   * so that `complete()` can still finish it. Absent or false: stored before `run` (a page that navigates away).
+   */
+  readonly inProcess?: boolean
 }
 
 /**
@@ -168,7 +175,12 @@ export const headless = (options: HeadlessOptions = {}): UserAgent["Service"] =>
       Effect.fail(needsPerson(page, "the authorization server needs a person, use the browser user agent")),
   } satisfies Parameters<typeof drive>[1]
   return UserAgent.of({
-    open: Effect.succeed({ redirectUri, run: (url: string) => drive(url, settings), close: Effect.void }),
+    open: Effect.succeed({
+      redirectUri,
+      run: (url: string) => drive(url, settings),
+      close: Effect.void,
+      inProcess: true,
+    }),
   })
 }
 
@@ -253,7 +265,7 @@ export const testUser = (options: TestUserOptions): UserAgent["Service"] => {
       answer,
     })
   }
-  return UserAgent.of({ open: Effect.succeed({ redirectUri, run, close: Effect.void }) })
+  return UserAgent.of({ open: Effect.succeed({ redirectUri, run, close: Effect.void, inProcess: true }) })
 }
 
 /**

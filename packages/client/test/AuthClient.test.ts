@@ -355,6 +355,45 @@ describe("tokens never leave their resource", () => {
   })
 })
 
+describe("pending authorizations", () => {
+  it("stay out of the store when the agent brings the redirect back to this process", async () => {
+    const inner = memory()
+    const writes: Array<string> = []
+    const store = {
+      get: inner.get,
+      set: (key: string, value: unknown) => {
+        writes.push(`set ${key.split(":")[0]}`)
+        return inner.set(key, value)
+      },
+      delete: (key: string) => {
+        writes.push(`delete ${key.split(":")[0]}`)
+        return inner.delete(key)
+      },
+    }
+    const { rs, client } = await world({ client: { store } })
+    expect((await client.fetch(rs.url, post(rpc("initialize")))).status).toBe(200)
+    expect(writes).toEqual(["set client", "set tokens"])
+  })
+
+  it("are stored when such an agent meets a page that needs a person, so that complete() can finish", async () => {
+    let person = true
+    const { rs, client } = await world({
+      as: {
+        authorizeReply: () =>
+          person ? { status: 200, headers: { "content-type": "text/html" }, body: "<form>" } : undefined,
+      },
+    })
+    const error = await rejection(client.fetch(rs.url, post(rpc("initialize"))))
+    expect(error).toMatchObject({ step: "authorization", reason: "interaction-required", status: 200 })
+    // The person signs in elsewhere; the authorization server then redirects back with a code.
+    person = false
+    const callback = (await fetch((error as AuthError).url, { redirect: "manual" })).headers.get("location") ?? ""
+    expect((await client.complete(callback)).resource).toBe(rs.url)
+    // Completed once: the same callback again finds nothing pending.
+    expect(await rejection(client.complete(callback))).toMatchObject({ step: "callback", reason: "state-mismatch" })
+  })
+})
+
 describe("the drop-in fetch", () => {
   it("accepts a Request and replays its body after authorizing", async () => {
     const { rs, client } = await world()

@@ -126,6 +126,38 @@ describe("file store", () => {
     expect(as.authorizations).toHaveLength(2)
     expect(as.registrations).toHaveLength(1)
   })
+  it("a warm start with an expired access token costs two requests: the refresh, then the call", async () => {
+    const dir = await tempDir()
+    const path = join(dir, "auth.json")
+    const { as, rs } = await world()
+    const first = createAuthClient({ userAgent: headless(), store: { file: path } })
+    expect((await first.fetch(rs.url, post(rpc("initialize")))).status).toBe(200)
+    const saved = await first.tokens(rs.url)
+    await first.dispose()
+    expect(saved?.refresh_token).toEqual(expect.any(String))
+    // The access token expires while no process runs (the refresh token stays valid).
+    await file(path).set(`tokens:${rs.url}`, { ...saved, expires_at: Date.now() - 1000 })
+
+    const sent: Array<string> = []
+    const restarted = createAuthClient({
+      userAgent: headless(),
+      store: { file: path },
+      fetch: (input, init) => {
+        sent.push(`${init?.method ?? "GET"} ${input instanceof Request ? input.url : String(input)}`)
+        return fetch(input, init)
+      },
+    })
+    track(restarted.dispose)
+    expect((await restarted.fetch(rs.url, post(rpc("tools/list")))).status).toBe(200)
+    // No discovery, no registration: the token endpoint and the registration were kept with the tokens.
+    expect(sent).toEqual([`POST ${as.issuer}/token`, `POST ${rs.url}`])
+    expect(as.registrations).toHaveLength(1)
+    // The rotated refresh token is on disk for the next process.
+    const kept = (await file(path).get(`tokens:${rs.url}`)) as { refresh_token?: string; expires_at?: number }
+    expect(kept.refresh_token).toEqual(expect.any(String))
+    expect(kept.refresh_token).not.toBe(saved?.refresh_token)
+    expect(kept.expires_at).toBeGreaterThan(Date.now())
+  })
 })
 
 describe("custom store", () => {

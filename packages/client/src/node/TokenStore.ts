@@ -5,7 +5,7 @@
  * @module
  */
 import { randomUUID } from "node:crypto"
-import { chmod, mkdir, open, readFile, rename, unlink } from "node:fs/promises"
+import { mkdir, open, readFile, rename, unlink } from "node:fs/promises"
 import { dirname, join } from "node:path"
 import { Layer } from "effect"
 import { type Backend, fromBackend, TokenStore } from "../TokenStore.js"
@@ -42,25 +42,41 @@ export const file = (path: string): Backend => {
     return loaded
   }
 
+  /** The temporary file, created owner-only; the directory (owner-only) is made when it is missing. */
+  const create = async (temp: string) => {
+    try {
+      return await open(temp, "wx", 0o600)
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error
+      await mkdir(dirname(path), { recursive: true, mode: 0o700 })
+      return await open(temp, "wx", 0o600)
+    }
+  }
+
+  // Crash safety: the new content goes to a temporary file in the same directory, is flushed to disk (fsync), and
+  // only then renamed over the old file, so the file is always the previous or the new content, never a torn one.
   const persist = async (entries: Map<string, unknown>): Promise<void> => {
-    await mkdir(dirname(path), { recursive: true, mode: 0o700 })
     const temp = join(dirname(path), `.${randomUUID()}.tmp`)
     const body: FileShape = { version: 1, entries: Object.fromEntries(entries) }
-    const handle = await open(temp, "wx", 0o600)
+    const handle = await create(temp)
     try {
+      // The mode is set on the file before it takes the path (open's mode is subject to the umask), and rename
+      // keeps it.
+      await handle.chmod(0o600)
       await handle.writeFile(JSON.stringify(body, null, 2))
       await handle.sync()
-    } finally {
+    } catch (error) {
       await handle.close()
+      await unlink(temp).catch(() => undefined)
+      throw error
     }
+    await handle.close()
     try {
       await rename(temp, path)
     } catch (error) {
       await unlink(temp).catch(() => undefined)
       throw error
     }
-    // rename keeps the temp file's mode; chmod again in case a umask or a pre-existing file interfered.
-    await chmod(path, 0o600)
   }
 
   const mutate = (change: (entries: Map<string, unknown>) => void): Promise<void> => {

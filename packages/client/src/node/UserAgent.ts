@@ -139,7 +139,7 @@ export const browser = (options: BrowserOptions = {}): UserAgent["Service"] => {
               ),
           }),
         )
-      resume(Effect.succeed({ redirectUri, run, close }))
+      resume(Effect.succeed({ redirectUri, run, close, inProcess: true }))
     })
   })
   return UserAgent.of({ open })
