@@ -166,9 +166,7 @@ const make = Effect.gen(function* () {
     for (const extension of extensions) {
       if (extension.authorizationParameters === undefined) continue
       parameters = {
-        ...(yield* extension
-          .authorizationParameters(server, resource.metadata)
-          .pipe(Effect.provideService(TokenStore, store))),
+        ...(yield* provide(extension.authorizationParameters(server, resource.metadata))),
         ...parameters,
       }
     }
@@ -493,7 +491,7 @@ const make = Effect.gen(function* () {
       if (outgoing !== undefined) {
         for (const extension of extensions) {
           if (extension.decorate === undefined) continue
-          yield* extension.decorate(outgoing).pipe(Effect.provideService(TokenStore, store))
+          yield* provide(extension.decorate(outgoing))
         }
       }
       const response = yield* send(config.fetch, "request", original.url, {
