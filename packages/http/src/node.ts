@@ -21,6 +21,38 @@ import { classifyMethod, isValidHost, parseTarget } from "./RequestLine.js"
 export type WebHandler = (request: Request) => Response | Promise<Response>
 
 /**
+ * A node:http handler the bridge runs after its checks (header count, Host, request-target, method, a declared body
+ * over the limit), with no Web objects in between: `target` is the validated request-target in origin form (path and
+ * query). It reads the body itself, if it wants it, and answers on `res`; an exception it throws or a promise it
+ * rejects is a 500 without detail, reported through `onError`. Mark it with {@link nodeHandler} to give it to
+ * {@link createNodeServer}, {@link toNodeListener} or {@link listen} in place of a Web handler.
+ *
+ * @see {@link https://nodejs.org/api/http.html#event-request | node:http request event}
+ */
+export type NodeHandler = (req: IncomingMessage, res: ServerResponse, target: string) => void | Promise<void>
+
+declare const nodeHandlerBrand: unique symbol
+
+/** A {@link NodeHandler} marked by {@link nodeHandler}. */
+export type MarkedNodeHandler = NodeHandler & { readonly [nodeHandlerBrand]: true }
+
+/** What the bridge serves: a Web handler, or a node:http handler marked by {@link nodeHandler}. */
+export type Handler = WebHandler | MarkedNodeHandler
+
+const nodeHandlers = new WeakSet<object>()
+
+/**
+ * Marks a node:http handler for the bridge, which then runs it with its checks and without building a Web `Request`
+ * or reading a Web `Response`: the fastest way to serve on node:http when the handler has no use for Web objects.
+ *
+ * @see {@link https://nodejs.org/api/http.html#event-request | node:http request event}
+ */
+export const nodeHandler = (handler: NodeHandler): MarkedNodeHandler => {
+  nodeHandlers.add(handler)
+  return handler as MarkedNodeHandler
+}
+
+/**
  * Options of the bridge.
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc9112.html#section-3.2 | RFC 9112 §3.2 (Host)}
@@ -455,15 +487,10 @@ const readWhole = (req: IncomingMessage, length: number, done: (body: Uint8Array
 }
 
 /**
- * Checks a node:http request and prepares its Web `Request`; `undefined` when it answered the request itself (a
- * refusal).
+ * The checks every request passes before any handler runs: header count, Host, request-target and method. Returns
+ * the request-target in origin form (path and query), or `undefined` when it answered the request itself (a refusal).
  */
-const prepare = (
-  req: IncomingMessage,
-  res: ServerResponse,
-  options: Resolved,
-  onBodyFailure: (kind: "too-large" | "incomplete") => void,
-): Prepared | undefined => {
+const admit = (req: IncomingMessage, res: ServerResponse, options: Resolved): string | undefined => {
   if (req.rawHeaders.length > 2 * options.maxHeaders) {
     refuse(res, 431, `more than ${options.maxHeaders} header fields`, { close: true })
     return undefined
@@ -500,6 +527,26 @@ const prepare = (
     else refuse(res, 405, `the method ${method} is not allowed`, { headers: { allow }, close: true })
     return undefined
   }
+  return target.path
+}
+
+/** Whether the request announces a body (chunked, or a non-zero `Content-Length`). */
+const announcesBody = (req: IncomingMessage): boolean =>
+  req.headers["transfer-encoding"] !== undefined || (req.headers["content-length"] ?? "0") !== "0"
+
+/**
+ * Checks a node:http request and prepares its Web `Request`; `undefined` when it answered the request itself (a
+ * refusal).
+ */
+const prepare = (
+  req: IncomingMessage,
+  res: ServerResponse,
+  options: Resolved,
+  onBodyFailure: (kind: "too-large" | "incomplete") => void,
+): Prepared | undefined => {
+  const path = admit(req, res, options)
+  if (path === undefined) return undefined
+  const method = req.method ?? "GET"
   const origin = options.publicOrigin?.() ?? `http://${req.headers.host}`
   const headers = new Headers()
   const raw = req.rawHeaders
@@ -511,8 +558,7 @@ const prepare = (
   }
   const init: Prepared["init"] = { method, headers }
   let buffer: number | undefined
-  const hasBody = req.headers["transfer-encoding"] !== undefined || (req.headers["content-length"] ?? "0") !== "0"
-  if (hasBody) {
+  if (announcesBody(req)) {
     if (method === "GET" || method === "HEAD") {
       // A Web request cannot carry it and nobody reads it: close the connection instead of draining it.
       res.shouldKeepAlive = false
@@ -536,7 +582,7 @@ const prepare = (
       if (buffer === undefined) init.duplex = "half"
     }
   }
-  return { url: `${origin}${target.path}`, init, buffer }
+  return { url: `${origin}${path}`, init, buffer }
 }
 
 /** The Web `Request` of a prepared request; `undefined` when its URL is not valid, answered 400. */
@@ -553,16 +599,50 @@ const toRequest = (req: IncomingMessage, res: ServerResponse, prepared: Prepared
 }
 
 /**
- * A node:http `(req, res)` listener that runs a Web handler, applying every check of this module.
+ * A node:http `(req, res)` listener that runs a Web handler (or a {@link nodeHandler}), applying every check of this
+ * module.
  *
  * @see {@link https://nodejs.org/api/http.html#event-request | node:http request event}
  */
-export const toNodeListener = (
-  handler: WebHandler,
-  options: BridgeOptions = {},
-): ((req: IncomingMessage, res: ServerResponse) => void) => listenerFor(handler, resolveOptions(options))
+export const toNodeListener: {
+  (handler: WebHandler, options?: BridgeOptions): (req: IncomingMessage, res: ServerResponse) => void
+  (handler: MarkedNodeHandler, options?: BridgeOptions): (req: IncomingMessage, res: ServerResponse) => void
+  (handler: Handler, options?: BridgeOptions): (req: IncomingMessage, res: ServerResponse) => void
+} = (handler: Handler, options: BridgeOptions = {}) => listenerFor(handler, resolveOptions(options))
 
-const listenerFor =
+const listenerFor = (handler: Handler, resolved: Resolved): ((req: IncomingMessage, res: ServerResponse) => void) =>
+  nodeHandlers.has(handler)
+    ? nodeListenerFor(handler as NodeHandler, resolved)
+    : webListenerFor(handler as WebHandler, resolved)
+
+const nodeListenerFor =
+  (handler: NodeHandler, resolved: Resolved) =>
+  (req: IncomingMessage, res: ServerResponse): void => {
+    const target = admit(req, res, resolved)
+    if (target === undefined) return
+    if (announcesBody(req)) {
+      const method = req.method
+      if (method === "GET" || method === "HEAD") res.shouldKeepAlive = false
+      const declared = req.headers["content-length"]
+      if (declared !== undefined && Number(declared) > resolved.maxBodyBytes) {
+        refuse(res, 413, `the request body exceeds the limit of ${resolved.maxBodyBytes} bytes`, { close: true })
+        return
+      }
+    }
+    const failed = (error: unknown) => {
+      resolved.onError(error)
+      if (res.headersSent) res.destroy()
+      else refuse(res, 500, "the server could not answer this request", { close: true })
+    }
+    try {
+      const done = handler(req, res, target)
+      if (done !== undefined) done.then(undefined, failed)
+    } catch (error) {
+      failed(error)
+    }
+  }
+
+const webListenerFor =
   (handler: WebHandler, resolved: Resolved) =>
   (req: IncomingMessage, res: ServerResponse): void => {
     let bodyFailure: "too-large" | "incomplete" | undefined
@@ -624,13 +704,17 @@ const listenerFor =
   }
 
 /**
- * A node:http server around a Web handler: the listener of {@link toNodeListener}, plus answers node:http gives
+ * A node:http server around a Web handler (or a {@link nodeHandler}): the listener of {@link toNodeListener}, plus answers node:http gives
  * outside it — 405 to CONNECT (which never reaches a request listener) and 413 instead of `100 Continue` for a body
  * announced larger than the limit.
  *
  * @see {@link https://nodejs.org/api/http.html#httpcreateserveroptions-requestlistener | node:http createServer}
  */
-export const createNodeServer = (handler: WebHandler, options: ServerOptions = {}): Server => {
+export const createNodeServer: {
+  (handler: WebHandler, options?: ServerOptions): Server
+  (handler: MarkedNodeHandler, options?: ServerOptions): Server
+  (handler: Handler, options?: ServerOptions): Server
+} = (handler: Handler, options: ServerOptions = {}): Server => {
   const resolved = resolveOptions(options)
   const listener = listenerFor(handler, resolved)
   const requestTimeout = options.requestTimeout ?? 30_000
@@ -660,11 +744,15 @@ export const createNodeServer = (handler: WebHandler, options: ServerOptions = {
 }
 
 /**
- * Serves a Web handler with node:http on `host:port` (127.0.0.1 and a free port by default).
+ * Serves a Web handler (or a {@link nodeHandler}) with node:http on `host:port` (127.0.0.1 and a free port by default).
  *
  * @see {@link https://nodejs.org/api/http.html#serverlisten | node:http server.listen}
  */
-export const listen = (handler: WebHandler, options: ListenOptions = {}): Promise<RunningServer> =>
+export const listen: {
+  (handler: WebHandler, options?: ListenOptions): Promise<RunningServer>
+  (handler: MarkedNodeHandler, options?: ListenOptions): Promise<RunningServer>
+  (handler: Handler, options?: ListenOptions): Promise<RunningServer>
+} = (handler: Handler, options: ListenOptions = {}): Promise<RunningServer> =>
   new Promise((resolve, reject) => {
     const server = createNodeServer(handler, options)
     server.once("error", reject)

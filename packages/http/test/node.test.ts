@@ -7,6 +7,8 @@ import {
   clientAddress,
   createNodeServer,
   listen,
+  type MarkedNodeHandler,
+  nodeHandler,
   type RunningServer,
   toNodeListener,
   type WebHandler,
@@ -23,6 +25,12 @@ const echo: WebHandler = async (request) => {
 }
 
 const start = async (handler: WebHandler = echo, options: Parameters<typeof listen>[1] = {}) => {
+  const server = await listen(handler, options)
+  running.push(server)
+  return server
+}
+
+const startNode = async (handler: MarkedNodeHandler, options: Parameters<typeof listen>[1] = {}) => {
   const server = await listen(handler, options)
   running.push(server)
   return server
@@ -551,5 +559,124 @@ describe("the node:http bridge", () => {
   it("refuses bad options", () => {
     expect(() => toNodeListener(echo, { maxBodyBytes: -1 })).toThrow("maxBodyBytes must be a non-negative integer")
     expect(() => toNodeListener(echo, { maxHeaders: 1.5 })).toThrow("maxHeaders must be a non-negative integer")
+  })
+})
+
+describe("node handlers on the bridge", () => {
+  const nodeEcho = nodeHandler((req, res, target) => {
+    const text = JSON.stringify({ method: req.method, target })
+    res.writeHead(200, { "content-type": "application/json", "content-length": String(text.length) }).end(text)
+  })
+
+  it("run with the validated origin-form target, from an absolute-form one too, and no Web objects", async () => {
+    const server = await startNode(nodeEcho)
+    const origin = await rawRequest(server.port, "GET /a/b?q=1 HTTP/1.1\r\nHost: a\r\n\r\n")
+    expect(JSON.parse(origin.body)).toEqual({ method: "GET", target: "/a/b?q=1" })
+    const absolute = await rawRequest(server.port, "POST http://a/x?y HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n")
+    expect(JSON.parse(absolute.body)).toEqual({ method: "POST", target: "/x?y" })
+  })
+
+  it.each([
+    ["a bad Host", "GET / HTTP/1.1\r\nHost: a b\r\n\r\n", 400, "the Host header is not a valid host[:port]"],
+    ["two Hosts", "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400, "the request has more than one Host header"],
+    ["* for GET", "GET * HTTP/1.1\r\nHost: a\r\n\r\n", 400, "the request-target * is only for OPTIONS"],
+    ["TRACE", "TRACE / HTTP/1.1\r\nHost: a\r\n\r\n", 405, "the method TRACE is not allowed"],
+    ["PROPFIND", "PROPFIND / HTTP/1.1\r\nHost: a\r\n\r\n", 501, "the method PROPFIND is not implemented"],
+    [
+      "a declared body over the limit",
+      "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 50000000\r\n\r\nabc",
+      413,
+      "the request body exceeds the limit of 1024 bytes",
+    ],
+    [
+      "a body over the limit announced with Expect: 100-continue",
+      "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5000\r\nExpect: 100-continue\r\n\r\n",
+      413,
+      "the request body exceeds the limit of 1024 bytes",
+    ],
+    [
+      "31 header fields over a limit of 30",
+      `GET / HTTP/1.1\r\nHost: a\r\n${Array.from({ length: 30 }, (_, i) => `h${i}: v\r\n`).join("")}\r\n`,
+      431,
+      "more than 30 header fields",
+    ],
+  ])("are not run for %s", async (_, request, status, message) => {
+    let calls = 0
+    const server = await startNode(
+      nodeHandler(() => {
+        calls++
+      }),
+      { maxBodyBytes: 1024, maxHeaders: 30 },
+    )
+    const answer = await rawRequest(server.port, request)
+    expect(answer.status).toBe(status)
+    const reasons: Record<number, string> = {
+      400: "Bad Request",
+      405: "Method Not Allowed",
+      413: "Content Too Large",
+      431: "Request Header Fields Too Large",
+      501: "Not Implemented",
+    }
+    expect(answer.body).toBe(`${reasons[status]}: ${message}\n`)
+    expect(calls).toBe(0)
+  })
+
+  it("a throw, a rejected promise: 500 without detail, reported once each; after the head, the connection is cut", async () => {
+    const errors: Array<unknown> = []
+    const server = await startNode(
+      nodeHandler(async (_req, res, target) => {
+        if (target === "/sync") throw new Error("sync detail")
+        if (target === "/late") {
+          res.writeHead(200, { "content-type": "text/plain" })
+          res.write("partial")
+          throw new Error("late detail")
+        }
+        await Promise.resolve()
+        throw new Error("async detail")
+      }),
+      { onError: (error) => errors.push(error) },
+    )
+    for (const path of ["/sync", "/async"]) {
+      const answer = await fetch(`${server.url}${path}`)
+      expect(answer.status).toBe(500)
+      expect(await answer.text()).toBe("Internal Server Error: the server could not answer this request\n")
+    }
+    const late = await rawRequest(server.port, "GET /late HTTP/1.1\r\nHost: a\r\n\r\n")
+    expect(late.status).toBe(200)
+    expect(late.closed).toBe(true)
+    expect(errors.map((e) => (e as Error).message)).toEqual(["sync detail", "async detail", "late detail"])
+  })
+
+  it("a node handler reads the body itself, and a GET with a body has its connection closed", async () => {
+    const server = await startNode(
+      nodeHandler(async (req, res) => {
+        const chunks: Array<Buffer> = []
+        for await (const chunk of req) chunks.push(chunk as Buffer)
+        res.end(Buffer.concat(chunks).toString())
+      }),
+    )
+    expect(await (await fetch(server.url, { method: "POST", body: "hello" })).text()).toBe("hello")
+    const get = await rawRequest(server.port, "GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc")
+    expect(get.headers.connection).toBe("close")
+  })
+
+  it("toNodeListener and createNodeServer take them too", async () => {
+    for (const make of [
+      () => createNodeServer(nodeEcho),
+      () => {
+        const server = createNodeServer(echo)
+        server.removeAllListeners("request")
+        server.on("request", toNodeListener(nodeEcho))
+        return server
+      },
+    ]) {
+      const server = make()
+      await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+      const { port } = server.address() as { port: number }
+      const answer = await rawRequest(port, "GET /n HTTP/1.1\r\nHost: a\r\n\r\n")
+      expect(JSON.parse(answer.body)).toEqual({ method: "GET", target: "/n" })
+      server.closeAllConnections()
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+    }
   })
 })

@@ -2,7 +2,9 @@
  * Benchmark server process: one protected endpoint on node:http, in one of the modes
  * - "bare": a plain node:http listener, no Web objects and no authentication (the anchor of the adapter);
  * - "none": no authentication, through the Web adapter (`toNodeListener`);
- * - "keyway": Keyway's `protect()` through the adapter, as the README's plain-Node form;
+ * - "keyway": Keyway's `protect()` (a Web handler) through the adapter;
+ * - "keyway-node": Keyway's `protectNode()` (a node:http handler) through the same bridge, the README's plain-Node
+ *   form: the bridge's checks and authentication, no Web objects;
  * - "check": Keyway's framework-neutral `check()` called from a plain node:http listener (no Web objects);
  * - "jose": jose's `jwtVerify` alone in a plain node:http listener, with the checks Keyway makes and no cache;
  * - "sdk": the MCP SDK's `requireBearerAuth` with a jose verifier, through the adapter;
@@ -102,6 +104,15 @@ if (mode === "bare") {
         else refuse(res, outcome.rejection.status, outcome.rejection.headers, outcome.rejection.body)
       })
   }
+} else if (mode === "keyway-node") {
+  handler = async () => ok()
+  const protectedResource = createProtectedResource({
+    resource,
+    authorizationServers: [ISSUER],
+    requiredScopes: ["mcp"],
+    verifier: jwt({ jwksUri, algorithms: ["ES256"] }),
+  })
+  listener = current.toNodeListener(current.protectNode(protectedResource, (_req, res) => answer(res)))
 } else if (mode === "none") {
   handler = async () => ok()
 } else if (mode === "keyway" || mode === "keyway-previous") {

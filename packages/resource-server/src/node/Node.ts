@@ -11,8 +11,12 @@
 export {
   type BridgeOptions,
   createNodeServer,
+  type Handler,
   type ListenOptions,
   listen,
+  type MarkedNodeHandler,
+  type NodeHandler,
+  nodeHandler,
   type RunningServer,
   type ServerOptions,
   toNodeListener,

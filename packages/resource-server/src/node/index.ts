@@ -9,3 +9,9 @@ export * from "../index.js"
 /** Web handlers on `node:http`. */
 export * as Node from "./Node.js"
 export { createNodeServer, toNodeListener } from "./Node.js"
+export {
+  type NodeAuthenticated,
+  type ProtectedNodeHandler,
+  type ProtectNodeOptions,
+  protectNode,
+} from "./Protect.js"
