@@ -117,6 +117,18 @@ const scenarios: Array<Scenario> = [
   { id: "distinct", label: "(b) Keyway `protect()`, ES256 JWT, distinct tokens", mode: "keyway", tokens: "distinct" },
   { id: "check", label: "Keyway `check()` on bare node:http, distinct tokens", mode: "check", tokens: "distinct" },
   { id: "jose", label: "jose `jwtVerify` alone on bare node:http, distinct tokens", mode: "jose", tokens: "distinct" },
+  {
+    id: "floor",
+    label: "floor: one `node:crypto` ES256 verification and the claims, thread pool, distinct tokens",
+    mode: "floor",
+    tokens: "distinct",
+  },
+  {
+    id: "floorSync",
+    label: "floor: the same on the event loop, distinct tokens",
+    mode: "floor-sync",
+    tokens: "distinct",
+  },
   { id: "sdkSame", label: "(c) MCP SDK requireBearerAuth + jose, same token", mode: "sdk", tokens: "same" },
   {
     id: "sdkDistinct",

@@ -7,11 +7,17 @@
  *   form: the bridge's checks and authentication, no Web objects;
  * - "check": Keyway's framework-neutral `check()` called from a plain node:http listener (no Web objects);
  * - "jose": jose's `jwtVerify` alone in a plain node:http listener, with the checks Keyway makes and no cache;
+ * - "floor": the least any verifier does, in a plain node:http listener: split the token, one ES256 verification with
+ *   `node:crypto` (a key object made once, the signature converted to DER, on the thread pool), parse the
+ *   payload and compare issuer, audience, expiry and scope; no header checks, no cache. It bounds what a verifier
+ *   can reach on this machine;
+ * - "floor-sync": "floor" with the verification on the event loop;
  * - "sdk": the MCP SDK's `requireBearerAuth` with a jose verifier, through the adapter;
  * - "keyway-previous": "keyway" with the build whose index.js is the third argument, for before/after rows.
  * Reads the public key from the setup file written by run.ts, prints one JSON line {port} once listening, and
  * answers every line on stdin with its CPU usage so far (process.cpuUsage, microseconds).
  */
+import { createPublicKey, verify } from "node:crypto"
 import { readFileSync } from "node:fs"
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
@@ -113,6 +119,52 @@ if (mode === "bare") {
     verifier: jwt({ jwksUri, algorithms: ["ES256"] }),
   })
   listener = current.toNodeListener(current.protectNode(protectedResource, (_req, res) => answer(res)))
+} else if (mode === "floor" || mode === "floor-sync") {
+  handler = async () => ok()
+  const key = createPublicKey({ key: jwk as import("node:crypto").JsonWebKey, format: "jwk" })
+  const sync = mode === "floor-sync"
+  const unauthorized = (res: ServerResponse) =>
+    refuse(res, 401, { "content-type": "application/json" }, `{"error":"invalid_token"}`)
+  const accept = (res: ServerResponse, payloadPart: string) => {
+    const claims = JSON.parse(Buffer.from(payloadPart, "base64url").toString()) as Record<string, unknown>
+    const fine =
+      claims.iss === ISSUER &&
+      claims.aud === resource &&
+      typeof claims.exp === "number" &&
+      claims.exp * 1000 > Date.now() &&
+      String(claims.scope).split(" ").includes("mcp")
+    if (fine) answer(res)
+    else unauthorized(res)
+  }
+  // An ECDSA signature as R and S side by side (32 bytes each) in DER: node:crypto verifies DER with less CPU.
+  const integer = (bytes: Buffer): Buffer => {
+    let start = 0
+    while (start < bytes.length - 1 && bytes[start] === 0) start++
+    const trimmed = bytes.subarray(start)
+    return trimmed[0]! >= 0x80 ? Buffer.concat([Buffer.of(0), trimmed]) : trimmed
+  }
+  const der = (raw: Buffer): Buffer => {
+    const r = integer(raw.subarray(0, 32))
+    const s = integer(raw.subarray(32))
+    return Buffer.concat([Buffer.of(0x30, r.length + s.length + 4, 2, r.length), r, Buffer.of(2, s.length), s])
+  }
+  listener = (req, res) => {
+    const authorization = req.headers.authorization ?? ""
+    const token = authorization.startsWith("Bearer ") ? authorization.slice(7) : ""
+    const second = token.lastIndexOf(".")
+    const first = token.indexOf(".")
+    const data = Buffer.from(token.slice(0, second))
+    const signature = der(Buffer.from(token.slice(second + 1), "base64url"))
+    if (sync) {
+      if (verify("sha256", data, key, signature)) accept(res, token.slice(first + 1, second))
+      else unauthorized(res)
+      return
+    }
+    verify("sha256", data, key, signature, (error, valid) => {
+      if (error === null && valid) accept(res, token.slice(first + 1, second))
+      else unauthorized(res)
+    })
+  }
 } else if (mode === "none") {
   handler = async () => ok()
 } else if (mode === "keyway" || mode === "keyway-previous") {

@@ -371,7 +371,14 @@ const make = (config: Config, verify: Verify, now: () => number): ProtectedResou
     handleMetadata: (request) => serveMetadata(request),
     metadataHandler: async (request) => serveMetadata(request) ?? new Response(null, { status: 404 }),
     authenticate: web.authenticate,
-    check: async (request, scopes) => pipeline.check(request, scopes),
+    // No async function: a promise returned from one is adopted through two more turns of the microtask queue.
+    check: (request, scopes) => {
+      try {
+        return Promise.resolve(pipeline.check(request, scopes))
+      } catch (error) {
+        return Promise.reject(error)
+      }
+    },
     checkNow: (request, scopes) => pipeline.check(request, scopes),
     // A settled outcome (a cached token) is answered without waiting for a promise.
     authenticateEffect: (request, scopes) =>

@@ -11,7 +11,7 @@
  */
 import { base64url } from "jose"
 import type { InvalidTokenReason } from "../VerifiedToken.js"
-import { type NodeCrypto, nodeCrypto } from "./native.js"
+import { type NodeCrypto, nodeBuffer, nodeCrypto } from "./native.js"
 
 /** A signature algorithm: the key jose imports for it, and how Web Crypto and `node:crypto` verify with it. */
 export interface SignatureAlgorithm {
@@ -82,10 +82,29 @@ export const split = (token: string): readonly [string, string, string] | undefi
 
 const strictText = new TextDecoder("utf-8", { fatal: true })
 
+// The base64url alphabet without padding, the only encoding of a compact JWS part (RFC 7515 §2).
+const BASE64URL = /^[A-Za-z0-9_-]*$/
+
+/**
+ * The bytes of a base64url part (RFC 7515 §2: no padding, no whitespace, nothing outside the alphabet); undefined
+ * when it is anything else. node:buffer decodes it where the runtime has it, several times faster than `atob`.
+ */
+export const decodePart = (part: string): Uint8Array<ArrayBuffer> | undefined => {
+  if (part.length % 4 === 1 || !BASE64URL.test(part)) return undefined
+  if (nodeBuffer !== undefined) return nodeBuffer.from(part, "base64url") as Uint8Array<ArrayBuffer>
+  try {
+    return base64url.decode(part) as Uint8Array<ArrayBuffer>
+  } catch {
+    return undefined
+  }
+}
+
 /** A base64url part holding a JSON object (a JOSE header or a JWT claims set); undefined when it is anything else. */
 export const decodeObject = (part: string): Record<string, unknown> | undefined => {
+  const bytes = decodePart(part)
+  if (bytes === undefined) return undefined
   try {
-    const value: unknown = JSON.parse(strictText.decode(base64url.decode(part)))
+    const value: unknown = JSON.parse(strictText.decode(bytes))
     return typeof value === "object" && value !== null && !Array.isArray(value)
       ? (value as Record<string, unknown>)
       : undefined
@@ -150,35 +169,42 @@ const keyObjectOf = (crypto: typeof NodeCrypto, key: CryptoKey): KeyObject | nul
 
 const encoder = new TextEncoder()
 
-/** One unsigned big-endian integer as a DER INTEGER (X.690 §8.3): no redundant leading zero, a zero before a high bit. */
-const derInteger = (bytes: Uint8Array): Array<number> => {
-  let start = 0
-  while (start < bytes.length - 1 && bytes[start] === 0) start++
-  const value = Array.from(bytes.subarray(start))
-  if ((value[0] as number) >= 0x80) value.unshift(0)
-  return [0x02, value.length, ...value]
-}
-
 /**
  * An ECDSA signature R || S as the DER `ECDSA-Sig-Value` (RFC 3279 §2.2.3) that OpenSSL reads natively: node:crypto's
- * own conversion (`dsaEncoding: "ieee-p1363"`) costs a quarter of a P-256 verification. Undefined when the signature
- * does not have the curve's length, which Web Crypto refuses as well.
+ * own conversion (`dsaEncoding: "ieee-p1363"`) costs a quarter of a P-256 verification. Each half becomes a DER
+ * INTEGER (X.690 §8.3): no redundant leading zero, a zero before a high bit. Undefined when the signature does not
+ * have the curve's length, which Web Crypto refuses as well.
  */
-export const ecdsaToDer = (signature: Uint8Array, size: number): Uint8Array | undefined => {
+export const ecdsaToDer = (signature: Uint8Array, size: number): Uint8Array<ArrayBuffer> | undefined => {
   if (signature.length !== 2 * size) return undefined
-  const body = [...derInteger(signature.subarray(0, size)), ...derInteger(signature.subarray(size))]
-  const header = body.length < 0x80 ? [0x30, body.length] : [0x30, 0x81, body.length]
-  return Uint8Array.from([...header, ...body])
+  let r = 0
+  while (r < size - 1 && signature[r] === 0) r++
+  let s = size
+  while (s < 2 * size - 1 && signature[s] === 0) s++
+  const rPad = (signature[r] as number) >= 0x80 ? 1 : 0
+  const sPad = (signature[s] as number) >= 0x80 ? 1 : 0
+  const rLength = size - r + rPad
+  const sLength = 2 * size - s + sPad
+  const body = 4 + rLength + sLength
+  const out = new Uint8Array((body < 0x80 ? 2 : 3) + body)
+  let o = 0
+  out[o++] = 0x30
+  if (body >= 0x80) out[o++] = 0x81
+  out[o++] = body
+  out[o++] = 0x02
+  out[o++] = rLength
+  if (rPad === 1) out[o++] = 0
+  out.set(signature.subarray(r, size), o)
+  o += size - r
+  out[o++] = 0x02
+  out[o++] = sLength
+  if (sPad === 1) out[o++] = 0
+  out.set(signature.subarray(s, 2 * size), o)
+  return out
 }
 
 /** The bytes of a base64url signature part; undefined when it is not base64url. */
-export const decodeSignature = (part: string): Uint8Array<ArrayBuffer> | undefined => {
-  try {
-    return base64url.decode(part) as Uint8Array<ArrayBuffer>
-  } catch {
-    return undefined
-  }
-}
+export const decodeSignature = (part: string): Uint8Array<ArrayBuffer> | undefined => decodePart(part)
 
 /** Verifies `signature` over the JWS signing input (`header.payload`, encoded) with `key`. */
 export type VerifySignature = (

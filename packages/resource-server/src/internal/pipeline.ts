@@ -75,35 +75,38 @@ export const makePipeline = (config: Config, refusals: Refusals, verify: Verify,
     if (hit !== undefined) return hit
     const pending = inflight.get(key)
     if (pending !== undefined) return pending
-    const promise = verify(token)
-      .catch(
-        (error: unknown): Result.Result<VerifiedToken, VerificationError> =>
-          Result.fail(new VerifierUnavailable({ source: "verifier", detail: String(error) })),
-      )
-      .then((result) => {
-        inflight.delete(key)
-        if (Result.isFailure(result)) return result
-        const token = result.success
-        const at = now()
-        if (!live(token, at)) {
-          return Result.fail(new InvalidToken({ reason: "expired", description: descriptions.expired }))
-        }
-        // Custom verifiers may not check the audience: the protected resource always does.
-        if (!namesResource(token.audience, config.resource)) {
-          return Result.fail(
-            new InvalidToken({ reason: "wrong-audience", description: descriptions["wrong-audience"] }),
-          )
-        }
-        const until = Math.min(
-          token.expiresAt === undefined ? Number.POSITIVE_INFINITY : token.expiresAt * 1000,
-          token.reuseUntil ?? Number.POSITIVE_INFINITY,
-          at + config.cacheTtlMs,
-        )
-        cache.set(key, token, until)
-        return result
-      })
+    const promise = verify(token).then(
+      (result) => settled(key, result),
+      (error: unknown) =>
+        settled(key, Result.fail(new VerifierUnavailable({ source: "verifier", detail: String(error) }))),
+    )
     inflight.set(key, promise)
     return promise
+  }
+
+  // A verification's result, checked on the protected resource's terms and cached when it passes.
+  const settled = (
+    key: string,
+    result: Result.Result<VerifiedToken, VerificationError>,
+  ): Result.Result<VerifiedToken, VerificationError> => {
+    inflight.delete(key)
+    if (Result.isFailure(result)) return result
+    const token = result.success
+    const at = now()
+    if (!live(token, at)) {
+      return Result.fail(new InvalidToken({ reason: "expired", description: descriptions.expired }))
+    }
+    // Custom verifiers may not check the audience: the protected resource always does.
+    if (!namesResource(token.audience, config.resource)) {
+      return Result.fail(new InvalidToken({ reason: "wrong-audience", description: descriptions["wrong-audience"] }))
+    }
+    const until = Math.min(
+      token.expiresAt === undefined ? Number.POSITIVE_INFINITY : token.expiresAt * 1000,
+      token.reuseUntil ?? Number.POSITIVE_INFINITY,
+      at + config.cacheTtlMs,
+    )
+    cache.set(key, token, until)
+    return result
   }
 
   const requiredFor = async (

@@ -188,6 +188,20 @@ describe("compact JWS parts and protected header", () => {
     expect(decodeObject(part(new Uint8Array([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xff, 0x22, 0x7d])))).toBeUndefined()
   })
 
+  it("reads parts in the base64url alphabet only, without padding or whitespace (RFC 7515 §2)", () => {
+    const bytes = Uint8Array.of(0xfb, 0xff, 0xbf, 0x01)
+    const part = Buffer.from(bytes).toString("base64url")
+    expect(part).toBe("-_-_AQ")
+    expect(decodeSignature(part)).toEqual(Buffer.from(bytes))
+    expect(decodeSignature("")).toEqual(Buffer.alloc(0))
+    for (const refused of ["-_-_AQ==", "+/+/AQ", "-_-_ AQ", "-_-_\nAQ", "-_-_A", "-_-_AQ.", "-_-_AQ*"]) {
+      expect(decodeSignature(refused)).toBeUndefined()
+    }
+    const object = Buffer.from('{"a":1}').toString("base64url")
+    expect(decodeObject(`${object}=`)).toBeUndefined()
+    expect(decodeObject(` ${object}`)).toBeUndefined()
+  })
+
   it.each([
     [{ alg: "ES256" }, "ES256"],
     [{ alg: "ES256", crit: ["b64"], b64: true }, "ES256"],
