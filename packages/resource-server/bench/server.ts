@@ -68,6 +68,15 @@ const joseOptions = {
   requiredClaims: ["exp"],
 }
 
+// Keyway's protected resource as every Keyway mode configures it.
+const keywayResource = () =>
+  createProtectedResource({
+    resource,
+    authorizationServers: [ISSUER],
+    requiredScopes: ["mcp"],
+    verifier: jwt({ jwksUri, algorithms: ["ES256"] }),
+  })
+
 let handler: (request: Request) => Promise<Response>
 let listener: ((req: IncomingMessage, res: ServerResponse) => void) | undefined
 if (mode === "bare") {
@@ -89,12 +98,7 @@ if (mode === "bare") {
   }
 } else if (mode === "check") {
   handler = async () => ok()
-  const protectedResource = createProtectedResource({
-    resource,
-    authorizationServers: [ISSUER],
-    requiredScopes: ["mcp"],
-    verifier: jwt({ jwksUri, algorithms: ["ES256"] }),
-  })
+  const protectedResource = keywayResource()
   listener = (req, res) => {
     protectedResource
       .check({
@@ -112,12 +116,7 @@ if (mode === "bare") {
   }
 } else if (mode === "keyway-node") {
   handler = async () => ok()
-  const protectedResource = createProtectedResource({
-    resource,
-    authorizationServers: [ISSUER],
-    requiredScopes: ["mcp"],
-    verifier: jwt({ jwksUri, algorithms: ["ES256"] }),
-  })
+  const protectedResource = keywayResource()
   listener = current.toNodeListener(current.protectNode(protectedResource, (_req, res) => answer(res)))
 } else if (mode === "floor" || mode === "floor-sync") {
   handler = async () => ok()
@@ -168,12 +167,7 @@ if (mode === "bare") {
 } else if (mode === "none") {
   handler = async () => ok()
 } else if (mode === "keyway" || mode === "keyway-previous") {
-  const protectedResource = createProtectedResource({
-    resource,
-    authorizationServers: [ISSUER],
-    requiredScopes: ["mcp"],
-    verifier: jwt({ jwksUri, algorithms: ["ES256"] }),
-  })
+  const protectedResource = keywayResource()
   handler = protectedResource.protect(() => ok())
 } else {
   // The MCP SDK's gate with a jose verifier doing the same checks as Keyway's (no cache: the SDK has none).

@@ -4,7 +4,7 @@ import type { PresentationScheme } from "../src/Presentation.js"
 import { createProtectedResource } from "../src/ProtectedResource.js"
 import { jwt } from "../src/TokenVerifier.js"
 import type { VerifiedToken } from "../src/VerifiedToken.js"
-import { makeKey, mint, now, type SigningKey, startJwks, startWebServer } from "./helpers.js"
+import { accessToken, makeKey, mint, now, type SigningKey, startJwks, startWebServer } from "./helpers.js"
 
 const ISSUER = "https://as.example.com"
 
@@ -49,17 +49,7 @@ let resource: string
 let metadataUrl: string
 
 const token = (cnf?: Record<string, unknown>, scope = "mcp:tools") =>
-  mint(key, {
-    iss: ISSUER,
-    aud: resource,
-    sub: "user-1",
-    client_id: "client-1",
-    scope,
-    iat: now(),
-    exp: now() + 600,
-    jti: crypto.randomUUID(),
-    ...(cnf === undefined ? {} : { cnf }),
-  })
+  accessToken(key, ISSUER, resource, scope, cnf === undefined ? {} : { cnf })
 
 const post = (authorization: string | undefined, headers: Record<string, string> = {}, method = "tools/list") =>
   fetch(`${server.origin}/mcp`, {

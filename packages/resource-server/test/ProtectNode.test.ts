@@ -11,7 +11,7 @@ import {
   type ProtectedResourceService,
 } from "../src/ProtectedResource.js"
 import { jwt } from "../src/TokenVerifier.js"
-import { makeKey, mint, now, type SigningKey, startJwks } from "./helpers.js"
+import { accessToken, makeKey, now, type SigningKey, startJwks } from "./helpers.js"
 
 const ISSUER = "https://as.example.com"
 const RESOURCE = "https://mcp.example.com/mcp"
@@ -64,17 +64,7 @@ const serve = async (protectedResource: ProtectedResourceService, form: "web" | 
 }
 
 const token = (scope = "mcp:tools", extra: Record<string, unknown> = {}) =>
-  mint(key, {
-    iss: ISSUER,
-    aud: RESOURCE,
-    sub: "user-1",
-    client_id: "client-1",
-    scope,
-    iat: now(),
-    exp: now() + 600,
-    jti: crypto.randomUUID(),
-    ...extra,
-  })
+  accessToken(key, ISSUER, RESOURCE, scope, extra)
 
 beforeAll(async () => {
   key = await makeKey("k1")

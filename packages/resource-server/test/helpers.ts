@@ -86,6 +86,29 @@ export const mint = (
     .setProtectedHeader({ alg: header.alg ?? "ES256", typ: header.typ ?? "at+jwt", kid: header.kid ?? key.kid })
     .sign(key.privateKey)
 
+/**
+ * An RFC 9068 access token for `audience` from `issuer`, signed by `key`: subject `user-1`, client `client-1`, ten
+ * minutes to live, a fresh `jti`; `extra` claims are added or replace these.
+ */
+export const accessToken = (
+  key: SigningKey,
+  issuer: string,
+  audience: string,
+  scope: string,
+  extra: Record<string, unknown> = {},
+): Promise<string> =>
+  mint(key, {
+    iss: issuer,
+    aud: audience,
+    sub: "user-1",
+    client_id: "client-1",
+    scope,
+    iat: now(),
+    exp: now() + 600,
+    jti: crypto.randomUUID(),
+    ...extra,
+  })
+
 /** An unsigned (`alg: none`) JWT. */
 export const unsecured = (claims: Record<string, unknown>): string => {
   const enc = (v: unknown) => Buffer.from(JSON.stringify(v)).toString("base64url")
