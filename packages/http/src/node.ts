@@ -23,9 +23,11 @@ export type WebHandler = (request: Request) => Response | Promise<Response>
 /**
  * A node:http handler the bridge runs after its checks (header count, Host, request-target, method, a declared body
  * over the limit), with no Web objects in between: `target` is the validated request-target in origin form (path and
- * query). It reads the body itself, if it wants it, and answers on `res`; an exception it throws or a promise it
- * rejects is a 500 without detail, reported through `onError`. Mark it with {@link nodeHandler} to give it to
- * {@link createNodeServer}, {@link toNodeListener} or {@link listen} in place of a Web handler.
+ * query). It reads the body itself, if it wants it, and answers on `res`: a body without a declared length is not
+ * limited by the bridge, so the handler reads it within a limit of its own (`Body.readIterable`). An exception it
+ * throws or a promise it rejects is a 500 without detail, reported through `onError`. Mark it with
+ * {@link nodeHandler} to give it to {@link createNodeServer}, {@link toNodeListener} or {@link listen} in place of a
+ * Web handler.
  *
  * @see {@link https://nodejs.org/api/http.html#event-request | node:http request event}
  */
@@ -704,9 +706,9 @@ const webListenerFor =
   }
 
 /**
- * A node:http server around a Web handler (or a {@link nodeHandler}): the listener of {@link toNodeListener}, plus answers node:http gives
- * outside it — 405 to CONNECT (which never reaches a request listener) and 413 instead of `100 Continue` for a body
- * announced larger than the limit.
+ * A node:http server around a Web handler (or a {@link nodeHandler}): the listener of {@link toNodeListener}, plus
+ * answers node:http gives outside it — 405 to CONNECT (which never reaches a request listener) and 413 instead of
+ * `100 Continue` for a body announced larger than the limit.
  *
  * @see {@link https://nodejs.org/api/http.html#httpcreateserveroptions-requestlistener | node:http createServer}
  */
