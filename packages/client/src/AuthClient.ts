@@ -7,7 +7,14 @@
  * @module
  */
 import { CanonicalUri, Challenge, McpOperation, Pkce, Scope, type Wire } from "@keyway/core"
-import { Clock, Context, Deferred, Effect, Fiber, Layer, Option, Result } from "effect"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import { AuthError } from "./AuthError.js"
 import { buildRequest, selectScope, validateCallback } from "./Authorization.js"
 import { ClientConfig, type ClientInformation, type ClientOptions, type FetchLike } from "./ClientConfig.js"

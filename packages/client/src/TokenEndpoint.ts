@@ -6,7 +6,9 @@
  * @module
  */
 import { ClientAuth, Grant, Wire } from "@keyway/core"
-import { Clock, Effect, Result } from "effect"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import { SignJWT } from "jose"
 import { AuthError, type Step } from "./AuthError.js"
 import { ClientConfig, type ClientInformation } from "./ClientConfig.js"

@@ -7,7 +7,7 @@
 import { randomUUID } from "node:crypto"
 import { mkdir, open, readFile, rename, unlink } from "node:fs/promises"
 import { dirname, join } from "node:path"
-import { Layer } from "effect"
+import * as Layer from "effect/Layer"
 import { type Backend, fromBackend, TokenStore } from "../TokenStore.js"
 
 export * from "../TokenStore.js"
