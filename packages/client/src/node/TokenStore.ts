@@ -27,6 +27,8 @@ interface FileShape {
 export const file = (path: string): Backend => {
   let loaded: Promise<Map<string, unknown>> | undefined
   let queue: Promise<void> = Promise.resolve()
+  /** The directory being made because the file was missing when read; settles, never fails (see {@link load}). */
+  let directory: Promise<void> | undefined
 
   const load = (): Promise<Map<string, unknown>> => {
     loaded ??= readFile(path, "utf8").then(
@@ -35,8 +37,15 @@ export const file = (path: string): Backend => {
         return new Map(Object.entries(parsed.entries ?? {}))
       },
       (error: NodeJS.ErrnoException) => {
-        if (error.code === "ENOENT") return new Map<string, unknown>()
-        throw error
+        if (error.code !== "ENOENT") throw error
+        // No file yet, so a write will follow: its directory (owner-only, when missing) is made now, while the
+        // caller goes on, rather than on the first write, where a cold start waits for it (milliseconds on a busy
+        // disk). A failure is left to the first write, which makes the directory again and reports it.
+        directory = mkdir(dirname(path), { recursive: true, mode: 0o700 }).then(
+          () => undefined,
+          () => undefined,
+        )
+        return new Map<string, unknown>()
       },
     )
     return loaded
@@ -44,6 +53,7 @@ export const file = (path: string): Backend => {
 
   /** The temporary file, created owner-only; the directory (owner-only) is made when it is missing. */
   const create = async (temp: string) => {
+    await directory
     try {
       return await open(temp, "wx", 0o600)
     } catch (error) {
