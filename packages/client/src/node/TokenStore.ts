@@ -20,7 +20,8 @@ interface FileShape {
 /**
  * A backend in one JSON file, readable and writable by its owner only (mode 0600). Every write goes to a temporary
  * file in the same directory that is then renamed over the old one, so a crash never leaves a half-written file.
- * Writes from one process are serialised; the file is read once, on first use.
+ * Writes from one process are serialised; the file is read once, on first use, and when it is missing its directory
+ * (owner-only, mode 0700) is made then, ahead of the first write.
  *
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-7.1 | OAuth 2.1 §7.1}
  */
