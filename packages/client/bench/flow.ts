@@ -48,7 +48,7 @@ const keywayFlow = async () => {
   const { createAuthClient } = (await import(
     setup.module === undefined ? "@keyway/client/node" : pathToFileURL(setup.module).href
   )) as typeof import("@keyway/client/node")
-  const { Effect } = await import("effect")
+  const Effect = await import("effect/Effect")
   const loadMs = performance.now() - loadingKeyway
   const auth = createAuthClient({
     fetch: wire.fetch,

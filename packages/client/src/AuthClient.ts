@@ -7,7 +7,14 @@
  * @module
  */
 import { CanonicalUri, Challenge, McpOperation, Pkce, Scope, type Wire } from "@keyway/core"
-import { Clock, Context, Deferred, Effect, Fiber, Layer, Option, Result } from "effect"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import { AuthError } from "./AuthError.js"
 import { buildRequest, selectScope, validateCallback } from "./Authorization.js"
 import { ClientConfig, type ClientInformation, type ClientOptions, type FetchLike } from "./ClientConfig.js"
@@ -110,6 +117,72 @@ const serverKey = (raw: string): Effect.Effect<string, AuthError> => {
  */
 const operationOf = (body: string | undefined): string =>
   body === undefined || body === "" ? "*" : McpOperation.nameOf(McpOperation.scan(body))
+
+/** A request to send, as plain values. */
+interface Incoming {
+  readonly url: string
+  readonly method: string
+  readonly headers: Headers
+  readonly signal: AbortSignal | null
+  readonly body: string | ArrayBuffer | undefined
+  readonly bodyText: string | undefined
+}
+
+/** Methods a `Request` keeps as they are (RFC 9110 §9 names, already normalised; `Request` uppercases the others). */
+const PLAIN_METHODS = new Set(["GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"])
+/** The members of `RequestInit` the client forwards (it sends nothing else); others take the `Request` path. */
+const PLAIN_INIT = new Set(["method", "headers", "body", "signal", "redirect"])
+const REDIRECTS = new Set(["follow", "error", "manual"])
+
+/**
+ * The request exactly as a `Request` would see it, read from the values given when they are plain: a URL (string
+ * or `URL`) without credentials, a normalised method, a string body or none (what MCP transports send). Building a
+ * `Request` and reading its body back is the first use of undici's request and stream machinery in a process:
+ * milliseconds before the first request of a cold start, which `fetch` pays again for its own `Request`. Anything
+ * else (a `Request`, another body type or member, an invalid value) goes through {@link throughRequest}, which
+ * validates as `fetch` would.
+ */
+const asGiven = (input: string | URL | Request, init: RequestInit | undefined): Incoming | undefined => {
+  if (input instanceof Request) return undefined
+  if (init !== undefined) {
+    for (const name in init) if (!PLAIN_INIT.has(name)) return undefined
+    if (init.redirect !== undefined && !REDIRECTS.has(init.redirect)) return undefined
+    if (init.signal !== undefined && init.signal !== null && !(init.signal instanceof AbortSignal)) return undefined
+  }
+  const method = init?.method ?? "GET"
+  const text = init?.body
+  if (!PLAIN_METHODS.has(method) || (text !== undefined && text !== null && typeof text !== "string")) return undefined
+  if (typeof text === "string" && (method === "GET" || method === "HEAD")) return undefined
+  const url = URL.parse(input)
+  if (url === null || url.username !== "" || url.password !== "") return undefined
+  let headers: Headers
+  try {
+    headers = new Headers(init?.headers)
+  } catch {
+    return undefined
+  }
+  // What `Request` adds for a string body, so that the headers sent are the same.
+  if (typeof text === "string" && !headers.has("content-type")) headers.set("content-type", "text/plain;charset=UTF-8")
+  const body = typeof text === "string" ? text : undefined
+  return { url: url.href, method, headers, signal: init?.signal ?? null, body, bodyText: body }
+}
+
+/** The request through a `Request`: every input `fetch` takes, validated as `fetch` would, its body read once. */
+const throughRequest = Effect.fnUntraced(function* (input: string | URL | Request, init: RequestInit | undefined) {
+  const request = new Request(input, init)
+  const body =
+    request.method === "GET" || request.method === "HEAD"
+      ? undefined
+      : yield* Effect.promise(() => request.arrayBuffer())
+  return {
+    url: request.url,
+    method: request.method,
+    headers: request.headers,
+    signal: request.signal,
+    body,
+    bodyText: body === undefined ? undefined : new TextDecoder().decode(body),
+  } satisfies Incoming as Incoming
+})
 
 const make = Effect.gen(function* () {
   const configured = yield* ClientConfig
@@ -459,14 +532,10 @@ const make = Effect.gen(function* () {
     })
 
   const fetchWithAuth = Effect.fn("AuthClient.fetch")(function* (input: string | URL | Request, init?: RequestInit) {
-    const original = new Request(input, init)
+    const original = asGiven(input, init) ?? (yield* throughRequest(input, init))
     const key = yield* serverKey(original.url)
-    const body =
-      original.method === "GET" || original.method === "HEAD"
-        ? undefined
-        : yield* Effect.promise(() => original.arrayBuffer())
-    const bodyText = body === undefined ? undefined : new TextDecoder().decode(body)
-    const operation = operationOf(bodyText)
+    const body = original.body
+    const operation = operationOf(original.bodyText)
     const stepKey = `${key} ${operation}`
     let authorized = false
     let refreshed = false

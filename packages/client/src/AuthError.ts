@@ -5,7 +5,7 @@
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#authorization-flow-steps | MCP authorization flow}
  * @module
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 /**
  * The step of the flow an error belongs to.

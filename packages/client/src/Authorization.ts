@@ -6,7 +6,8 @@
  * @module
  */
 import { Bytes, Pkce, Scope, type Wire } from "@keyway/core"
-import { Clock, Effect } from "effect"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
 import { AuthError } from "./AuthError.js"
 import type { ClientInformation } from "./ClientConfig.js"
 import type { DiscoveredAuthorizationServer, DiscoveredResource } from "./Discovery.js"

@@ -5,7 +5,8 @@
  * @module
  */
 import type { Wire } from "@keyway/core"
-import { Context, Layer } from "effect"
+import * as Context from "effect/Context"
+import * as Layer from "effect/Layer"
 import type { ClientExtension } from "./Extension.js"
 import type { FetchLike } from "./internal/http.js"
 

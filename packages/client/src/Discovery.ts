@@ -6,7 +6,8 @@
  * @module
  */
 import { CanonicalUri, type Challenge, Metadata, Revision, WellKnown, type Wire } from "@keyway/core"
-import { Clock, Effect } from "effect"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
 import { AuthError, type Step } from "./AuthError.js"
 import { ClientConfig } from "./ClientConfig.js"
 import { DiscoveryCache } from "./DiscoveryCache.js"

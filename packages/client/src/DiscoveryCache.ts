@@ -6,7 +6,10 @@
  * @see {@link https://www.rfc-editor.org/rfc/rfc9111.html#section-4.2 | RFC 9111 §4.2 (freshness)}
  * @module
  */
-import { Clock, Context, Effect, Layer } from "effect"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 
 /**
  * The discovery cache as an Effect service.

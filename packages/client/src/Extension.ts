@@ -9,7 +9,9 @@
  * @module
  */
 import type { Challenge, Wire } from "@keyway/core"
-import { Context, type Effect, Layer } from "effect"
+import * as Context from "effect/Context"
+import type * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import type { AuthError, Step } from "./AuthError.js"
 import type { ClientInformation, FetchLike, PrivateKeyJwt } from "./ClientConfig.js"
 import type { DiscoveredAuthorizationServer } from "./Discovery.js"

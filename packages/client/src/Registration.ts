@@ -7,7 +7,9 @@
  * @module
  */
 import { SecureUrl, Wire } from "@keyway/core"
-import { Clock, Effect, Result } from "effect"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import { AuthError } from "./AuthError.js"
 import { ClientConfig, type ClientInformation, type TokenEndpointAuthMethod } from "./ClientConfig.js"
 import type { DiscoveredAuthorizationServer } from "./Discovery.js"

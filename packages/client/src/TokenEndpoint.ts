@@ -6,8 +6,10 @@
  * @module
  */
 import { ClientAuth, Grant, Wire } from "@keyway/core"
-import { Clock, Effect, Result } from "effect"
-import { SignJWT } from "jose"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
+import { SignJWT } from "jose/jwt/sign"
 import { AuthError, type Step } from "./AuthError.js"
 import { ClientConfig, type ClientInformation } from "./ClientConfig.js"
 import type { DiscoveredAuthorizationServer } from "./Discovery.js"

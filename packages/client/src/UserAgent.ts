@@ -10,7 +10,10 @@
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-browser-based-apps | OAuth 2.0 for Browser-Based Applications}
  * @module
  */
-import { Clock, Context, Effect, Layer } from "effect"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import { AuthError } from "./AuthError.js"
 import { type Jar, makeJar } from "./internal/cookies.js"
 import { alertOf, firstForm, titleOf } from "./internal/forms.js"

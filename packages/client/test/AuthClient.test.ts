@@ -402,6 +402,57 @@ describe("the drop-in fetch", () => {
     expect(await response.json()).toMatchObject({ id: 7, result: { operation: "tools/list" } })
   })
 
+  it("sends what a Request of the same arguments holds, whatever form they take", async () => {
+    const sent: Array<{ method: string; url: string; headers: Array<[string, string]>; body: string }> = []
+    const client = createAuthClient({
+      // What the client hands to fetch, as given (a Request built here would add its own defaults).
+      fetch: async (input, init) => {
+        sent.push({
+          method: init?.method ?? "GET",
+          url: String(input),
+          headers: [...new Headers(init?.headers)],
+          body: init?.body === undefined || init.body === null ? "" : await new Response(init.body).text(),
+        })
+        return new Response("{}", { status: 200 })
+      },
+    })
+    const url = "http://127.0.0.1:9/a/../mcp?x=1"
+    const body = rpc("tools/call", { name: "é" })
+    const cases: Array<[string | URL | Request, RequestInit | undefined]> = [
+      [url, { method: "POST", headers: { "content-type": "application/json", "X-Trace": " a " }, body }],
+      [new URL(url), { method: "POST", headers: [["accept", "application/json, text/event-stream"]], body }],
+      // No content type: a string body gets the one a Request gives it.
+      [url, { method: "POST", body }],
+      [url, { method: "post", body }],
+      [url, { method: "PUT", body: new TextEncoder().encode(body) }],
+      [url, { method: "POST", body, cache: "no-store" }],
+      [url, undefined],
+      [url, { headers: new Headers({ accept: "text/event-stream" }) }],
+      [new Request(url, { method: "POST", body, headers: { "content-type": "application/json" } }), undefined],
+    ]
+    for (const [input, init] of cases) {
+      const expected = new Request(input instanceof Request ? input.clone() : input, init)
+      await client.fetch(input, init)
+      expect(sent.at(-1)).toEqual({
+        method: expected.method,
+        url: expected.url,
+        headers: [...expected.headers],
+        body: await expected.text(),
+      })
+    }
+    expect(sent).toHaveLength(cases.length)
+  })
+
+  it("refuses what a Request refuses: credentials in the URL, a body on GET", async () => {
+    const client = createAuthClient({ fetch: async () => new Response("{}", { status: 200 }) })
+    await expect(client.fetch("http://user:secret@127.0.0.1:9/mcp", post("{}"))).rejects.toThrow(
+      "Request cannot be constructed from a URL that includes credentials",
+    )
+    await expect(client.fetch("http://127.0.0.1:9/mcp", { method: "GET", body: "{}" })).rejects.toThrow(
+      "Request with GET/HEAD method cannot have body.",
+    )
+  })
+
   it("passes a 401 with a challenge for another scheme through untouched", async () => {
     const { as, client } = await world()
     const server = await listen(() => ({ status: 401, headers: { "www-authenticate": 'Basic realm="x"' }, body: "" }))

@@ -1,5 +1,6 @@
-import { Metadata } from "@keyway/core"
+import { Metadata, Wire } from "@keyway/core"
 import { json, rpc, startAuthorizationServer, startCombined } from "@keyway/testing/peers"
+import * as Result from "effect/Result"
 import { describe, expect, it } from "vitest"
 import { type CreateOptions, createAuthClient } from "../src/AuthClient.js"
 import { AuthError } from "../src/AuthError.js"
@@ -406,6 +407,26 @@ describe("Metadata.legacyIssuerAccepted, as the client's 2025-03-26 fallback use
     ["/oauth", "https://mcp.example.com", false],
   ])("%s at origin %s: %s", (issuer, origin, accepted) => {
     expect(Metadata.legacyIssuerAccepted(issuer, origin)).toBe(accepted)
+  })
+})
+
+describe("Wire.validate, as discovery checks every metadata document through it", () => {
+  it("gives the same answers before and after zod compiles the schema (after its first hundred parses)", () => {
+    // A schema of its own, so that its parses are counted from zero whatever ran before.
+    const fresh = Wire.AuthorizationServerMetadata.extend({})
+    const good = {
+      issuer: "https://as.example.com",
+      authorization_endpoint: "https://as.example.com/authorize",
+      token_endpoint: "https://as.example.com/token",
+      code_challenge_methods_supported: ["S256"],
+    }
+    const bad = { ...good, token_endpoint: "not a URL" }
+    const first = [Wire.validate(fresh, good, "x"), Wire.validate(fresh, bad, "x")]
+    for (let i = 0; i < 150; i++) {
+      expect([Wire.validate(fresh, good, "x"), Wire.validate(fresh, bad, "x")]).toStrictEqual(first)
+    }
+    expect(Result.isSuccess(first[0]!) && first[0].success).toStrictEqual(good)
+    expect(Result.isFailure(first[1]!) && first[1].failure.message).toBe('x: "token_endpoint" must be a URL')
   })
 })
 

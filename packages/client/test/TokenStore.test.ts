@@ -2,7 +2,7 @@ import { mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { rpc } from "@keyway/testing/peers"
-import { describe, expect, it } from "vitest"
+import { describe, expect, it, vi } from "vitest"
 import { createAuthClient } from "../src/node/AuthClient.js"
 import { type Backend, file, memory, webStorage } from "../src/node/TokenStore.js"
 import { headless } from "../src/UserAgent.js"
@@ -97,6 +97,18 @@ describe("file store", () => {
     for (let i = 0; i < 20; i++) expect(await reopened.get(`k${i}`)).toBe(i)
     await store.delete("k3")
     expect(await file(path).get("k3")).toBeUndefined()
+  })
+
+  it("makes the missing directory of a missing file (owner-only) when first read, before a write needs it", async () => {
+    const dir = await tempDir()
+    const path = join(dir, "nested", "auth.json")
+    const store = file(path)
+    expect(await store.get("k")).toBeUndefined()
+    await vi.waitFor(async () => expect((await stat(join(dir, "nested"))).mode & 0o777).toBe(0o700))
+    expect(await readdir(join(dir, "nested"))).toEqual([])
+    await store.set("k", 1)
+    expect(await file(path).get("k")).toBe(1)
+    expect(await readdir(join(dir, "nested"))).toEqual(["auth.json"])
   })
 
   it("starts empty when the file does not exist", async () => {

@@ -7,7 +7,7 @@
  * @see {@link https://www.rfc-editor.org/rfc/rfc7523.html#section-3 | RFC 7523 §3}
  * @module
  */
-import { Result } from "effect"
+import * as Result from "effect/Result"
 
 /**
  * What the claims of an assertion are checked against.

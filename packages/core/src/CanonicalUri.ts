@@ -20,8 +20,10 @@
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#canonical-server-uri | MCP: Canonical Server URI}
  * @module
  */
-import type { Brand } from "effect"
-import { Effect, Result, Schema } from "effect"
+import type * as Brand from "effect/Brand"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
 import {
   findIllegal,
   isPathChar,

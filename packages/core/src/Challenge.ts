@@ -17,7 +17,8 @@
  * @see {@link https://www.rfc-editor.org/rfc/rfc9728.html#section-5.1 | RFC 9728 §5.1}
  * @module
  */
-import { Result, Schema } from "effect"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
 
 /**
  * One challenge. `scheme` is kept as written (compare it case-insensitively); parameter names are lower-cased by

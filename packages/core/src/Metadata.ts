@@ -10,7 +10,8 @@
  * @see {@link https://www.rfc-editor.org/rfc/rfc9728.html#section-3.3 | RFC 9728 §3.3}
  * @module
  */
-import { Result, Schema } from "effect"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
 import * as CanonicalUri from "./CanonicalUri.js"
 import * as SecureUrl from "./SecureUrl.js"
 import * as Wire from "./Wire.js"

@@ -5,7 +5,7 @@
  * @see {@link https://www.rfc-editor.org/rfc/rfc6749.html#section-5.2 | RFC 6749 §5.2}
  * @module
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 /**
  * Every OAuth error code Keyway emits or understands, in the order of the specifications that define them.

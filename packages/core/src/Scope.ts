@@ -19,7 +19,9 @@
  * @see {@link https://www.rfc-editor.org/rfc/rfc6749.html#section-3.3 | RFC 6749 §3.3}
  * @module
  */
-import { Effect, Result, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
 
 /**
  * A scope string, or a scope in a list, with a character no scope token may contain.

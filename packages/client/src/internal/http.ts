@@ -1,5 +1,5 @@
 import { HttpCache, SecureUrl } from "@keyway/core"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { AuthError, type Step } from "../AuthError.js"
 
 /** The subset of `fetch` the client needs; any WHATWG-compatible fetch fits. */

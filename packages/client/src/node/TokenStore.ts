@@ -7,7 +7,7 @@
 import { randomUUID } from "node:crypto"
 import { mkdir, open, readFile, rename, unlink } from "node:fs/promises"
 import { dirname, join } from "node:path"
-import { Layer } from "effect"
+import * as Layer from "effect/Layer"
 import { type Backend, fromBackend, TokenStore } from "../TokenStore.js"
 
 export * from "../TokenStore.js"
@@ -20,13 +20,16 @@ interface FileShape {
 /**
  * A backend in one JSON file, readable and writable by its owner only (mode 0600). Every write goes to a temporary
  * file in the same directory that is then renamed over the old one, so a crash never leaves a half-written file.
- * Writes from one process are serialised; the file is read once, on first use.
+ * Writes from one process are serialised; the file is read once, on first use, and when it is missing its directory
+ * (owner-only, mode 0700) is made then, ahead of the first write.
  *
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-7.1 | OAuth 2.1 §7.1}
  */
 export const file = (path: string): Backend => {
   let loaded: Promise<Map<string, unknown>> | undefined
   let queue: Promise<void> = Promise.resolve()
+  /** The directory being made because the file was missing when read; settles, never fails (see {@link load}). */
+  let directory: Promise<void> | undefined
 
   const load = (): Promise<Map<string, unknown>> => {
     loaded ??= readFile(path, "utf8").then(
@@ -35,8 +38,15 @@ export const file = (path: string): Backend => {
         return new Map(Object.entries(parsed.entries ?? {}))
       },
       (error: NodeJS.ErrnoException) => {
-        if (error.code === "ENOENT") return new Map<string, unknown>()
-        throw error
+        if (error.code !== "ENOENT") throw error
+        // No file yet, so a write will follow: its directory (owner-only, when missing) is made now, while the
+        // caller goes on, rather than on the first write, where a cold start waits for it (milliseconds on a busy
+        // disk). A failure is left to the first write, which makes the directory again and reports it.
+        directory = mkdir(dirname(path), { recursive: true, mode: 0o700 }).then(
+          () => undefined,
+          () => undefined,
+        )
+        return new Map<string, unknown>()
       },
     )
     return loaded
@@ -44,6 +54,7 @@ export const file = (path: string): Backend => {
 
   /** The temporary file, created owner-only; the directory (owner-only) is made when it is missing. */
   const create = async (temp: string) => {
+    await directory
     try {
       return await open(temp, "wx", 0o600)
     } catch (error) {
