@@ -74,9 +74,9 @@ describe("notes MCP server with machine tokens (client credentials)", () => {
         fetch: async (input, init) => {
           const url = input instanceof Request ? input.url : String(input)
           const body = init?.body
-          if (url === s.mcp.url && body instanceof ArrayBuffer && body.byteLength > 0) {
-            bodies.push(JSON.parse(new TextDecoder().decode(body)))
-          }
+          const text =
+            typeof body === "string" ? body : body instanceof ArrayBuffer ? new TextDecoder().decode(body) : ""
+          if (url === s.mcp.url && text !== "") bodies.push(JSON.parse(text))
           return globalThis.fetch(input, init)
         },
       })
