@@ -3,7 +3,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { type CliProcess, freePort, spawnCli, waitForStderr } from "@keyway/testing"
-import { type HostileCase, hostileRequests, rawRequest } from "@keyway/testing/raw"
+import { hostileRequests, rawRequest, unauthenticated } from "@keyway/testing/raw"
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { NOTE_SCOPES } from "../src/index.js"
@@ -84,10 +84,6 @@ describe("the runnable authorization server under hostile requests", () => {
     expect(JSON.parse(answer.body).issuer).toBe(issuer)
   })
 })
-
-// Without a token the MCP endpoint answers 401 before it reads any body, so a broken body never gets that far.
-const unauthenticated = (c: HostileCase): HostileCase =>
-  c.name.startsWith("an incomplete") ? { ...c, status: 401 } : c
 
 describe("the notes MCP server under hostile requests", () => {
   it.each(hostileRequests("/mcp").map(unauthenticated))(

@@ -150,3 +150,10 @@ export const hostileRequests = (path: string): ReadonlyArray<HostileCase> => {
     },
   ]
 }
+
+/**
+ * A case as a protected endpoint answers it to a caller without a token: the 401 comes before any of the body is
+ * read, so a broken body never gets that far.
+ */
+export const unauthenticated = (c: HostileCase): HostileCase =>
+  c.name.startsWith("an incomplete") ? { ...c, status: 401 } : c
