@@ -291,17 +291,24 @@ describe("protectNode's handler", () => {
     expect(seen).toEqual([])
   })
 
-  it("a body that stops before its declared end is answered 400, the handler never run, and the server serves on", async () => {
+  it("a body that stops before its declared end is answered 400, the handler never run, nothing reported as a server failure", async () => {
     seen = []
+    const errors: Array<unknown> = []
+    const server = await listen(protectNode(createProtectedResource(options()), nodeEcho), {
+      onError: (error) => errors.push(error),
+    })
+    running.push(server)
     const access = await token()
     const answer = await rawRequest(
-      node.port,
+      server.port,
       `POST /mcp HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer ${access}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{`,
       { endAfterWrite: true },
     )
     expect(answer.status).toBe(400)
+    expect(answer.closed).toBe(true)
     expect(seen).toEqual([])
-    const after = await fetch(`${node.url}/mcp`, { headers: { authorization: `Bearer ${access}` } })
+    expect(errors).toEqual([])
+    const after = await fetch(`${server.url}/mcp`, { headers: { authorization: `Bearer ${access}` } })
     expect(after.status).toBe(200)
   })
 

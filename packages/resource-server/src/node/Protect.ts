@@ -86,11 +86,18 @@ class NodeInbound implements InboundRequest {
     const value = this.req.headers[name.toLowerCase()]
     return Array.isArray(value) ? value.join(", ") : value
   }
+  /** Whether reading the body failed other than by its size (the caller went away, or broke its framing). */
+  broken = false
   bytes(): Promise<Uint8Array> {
     if (this.#bytes === undefined) {
       const declared = this.req.headers["content-length"]
       this.#bytes = this.hasBody
-        ? Body.readIterable(this.req, this.limit, declared === undefined ? undefined : Number(declared))
+        ? Body.readIterable(this.req, this.limit, declared === undefined ? undefined : Number(declared)).catch(
+            (error: unknown) => {
+              if (!(error instanceof PayloadTooLarge)) this.broken = true
+              throw error
+            },
+          )
         : Promise.resolve(EMPTY)
     }
     return this.#bytes
@@ -129,6 +136,20 @@ const send = (req: IncomingMessage, res: ServerResponse, rejection: Rejection): 
     "content-length": String(Buffer.byteLength(rejection.body)),
   })
   res.end(rejection.body)
+}
+
+// The request stream failed (the caller went away, or broke the framing of its body): the caller's doing, not a
+// failure of the server. node:http has mostly answered it already (400) and closed the connection.
+const incomplete = (req: IncomingMessage, res: ServerResponse): void => {
+  if (res.headersSent || res.destroyed) return
+  send(req, res, {
+    status: 400,
+    headers: { "content-type": "application/json", "cache-control": "no-store", connection: "close" },
+    body: JSON.stringify({
+      error: "invalid_request",
+      error_description: "The request body ended before it was complete",
+    }),
+  })
 }
 
 // The answers that need no authentication (the metadata document, CORS preflights) are rare: they go through the
@@ -200,19 +221,7 @@ export const protectNode = (
           send(req, res, protectedResource.payloadTooLarge(req.headers.origin))
           return
         }
-        if (!req.complete) {
-          // The caller stopped sending before the declared end of its body: nobody is left to read a long answer.
-          send(req, res, {
-            status: 400,
-            headers: { "content-type": "application/json", "cache-control": "no-store", connection: "close" },
-            body: JSON.stringify({
-              error: "invalid_request",
-              error_description: "The request body ended before it was complete",
-            }),
-          })
-          return
-        }
-        throw error
+        incomplete(req, res)
       },
     )
   }
@@ -232,7 +241,14 @@ export const protectNode = (
     const inbound = new NodeInbound(req, target, method, authorizationOf(req.rawHeaders), limit, hasBody)
     const outcome = protectedResource.checkNow(inbound, scopes)
     return outcome instanceof Promise
-      ? outcome.then((settled) => finish(req, res, inbound, settled))
+      ? outcome.then(
+          (settled) => finish(req, res, inbound, settled),
+          (error: unknown) => {
+            // The check read the body (for per-operation scopes) and the read failed: the caller's doing.
+            if (inbound.broken) incomplete(req, res)
+            else throw error
+          },
+        )
       : finish(req, res, inbound, outcome)
   })
 }
