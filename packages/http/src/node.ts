@@ -532,8 +532,12 @@ const admit = (req: IncomingMessage, res: ServerResponse, options: Resolved): st
   return target.path
 }
 
-/** Whether the request announces a body (chunked, or a non-zero `Content-Length`). */
-const announcesBody = (req: IncomingMessage): boolean =>
+/**
+ * Whether the request announces a body (chunked, or a non-zero `Content-Length`).
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc9112.html#section-6.3 | RFC 9112 §6.3 (message body length)}
+ */
+export const announcesBody = (req: IncomingMessage): boolean =>
   req.headers["transfer-encoding"] !== undefined || (req.headers["content-length"] ?? "0") !== "0"
 
 /**

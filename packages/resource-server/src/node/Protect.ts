@@ -10,7 +10,7 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { Body, PayloadTooLarge } from "@keyway/http"
-import { type MarkedNodeHandler, nodeHandler, writeResponse } from "@keyway/http/node"
+import { announcesBody, type MarkedNodeHandler, nodeHandler, writeResponse } from "@keyway/http/node"
 import type {
   Authenticated,
   InboundRequest,
@@ -237,8 +237,7 @@ export const protectNode = (
       const answered = answerPublic(protectedResource, req, res, target, method, true)
       if (answered !== undefined) return answered
     }
-    const hasBody = req.headers["transfer-encoding"] !== undefined || (req.headers["content-length"] ?? "0") !== "0"
-    const inbound = new NodeInbound(req, target, method, authorizationOf(req.rawHeaders), limit, hasBody)
+    const inbound = new NodeInbound(req, target, method, authorizationOf(req.rawHeaders), limit, announcesBody(req))
     const outcome = protectedResource.checkNow(inbound, scopes)
     return outcome instanceof Promise
       ? outcome.then(
