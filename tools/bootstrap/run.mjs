@@ -4,10 +4,11 @@
 // with it; then it provides the pinned pnpm, installs the workspace and runs the requested task.
 import { spawn, spawnSync } from "node:child_process"
 import { createHash } from "node:crypto"
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { constants as osConstants } from "node:os"
 import { delimiter, dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
+import { summarizeTree, summaryText } from "./summary.mjs"
 import { APT_LOCK_WAIT_SECONDS, hasAptGet, missingSystemPackages, planSystemPackages } from "./system.mjs"
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..")
@@ -171,32 +172,6 @@ const ensureInstall = (pnpm) => {
   writeFileSync(stamp, fingerprint)
 }
 
-/** Sums the vitest JSON reports that the test targets wrote (or that Nx restored from its cache). */
-const summarize = (extraFailures) => {
-  const reports = []
-  const walk = (dir, depth) => {
-    if (depth > 4 || !existsSync(dir)) return
-    for (const entry of readdirSync(dir, { withFileTypes: true })) {
-      if (!entry.isDirectory() || entry.name === "node_modules" || entry.name.startsWith(".git")) continue
-      const report = join(dir, entry.name, ".reports", "vitest.json")
-      if (existsSync(report)) reports.push(report)
-      walk(join(dir, entry.name), depth + 1)
-    }
-  }
-  for (const top of ["packages", "apps", "tools"]) walk(join(root, top), 0)
-  let passed = 0
-  let failed = extraFailures.length
-  let skipped = 0
-  for (const report of reports) {
-    const data = JSON.parse(readFileSync(report, "utf8"))
-    passed += data.numPassedTests ?? 0
-    failed += (data.numFailedTests ?? 0) + (data.numFailedTestSuites ?? 0) + (data.numRuntimeErrorTestSuites ?? 0)
-    skipped += (data.numPendingTests ?? 0) + (data.numTodoTests ?? 0)
-  }
-  for (const step of extraFailures) log(`failed step: ${step}`)
-  return { passed, failed, skipped }
-}
-
 const main = () => {
   if (!ensureNode()) return
   const cli = ensurePnpm()
@@ -258,9 +233,9 @@ const main = () => {
         ...rest,
       ])
       step("API docs (typedoc)", ["typedoc"])
-      const { passed, failed, skipped } = summarize(failures)
-      process.stdout.write(`\n${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ""}\n`)
-      process.exit(failed === 0 && failures.length === 0 ? 0 : 1)
+      const summary = summarizeTree(root, failures)
+      process.stdout.write(summaryText(summary))
+      process.exit(summary.failed === 0 && failures.length === 0 ? 0 : 1)
       break
     }
     default:
