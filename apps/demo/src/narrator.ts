@@ -47,6 +47,12 @@ export const STEPS = {
   refresh: "Refresh: a new access token and a rotated refresh token (OAuth 2.1 §4.3, §4.3.1)",
 } as const
 
+/** Step titles of exchanges that use the DPoP scheme (RFC 9449) instead of Bearer. */
+export const DPOP_STEPS = {
+  challenge: "401 Unauthorized: the MCP server answers with a DPoP challenge (RFC 9449 §7.1, RFC 9728 §5.1)",
+  mcp: "MCP request with the DPoP-bound access token and a fresh proof (Authorization: DPoP, DPoP header; RFC 9449 §7.1)",
+} as const
+
 /** Step titles of the enterprise-managed authorization scenario's token requests. */
 export const ENTERPRISE_STEPS = {
   tokenExchange:
@@ -226,12 +232,16 @@ export class Narrator {
   private mcpExchange(exchange: Exchange): void {
     const bearer = exchange.requestHeaders.get("authorization")
     const summary = rpcSummary(exchange.requestBody)
-    if (exchange.status === 401) this.t.step(STEPS.challenge)
+    const scheme = bearer?.split(" ")[0]?.toLowerCase()
+    const dpopChallenge = /(?:^|,)\s*dpop(?:\s|$)/iu.test(exchange.responseHeaders.get("www-authenticate") ?? "")
+    if (exchange.status === 401) this.t.step(dpopChallenge ? DPOP_STEPS.challenge : STEPS.challenge)
     else if (exchange.status === 403) this.t.step(STEPS.insufficientScope)
-    else if (bearer !== null && summary !== "") this.t.step(STEPS.mcp, "mcp")
+    else if (bearer !== null && summary !== "") this.t.step(scheme === "dpop" ? DPOP_STEPS.mcp : STEPS.mcp, "mcp")
     const target = `${exchange.method} ${exchange.url.href}`
     this.t.line(`→ ${target}${summary === "" ? "" : `  ${summary}`}`)
     this.t.line(bearer === null ? "  (no Authorization header)" : `  Authorization: ${bearer}`)
+    const proof = exchange.requestHeaders.get("dpop")
+    if (proof !== null) this.t.line(`  DPoP: ${this.redactor.show(proof)}`)
     const type = exchange.responseHeaders.get("content-type")?.split(";")[0]
     this.t.line(
       `← ${exchange.status} ${exchange.statusText}${type === undefined || exchange.status >= 400 ? "" : `  (${type})`}`,
@@ -297,12 +307,18 @@ export class Narrator {
         this.t.json(
           {
             header: pick(["typ", "alg", "kid"], header),
-            claims: pick(["iss", "sub", "aud", "client_id", "scope", "iat", "exp"], claims),
+            claims: pick(["iss", "sub", "aud", "client_id", "scope", "iat", "exp", "cnf"], claims),
           },
           6,
         )
         if (claims.aud !== undefined) {
           this.t.note(`aud = ${JSON.stringify(claims.aud)}: the token is bound to this one MCP server (RFC 8707)`)
+        }
+        const jkt = (claims.cnf as { jkt?: unknown } | undefined)?.jkt
+        if (typeof jkt === "string") {
+          this.t.note(
+            `cnf.jkt = ${jkt}: the token is bound to the client's key; it is presented with the DPoP scheme and a proof signed by that key (RFC 9449 §6)`,
+          )
         }
       }
     }

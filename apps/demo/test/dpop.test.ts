@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from "vitest"
 import { DPOP_SECTIONS, runDpopDemo } from "../src/dpop.js"
-import { MACHINE_STEPS } from "../src/narrator.js"
+import { DPOP_STEPS, MACHINE_STEPS, STEPS } from "../src/narrator.js"
 import { recorded } from "./support/recorded.js"
 
 /** Where each expected text first appears after the previous one; -1 when missing. */
@@ -24,10 +24,19 @@ describe("runDpopDemo", () => {
   it("shows the nonces, a decoded proof, a refused replay and the bound token refused as Bearer, in order", () => {
     const order = [
       DPOP_SECTIONS.connect,
+      DPOP_STEPS.challenge,
+      'WWW-Authenticate: Bearer resource_metadata="',
+      ', DPoP resource_metadata="',
       MACHINE_STEPS.clientCredentials,
       '"error": "use_dpop_nonce"',
       '"token_type": "DPoP"',
+      '"cnf": {',
+      '"jkt": "',
+      "cnf.jkt = ",
       'error="use_dpop_nonce"',
+      DPOP_STEPS.mcp,
+      "Authorization: DPoP ",
+      "DPoP: ",
       'list_notes → "No notes yet."',
       "token endpoint answers: 400, 200",
       DPOP_SECTIONS.proof,
@@ -43,6 +52,12 @@ describe("runDpopDemo", () => {
     expect(positions(out, order).map((at, i) => (at < 0 ? `missing: ${order[i]}` : "ok"))).toEqual(
       order.map(() => "ok"),
     )
+  })
+
+  it("calls the DPoP challenge and the DPoP requests by their scheme, never Bearer", () => {
+    expect(out).not.toContain(STEPS.challenge)
+    expect(out).not.toContain(STEPS.mcp)
+    expect(out).not.toContain("Authorization: Bearer")
   })
 
   it("prints no key material, no token and no secret", () => {
