@@ -7,10 +7,26 @@
  */
 import { existsSync, readFileSync } from "node:fs"
 import { join } from "node:path"
+import type { Manifest } from "./workspace.js"
 
 /** The paragraph every published package's README carries, word for word. */
 export const ESM_NOTE =
-  '**ESM only.** Keyway\'s packages are ES modules for Node.js 22.19 or later, with no CommonJS build: import them from files that Node treats as modules, that is with `"type": "module"` in your package.json (`npm pkg set type=module`; a fresh `npm init -y` project is CommonJS) or from `.mjs`/`.mts` files. With TypeScript, use `"module": "nodenext"` (or `"moduleResolution": "bundler"`; the old `"moduleResolution": "node"` does not read `exports` and finds no types) and include `"DOM"` in `lib`: the declarations use Web types such as `Request`, `HeadersInit` and `CryptoKey`.'
+  '**ESM only.** Keyway\'s packages are ES modules for Node.js 22.19 or later, with no CommonJS build: import them from files that Node treats as modules, that is with `"type": "module"` in your package.json (`npm pkg set type=module`; a fresh `npm init -y` project is CommonJS) or from `.mjs`/`.mts` files. With TypeScript, use `"module": "nodenext"` (or `"moduleResolution": "bundler"`; the old `"moduleResolution": "node"` does not read `exports` and finds no types) and include `"DOM"` in `lib`: the declarations use Web types such as `Request`, `HeadersInit` and `CryptoKey`. The `/node` entries (`@keyway/client/node`, `@keyway/resource-server/node`, ...) also use Node\'s own types: `npm install --save-dev @types/node` and add `"types": ["node"]` to `compilerOptions`.'
+
+/**
+ * The sentence an extension's README carries word for word, made from its manifest: its role packages are optional
+ * peer dependencies.
+ */
+export const optionalPeersNote = (manifest: Manifest): string | undefined => {
+  const peers = Object.keys(manifest.peerDependencies ?? {}).filter(
+    (peer) => manifest.peerDependenciesMeta?.[peer]?.optional === true,
+  )
+  if (peers.length === 0) return undefined
+  const names = peers.map((peer) => `\`${peer}\``)
+  const list = names.length === 1 ? names[0] : `${names.slice(0, -1).join(", ")} and ${names.at(-1)}`
+  const verb = names.length === 1 ? "is an optional peer dependency" : "are optional peer dependencies"
+  return `${list} ${verb}: install the role package of each side you run beside the extension, as above. The extension brings none of them itself.`
+}
 
 /** The marker that names the file a README's next code block must equal. */
 const MARKER = /<!--\s*example:\s*(\S+)\s*-->\s*\n```[a-z]*\n([\s\S]*?)\n```/gu

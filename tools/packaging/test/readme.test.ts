@@ -1,7 +1,8 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs"
 import { dirname, join, relative } from "node:path"
 import { describe, expect, it } from "vitest"
-import { ESM_NOTE, exampleMismatches, examplesOf, importedPackages } from "../src/readme.js"
+import { CONSUMER_TSCONFIG } from "../src/consumer.js"
+import { ESM_NOTE, exampleMismatches, examplesOf, importedPackages, optionalPeersNote } from "../src/readme.js"
 import { projects, publishable, ROOT } from "../src/workspace.js"
 
 const readmes = [
@@ -49,6 +50,40 @@ describe("what the READMEs tell users", () => {
       expect(read(join(ROOT, dir, "README.md"))).toContain(ESM_NOTE)
     },
   )
+
+  it.each(
+    publishable()
+      .filter((project) => project.dir.startsWith("packages/extensions/"))
+      .map((project) => [
+        project.manifest.name,
+        project.dir,
+        optionalPeersNote(project.manifest) ?? "(no optional peers)",
+      ]),
+  )("%s says its role packages are optional peers, as its manifest declares them", (_, dir, note) => {
+    expect(read(join(ROOT, dir, "README.md"))).toContain(note)
+  })
+
+  it.each([
+    ["authorization-server", "packages/authorization-server"],
+    ["resource-server", "packages/resource-server"],
+    ["client", "packages/client"],
+  ])("the %s README names every extension with a face for it", (role, dir) => {
+    const extensions = publishable().filter((project) => {
+      const manifest = JSON.parse(read(join(ROOT, project.dir, "package.json"))) as { exports?: object }
+      return Object.hasOwn(manifest.exports ?? {}, `./${role}`)
+    })
+    expect(extensions.length).toBeGreaterThan(0)
+    const readme = read(join(ROOT, dir, "README.md"))
+    expect(extensions.map((project) => project.manifest.name).filter((name) => !readme.includes(name))).toEqual([])
+  })
+
+  it("the ESM note names every compiler option the consumer projects need", () => {
+    const { lib, module, types } = CONSUMER_TSCONFIG.compilerOptions
+    expect(ESM_NOTE).toContain(`"module": "${module}"`)
+    expect(lib).toContain("DOM")
+    expect(ESM_NOTE).toContain('include `"DOM"` in `lib`')
+    expect(ESM_NOTE).toContain(`"types": ${JSON.stringify(types).replaceAll(",", ", ")}`)
+  })
 
   it("no README imports a workspace package that is not published", () => {
     const published = new Set(publishable().map((project) => project.manifest.name))
