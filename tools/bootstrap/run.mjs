@@ -207,6 +207,13 @@ const main = () => {
       // Its own process group: a terminal Ctrl-C reaches the demo once, through the relay, not twice.
       runRelayingSignals(process.execPath, ["apps/demo/dist/main.js", ...rest], { detached: true })
       break
+    case "pack":
+      // Everything is built first (Nx replays what did not change), so that each tarball holds the current build.
+      process.exit(
+        exec(["nx", "run-many", "-t", "build", "--outputStyle=static"]) ||
+          run(process.execPath, ["tools/packaging/dist/cli.js", ...rest]),
+      )
+      break
     case "check":
       process.exit(exec(["biome", "check", ...rest]))
       break
@@ -239,7 +246,7 @@ const main = () => {
       break
     }
     default:
-      fail(`unknown task "${task}" (test, build, check, docs, conformance, demo, exec, pnpm)`)
+      fail(`unknown task "${task}" (test, build, check, docs, conformance, demo, pack, exec, pnpm)`)
   }
 }
 

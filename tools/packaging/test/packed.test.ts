@@ -15,6 +15,7 @@ import { formatMessage } from "publint/utils"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { exampleEnv, freePort, newProject, npmInstall, type Started, start, typecheck } from "../src/consumer.js"
 import { installedPackages, type Packed, packAll, run, sizeOf } from "../src/pack.js"
+import { closure } from "../src/tarballs.js"
 import { publishable, ROOT, readManifest } from "../src/workspace.js"
 
 const work = mkdtempSync(join(tmpdir(), "keyway-packaging-"))
@@ -44,19 +45,16 @@ beforeAll(async () => {
   packed = new Map(all.map((entry) => [entry.name, entry]))
   await Promise.all(["client", "resource-server", "authorization-server"].map((name) => newProject(projectDir(name))))
   // The first install of each project: only Keyway's packages, as a user of that role would install them.
-  await Promise.all([
-    npmInstall(projectDir("client"), [tarball("@keyway/client"), tarball("@keyway/core")], cache),
-    npmInstall(
-      projectDir("resource-server"),
-      [tarball("@keyway/resource-server"), tarball("@keyway/core"), tarball("@keyway/http")],
-      cache,
+  // The tarballs are those `npm run pack -- <role>` packs for the role (tools/packaging/src/tarballs.ts).
+  await Promise.all(
+    ["client", "resource-server", "authorization-server"].map((role) =>
+      npmInstall(
+        projectDir(role),
+        closure([role], publishable()).map((project) => tarball(project.manifest.name)),
+        cache,
+      ),
     ),
-    npmInstall(
-      projectDir("authorization-server"),
-      [tarball("@keyway/authorization-server"), tarball("@keyway/core"), tarball("@keyway/http")],
-      cache,
-    ),
-  ])
+  )
   for (const name of ["client", "resource-server", "authorization-server"]) {
     const nodeModules = join(projectDir(name), "node_modules")
     sizes[name] = { bytes: sizeOf(nodeModules), packages: installedPackages(nodeModules) }
