@@ -43,7 +43,8 @@ afterAll(async () => {
 
 /**
  * Starts two instances on `store` before the tests of the enclosing `describe` (at once: the shared stores make their
- * table when absent, whoever comes first) and stops them after.
+ * table when absent, whoever comes first) and stops them after. Two Node.js processes loading the built packages are
+ * slow to start on a busy machine: the hook has more time than the default.
  */
 const pairOn = (store: () => InstanceOptions["store"]): (() => readonly [Instance, Instance]) => {
   let instances: readonly [Instance, Instance] | undefined
@@ -56,7 +57,7 @@ const pairOn = (store: () => InstanceOptions["store"]): (() => readonly [Instanc
       throw started.find((result) => result.status === "rejected")?.reason
     }
     instances = [a, b]
-  })
+  }, 150_000)
   afterAll(async () => {
     await Promise.all((instances ?? []).map((instance) => instance.stop()))
   })
