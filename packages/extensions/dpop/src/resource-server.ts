@@ -7,5 +7,5 @@
  * @module
  */
 
-export { memoryReplayCache, type ReplayCache } from "./internal/replay.js"
+export { type MemoryReplayCache, memoryReplayCache, type ReplayCache } from "./internal/replay.js"
 export { type DPoPSchemeOptions, dpopScheme } from "./internal/resource.js"

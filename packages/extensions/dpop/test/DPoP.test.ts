@@ -177,6 +177,12 @@ describe("the authorization server refuses bad proofs (RFC 9449 §4.3, §8)", ()
       "exactly one DPoP proof is allowed",
     ],
     [
+      "a jti of 257 characters",
+      async (s) => ({ dpop: await proof({ htm: "POST", htu: `${s.issuer}/token`, jti: "j".repeat(257) }) }),
+      "invalid_dpop_proof",
+      "the DPoP proof's jti is longer than 256 characters",
+    ],
+    [
       "a signature by another key",
       async (s) => ({ dpop: await proof({ htm: "POST", htu: `${s.issuer}/token` }, key, { jwk: otherKey.jwk }) }),
       "invalid_dpop_proof",
@@ -288,6 +294,12 @@ describe("the resource server refuses bad presentations (RFC 9449 §7)", () => {
       "invalid_dpop_proof",
       "the DPoP proof's key is not the key the access token is bound to",
     ],
+    [
+      "a jti of 257 characters",
+      async (s, t) => ({ dpop: await proof({ htm: "POST", htu: s.mcp, ath: await ath(t), jti: "-".repeat(257) }) }),
+      "invalid_dpop_proof",
+      "the DPoP proof's jti is longer than 256 characters",
+    ],
     ["no proof", async () => ({}), "invalid_dpop_proof", "the DPoP proof is missing"],
   ]
   for (const [name, headers, error, description] of cases) {
@@ -299,6 +311,18 @@ describe("the resource server refuses bad presentations (RFC 9449 §7)", () => {
       expect(response.headers.get("www-authenticate")).toBe(challenge(s, error, description))
     })
   }
+
+  it("a jti of 256 characters, beginning with '-': accepted once, then refused as replayed", async () => {
+    const s = await stack({ schemes: [dpopScheme()] })
+    const token = await boundToken(s)
+    const once = await proof({ htm: "POST", htu: s.mcp, ath: await ath(token), jti: `-${"j".repeat(255)}` })
+    expect((await call(fetch, s.mcp, { authorization: `DPoP ${token}`, dpop: once })).status).toBe(200)
+    const again = await call(fetch, s.mcp, { authorization: `DPoP ${token}`, dpop: once })
+    expect(again.status).toBe(401)
+    expect(again.headers.get("www-authenticate")).toBe(
+      challenge(s, "invalid_dpop_proof", "the DPoP proof was already used"),
+    )
+  })
 
   it("a replayed jti: 401 invalid_dpop_proof", async () => {
     const s = await stack({ schemes: [dpopScheme()] })

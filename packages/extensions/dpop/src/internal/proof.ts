@@ -78,13 +78,19 @@ const importKey = (jwk: JWK, alg: string): Promise<ImportedKey> => {
   return made
 }
 
+/**
+ * The longest `jti` accepted. RFC 9449 §4.2 asks for enough randomness that collisions are negligible (96 bits make 16
+ * base64url characters; clients send 22 to 43); the bound keeps what a replay cache holds per proof small.
+ */
+export const MAX_JTI_LENGTH = 256
+
 const invalid = (description: string): ProofFailure => ({ error: "invalid_dpop_proof", description })
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
 
 /**
  * Checks a proof per RFC 9449 §4.3: one well-formed JWT, `typ` `dpop+jwt`, an accepted asymmetric `alg`, a public
- * `jwk` that verifies the signature, `jti`, `htm`, `htu`, `iat` within the window, `ath` and the key thumbprint when
+ * `jwk` that verifies the signature, `jti` (at most {@link MAX_JTI_LENGTH} characters), `htm`, `htu`, `iat` within the window, `ath` and the key thumbprint when
  * asked, and the nonce when one is required. Replay of `jti` is the caller's (its cache, its lifetime).
  */
 export const checkProof = async (
@@ -121,6 +127,7 @@ export const checkProof = async (
   if (!isRecord(payload)) return invalid("the DPoP proof's payload is not a JSON object")
   const { jti, htm, htu, iat, ath, nonce } = payload
   if (typeof jti !== "string" || jti === "") return invalid("the DPoP proof has no jti")
+  if (jti.length > MAX_JTI_LENGTH) return invalid(`the DPoP proof's jti is longer than ${MAX_JTI_LENGTH} characters`)
   if (htm !== expected.method) return invalid(`the DPoP proof's htm is not ${expected.method}`)
   const target = typeof htu === "string" ? targetUri(htu) : undefined
   if (target === undefined || target !== targetUri(expected.url)) {

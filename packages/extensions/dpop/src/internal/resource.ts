@@ -14,7 +14,7 @@ export interface DPoPSchemeOptions {
   readonly algorithms?: ReadonlyArray<string>
   /** How far a proof's `iat` may lie from now, in seconds, either way (RFC 9449 §11.1); 60 by default. */
   readonly window?: number
-  /** The most `jti` values the replay cache holds (RFC 9449 §11.1); 100 000 by default. */
+  /** The most `jti` values the in-memory replay cache holds (RFC 9449 §11.1); 100 000 by default. */
   readonly maxReplayEntries?: number
   /**
    * Server-issued nonces (RFC 9449 §9): proofs must carry a nonce this server issued, else the request is refused
@@ -35,8 +35,18 @@ export interface DPoPSchemeOptions {
   readonly publicOrigin?: string
   /** The clock, milliseconds since the epoch (tests drive it); `Date.now` by default. */
   readonly now?: () => number
-  /** Where seen `jti` values are kept; an in-memory cache bounded by `maxReplayEntries` by default. */
+  /**
+   * Where seen `jti` values are kept (RFC 9449 §11.1): an in-memory cache bounded by `maxReplayEntries` by default,
+   * which only this process sees. Instances behind one resource share one store, so that a proof accepted by one is
+   * refused by the others: `sqliteReplayCache` (processes on one machine) or `postgresReplayCache` (several machines)
+   * of `@keyway/ext-dpop/node`, or your own.
+   */
   readonly replayCache?: ReplayCache
+}
+
+const replayed: Presentation.PresentationRefusal = {
+  error: "invalid_dpop_proof",
+  description: "the DPoP proof was already used",
 }
 
 const jktOf = (claims: Readonly<Record<string, unknown>>): string | undefined => {
@@ -101,10 +111,9 @@ export const dpopScheme = (options: DPoPSchemeOptions = {}): Presentation.Presen
           ...(nonces === undefined ? {} : { headers: { "DPoP-Nonce": await nonces.current(now) } }),
         }
       }
-      if (!replay.remember(result.jti, result.iat + window, now)) {
-        return { error: "invalid_dpop_proof", description: "the DPoP proof was already used" }
-      }
-      return undefined
+      // Last, so only proofs that pass every other check take a place in the store; the memory cache answers at once.
+      const remembered = replay.remember(result.jti, result.iat + window, now)
+      return (typeof remembered === "boolean" ? remembered : await remembered) ? undefined : replayed
     },
     challenge: ({ resourceMetadata, realm, scope, error, description }) =>
       Challenge.formatDPoP({
