@@ -298,7 +298,8 @@ describe("operational options reach the library", () => {
     expect(refused.headers.get("retry-after")).toBe("600")
     expect(await refused.json()).toEqual({
       error: "invalid_request",
-      error_description: "too many registrations from this address; retry after 600 seconds",
+      error_description:
+        "too many registrations from this address: rateLimits.registration allows 1 in 600 seconds; retry after 600 seconds",
     })
     expect((await register("198.51.100.8")).status).toBe(201)
   })

@@ -25,7 +25,7 @@ import { MetadataDocuments } from "./internal/clients.js"
 import { nowSeconds } from "./internal/clock.js"
 import { CORS_HEADERS, json, preflight } from "./internal/http.js"
 import { introspectEndpoint } from "./internal/introspect.js"
-import { perAddress, perClient } from "./internal/limits.js"
+import { limitsOf, perAddress, refusal } from "./internal/limits.js"
 import { ProxyState, proxyAuthorizeGet, proxyConsentPost, UpstreamClient, upstreamCallback } from "./internal/proxy.js"
 import { type PolicyDecision, type RegistrationPolicy, registerEndpoint } from "./internal/register.js"
 import { revokeEndpoint } from "./internal/revoke.js"
@@ -103,7 +103,12 @@ const perHost = (options: ServerOptions): Layer.Layer<OutboundFetch, never, Outb
               return yield* new OutboundRefused({
                 reason: "rate-limited",
                 url,
-                message: `too many fetches from ${host}; retry after ${decision.retryAfter} seconds`,
+                message: refusal(
+                  `too many fetches from ${host}`,
+                  "rateLimits.metadataFetches",
+                  rule,
+                  decision.retryAfter,
+                ),
                 retryAfter: decision.retryAfter,
               })
             }
@@ -195,7 +200,6 @@ const router = (
   policy: RegistrationPolicy | undefined,
   limiter: RateLimiterService,
 ) => {
-  const limits = config.rateLimits
   const base = config.issuerUrl.pathname === "/" ? "" : config.issuerUrl.pathname.replace(/\/$/, "")
   const metadata = Metadata.document(config)
   const routes = new Map<string, Record<string, Route>>()
@@ -239,29 +243,23 @@ const router = (
     routes.set(`${base}/authorize/consent`, { POST: (r) => proxyConsentPost(config, sessions, proxy, r) })
     routes.set(`${base}/upstream/callback`, { GET: (r) => upstreamCallback(config, proxy, r) })
   }
-  // Abuse limits around the endpoints (see Config.RateLimitOptions): per claimed client on the back channel, per
-  // client address on registration.
+  // Abuse limits (see Config.RateLimitOptions): the back-channel endpoints apply theirs once they know who asks (the
+  // authenticated client, or a public client's address and refresh-token family); registration per client address.
   routes.set(`${base}/token`, {
-    POST: perClient(config, limiter, "token", limits.token, "token requests", (r) => tokenEndpoint(config, r)),
+    POST: (r) => tokenEndpoint(config, r, limiter),
     OPTIONS: () => Effect.succeed(preflight("POST, OPTIONS")),
   })
   routes.set(`${base}/revoke`, {
-    POST: perClient(config, limiter, "revocation", limits.revocation, "revocation requests", (r) =>
-      revokeEndpoint(config, r),
-    ),
+    POST: (r) => revokeEndpoint(config, r, limiter),
     OPTIONS: () => Effect.succeed(preflight("POST, OPTIONS")),
   })
   routes.set(`${base}/introspect`, {
-    POST: perClient(config, limiter, "introspection", limits.introspection, "introspection requests", (r) =>
-      introspectEndpoint(config, r),
-    ),
+    POST: (r) => introspectEndpoint(config, r, limiter),
     OPTIONS: () => Effect.succeed(preflight("POST, OPTIONS")),
   })
   if (config.registration) {
     routes.set(`${base}/register`, {
-      POST: perAddress(config, limiter, "registration", limits.registration, "registrations", (r) =>
-        registerEndpoint(config, r, policy),
-      ),
+      POST: perAddress(config, limiter, limitsOf(config).registration, (r) => registerEndpoint(config, r, policy)),
       OPTIONS: () => Effect.succeed(preflight("POST, OPTIONS")),
     })
   }

@@ -221,7 +221,11 @@ export interface BackoffOptions {
  * The client address is the TCP peer's address from the node:http bridge; behind a reverse proxy that is the proxy's,
  * so set `clientAddress` to read the proxy's header. Where no address is known (a Web handler mounted outside the
  * bridge, without `clientAddress`), the per-address limits do not apply: sign-in is then limited per account only,
- * and registration not at all.
+ * public clients' refreshes per family only, and registration, failed client authentications and the other requests
+ * of public clients and of grants without a client not at all.
+ *
+ * Every 429 says in its `error_description` which limit was reached and the setting that changes it
+ * (`rateLimits.registration allows 20 in 3600 seconds`).
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc6585.html#section-4 | RFC 6585 §4 (429 Too Many Requests)}
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-7.6 | OAuth 2.1 §7.6}
@@ -231,12 +235,30 @@ export interface RateLimitOptions {
   readonly login?: false | { readonly account?: false | BackoffOptions; readonly address?: false | BackoffOptions }
   /** Dynamic registrations per client address. */
   readonly registration?: false | WindowLimitOptions
-  /** Token requests per client (the client ID the request claims, counted before authentication). */
+  /**
+   * Token requests per client once it has authenticated with credentials (only the holder of its secret or key spends
+   * this); the requests of public clients (whose ID anyone can send) and of grants without a client, per client
+   * address.
+   */
   readonly token?: false | WindowLimitOptions
-  /** Revocation requests per client. */
+  /** Refresh requests of public clients per refresh-token family (the grant), wherever they come from. */
+  readonly refresh?: false | WindowLimitOptions
+  /**
+   * Token requests of grants without a client (workload identity federation), per identity an assertion proved: its
+   * issuer and subject, counted once the grant has verified the assertion and found it unused.
+   */
+  readonly workload?: false | WindowLimitOptions
+  /** Revocation requests per authenticated client; those of public clients per client address. */
   readonly revocation?: false | WindowLimitOptions
-  /** Introspection requests per client. */
+  /** Introspection requests per authenticated client; those of public clients per client address. */
   readonly introspection?: false | WindowLimitOptions
+  /**
+   * Failed client authentications (a wrong secret, a forged assertion, an unknown client) at the token, revocation and
+   * introspection endpoints, per claimed client and client address, apart from the client's own allowance. Past the
+   * limit that client is refused from that address, even with the right credentials, until the window ends;
+   * requests from other addresses are not affected.
+   */
+  readonly clientAuthentication?: false | WindowLimitOptions
   /** Fetches of client ID metadata documents and their `jwks_uri` key sets, per host. */
   readonly metadataFetches?: false | WindowLimitOptions
   /**
@@ -381,8 +403,11 @@ export interface ResolvedRateLimits {
   readonly login: { readonly account: BackoffRule | false; readonly address: BackoffRule | false }
   readonly registration: WindowRule | false
   readonly token: WindowRule | false
+  readonly refresh: WindowRule | false
+  readonly workload: WindowRule | false
   readonly revocation: WindowRule | false
   readonly introspection: WindowRule | false
+  readonly clientAuthentication: WindowRule | false
   readonly metadataFetches: WindowRule | false
   /** The configured address function; `undefined` uses the node:http bridge's peer address. */
   readonly clientAddress: ((request: Request) => string | undefined) | undefined
@@ -459,8 +484,11 @@ export const defaults = {
     },
     registration: { max: 20, window: 3600 },
     token: { max: 1200, window: 60 },
+    refresh: { max: 60, window: 60 },
+    workload: { max: 600, window: 60 },
     revocation: { max: 600, window: 60 },
     introspection: { max: 6000, window: 60 },
+    clientAuthentication: { max: 20, window: 60 },
     metadataFetches: { max: 20, window: 60 },
   },
 } as const
@@ -691,8 +719,11 @@ export const rateLimitsDataSchema = z.strictObject(
     ).optional(),
     registration: switchable(windowLimitSchema).optional(),
     token: switchable(windowLimitSchema).optional(),
+    refresh: switchable(windowLimitSchema).optional(),
+    workload: switchable(windowLimitSchema).optional(),
     revocation: switchable(windowLimitSchema).optional(),
     introspection: switchable(windowLimitSchema).optional(),
+    clientAuthentication: switchable(windowLimitSchema).optional(),
     metadataFetches: switchable(windowLimitSchema).optional(),
   },
   anObject,
@@ -1054,8 +1085,11 @@ export const resolveRateLimits = (options: RateLimitOptions | false | undefined)
       login: { account: false, address: false },
       registration: false,
       token: false,
+      refresh: false,
+      workload: false,
       revocation: false,
       introspection: false,
+      clientAuthentication: false,
       metadataFetches: false,
       clientAddress: undefined,
     }
@@ -1068,8 +1102,11 @@ export const resolveRateLimits = (options: RateLimitOptions | false | undefined)
     },
     registration: windowRule(options?.registration, d.registration),
     token: windowRule(options?.token, d.token),
+    refresh: windowRule(options?.refresh, d.refresh),
+    workload: windowRule(options?.workload, d.workload),
     revocation: windowRule(options?.revocation, d.revocation),
     introspection: windowRule(options?.introspection, d.introspection),
+    clientAuthentication: windowRule(options?.clientAuthentication, d.clientAuthentication),
     metadataFetches: windowRule(options?.metadataFetches, d.metadataFetches),
     clientAddress: options?.clientAddress,
   }

@@ -10,6 +10,7 @@
 import type { OAuthError } from "@keyway/core"
 import { Context, type Effect, Layer, type Result, Schema } from "effect"
 import type { ResolvedConfig, Resource } from "./Config.js"
+import type { RateLimited } from "./RateLimiter.js"
 import type { StorageError } from "./storage/Errors.js"
 import type { Client, ClientStore, GrantStore } from "./storage/Storage.js"
 
@@ -88,6 +89,14 @@ export interface GrantContext {
     token: string,
     options?: { readonly typ?: string },
   ) => Effect.Effect<Readonly<Record<string, unknown>> | undefined, StorageError>
+  /**
+   * Counts this request under the server's limit per identity an assertion proved (`rateLimits.workload`, keyed on
+   * the assertion's `issuer` and `subject`), and fails with `RateLimited` (answered 429 with `Retry-After`) past it.
+   * Call it once the assertion's signature is verified and its `jti` found unused (see {@link GrantContext.rememberJti}), so that
+   * nobody spends another identity's allowance with a forged or replayed assertion. The server itself counts the
+   * requests of public clients and of grants without a client per client address, before the handler runs.
+   */
+  readonly limitIdentity: (issuer: string, subject: string) => Effect.Effect<void, RateLimited | StorageError>
 }
 
 /**
@@ -109,10 +118,13 @@ export interface GrantHandler {
    * assertions): the first whose `accepts` is true for the form takes the request; one without `accepts` takes any.
    */
   readonly accepts?: (form: ReadonlyMap<string, string>) => boolean
-  /** Checks the request and issues, through {@link GrantContext.issue}, or fails with the OAuth error to answer. */
+  /**
+   * Checks the request and issues, through {@link GrantContext.issue}, or fails with the OAuth error to answer (or the
+   * refusal of {@link GrantContext.limitIdentity}).
+   */
   readonly handle: (
     context: GrantContext,
-  ) => Effect.Effect<Response, OAuthError.OAuthError | StorageError, HandlerServices>
+  ) => Effect.Effect<Response, OAuthError.OAuthError | RateLimited | StorageError, HandlerServices>
 }
 
 /**

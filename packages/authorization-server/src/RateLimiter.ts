@@ -14,7 +14,7 @@
  * @module
  */
 import { createHash } from "node:crypto"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Schema } from "effect"
 import type { StorageError } from "./storage/Errors.js"
 
 /**
@@ -52,6 +52,57 @@ export interface BackoffRule {
  * @see {@link https://www.rfc-editor.org/rfc/rfc9110.html#section-10.2.3 | RFC 9110 §10.2.3 (Retry-After)}
  */
 export type Decision = { readonly allowed: true } | { readonly allowed: false; readonly retryAfter: number }
+
+/**
+ * One bucket of a combined check ({@link RateLimiterService.hitAll}): the request is counted in `bucket` under `rule`,
+ * or, with `peek`, only judged as if it were (the bucket is read, not changed).
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc6585.html#section-4 | RFC 6585 §4}
+ */
+export interface Count {
+  readonly bucket: string
+  readonly rule: WindowRule
+  readonly peek?: boolean
+}
+
+/**
+ * The answer to one request under several {@link Count}s: allowed when every bucket allows it; otherwise refused for
+ * the longest wait among the buckets that refuse, `refusedBy` being the index of that bucket's count (the first one on
+ * a tie), so that the answer can say which limit was reached.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc9110.html#section-10.2.3 | RFC 9110 §10.2.3 (Retry-After)}
+ */
+export type CombinedDecision =
+  | { readonly allowed: true }
+  | { readonly allowed: false; readonly retryAfter: number; readonly refusedBy: number }
+
+/**
+ * The decisions of one request's counts, in the order of its counts, as one {@link CombinedDecision}.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc6585.html#section-4 | RFC 6585 §4}
+ */
+export const combine = (decisions: ReadonlyArray<Decision>): CombinedDecision => {
+  let refused: { retryAfter: number; refusedBy: number } | undefined
+  decisions.forEach((decision, index) => {
+    if (!decision.allowed && (refused === undefined || decision.retryAfter > refused.retryAfter)) {
+      refused = { retryAfter: decision.retryAfter, refusedBy: index }
+    }
+  })
+  return refused === undefined ? { allowed: true } : { allowed: false, ...refused }
+}
+
+/**
+ * A request refused by an abuse limit, answered `429 Too Many Requests` with `Retry-After`: `limit` is the
+ * configuration setting that changes it (`rateLimits.workload`), `description` the answer's `error_description`, which
+ * says which limit was reached, names that setting, and says when to retry.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc6585.html#section-4 | RFC 6585 §4}
+ */
+export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited", {
+  limit: Schema.String,
+  retryAfter: Schema.Number,
+  description: Schema.String,
+}) {}
 
 /**
  * The answer to one attempt under a {@link BackoffRule}: refused while the bucket is locked; otherwise allowed and
@@ -157,6 +208,11 @@ export const bucket = (kind: string, value: string): string =>
 export interface RateLimiterService {
   /** Counts one request in `bucket` under a {@link WindowRule}. */
   readonly hit: (bucket: string, rule: WindowRule, now: number) => Effect.Effect<Decision, StorageError>
+  /**
+   * Counts one request in each bucket of `counts` (distinct buckets) and judges it under every one, at once (one
+   * statement in the database): the combined check of a request limited under several keys.
+   */
+  readonly hitAll: (counts: ReadonlyArray<Count>, now: number) => Effect.Effect<CombinedDecision, StorageError>
   /** Counts one attempt in `bucket` under a {@link BackoffRule}, or refuses it while the bucket is locked. */
   readonly attempt: (bucket: string, rule: BackoffRule, now: number) => Effect.Effect<AttemptDecision, StorageError>
   /** Gives back one successful attempt (see {@link forgiveStep}). */
@@ -205,6 +261,16 @@ export const makeMemory = (maxBuckets: number = MAX_MEMORY_BUCKETS): RateLimiter
         store(name, state, now)
         return decision
       }),
+    hitAll: (counts, now) =>
+      Effect.sync(() =>
+        combine(
+          counts.map((count) => {
+            const { state, decision } = windowStep(buckets.get(count.bucket), count.rule, now)
+            if (count.peek !== true) store(count.bucket, state, now)
+            return decision
+          }),
+        ),
+      ),
     attempt: (name, rule, now) =>
       Effect.sync(() => {
         const { state, decision } = attemptStep(buckets.get(name), rule, now)

@@ -196,8 +196,11 @@ describe("rateLimits", () => {
       },
       registration: { max: 20, window: 3600 },
       token: { max: 1200, window: 60 },
+      refresh: { max: 60, window: 60 },
+      workload: { max: 600, window: 60 },
       revocation: { max: 600, window: 60 },
       introspection: { max: 6000, window: 60 },
+      clientAuthentication: { max: 20, window: 60 },
       metadataFetches: { max: 20, window: 60 },
     })
   })
@@ -210,6 +213,8 @@ describe("rateLimits", () => {
         login: { account: { delay: 10 }, address: false },
         token: false,
         registration: { max: 3 },
+        refresh: { window: 30 },
+        clientAuthentication: false,
         clientAddress,
       },
     })
@@ -218,6 +223,8 @@ describe("rateLimits", () => {
       login: { account: { ...defaults.rateLimits.login.account, delay: 10 }, address: false },
       token: false,
       registration: { max: 3, window: 3600 },
+      refresh: { max: 60, window: 30 },
+      clientAuthentication: false,
       clientAddress,
     })
     expect(resolve({ ...base, rateLimits: { login: false } }).rateLimits.login).toEqual({
@@ -228,8 +235,11 @@ describe("rateLimits", () => {
       login: { account: false, address: false },
       registration: false,
       token: false,
+      refresh: false,
+      workload: false,
       revocation: false,
       introspection: false,
+      clientAuthentication: false,
       metadataFetches: false,
       clientAddress: undefined,
     })
@@ -239,6 +249,8 @@ describe("rateLimits", () => {
     [{ token: { max: 0 } }, "rateLimits.token.max: must be positive"],
     [{ login: { address: { forgetAfter: 1.5 } } }, "rateLimits.login.address.forgetAfter: must be a whole number"],
     [{ introspection: true }, "rateLimits.introspection: must be an object or false"],
+    [{ workload: { window: 0 } }, "rateLimits.workload.window: must be positive"],
+    [{ clientAuthentication: "off" }, "rateLimits.clientAuthentication: must be an object or false"],
     [{ metadataFetches: { max: 1, burst: 2 } }, 'rateLimits.metadataFetches: unknown field "burst"'],
     [{ clientAddress: "x-real-ip" }, "rateLimits.clientAddress: must be a function"],
     ["on", "rateLimits: must be an object or false"],

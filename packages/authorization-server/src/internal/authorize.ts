@@ -17,7 +17,7 @@ import { type FoundClient, findClient, type MetadataDocuments } from "./clients.
 import { nowSeconds } from "./clock.js"
 import { randomToken } from "./crypto.js"
 import { mediaType, parseForm, readBody } from "./http.js"
-import { loginGate, waitText } from "./limits.js"
+import { type LoginLimit, loginGate, waitText } from "./limits.js"
 import { consentPage, csrfRefused, errorPage, loginPage } from "./pages.js"
 import { describeRedirect, isLocalhostOnly } from "./redirect.js"
 import type { Session, Sessions } from "./session.js"
@@ -264,18 +264,18 @@ export const signIn = (
   refuse: (failure: SignInFailure) => Response,
 ): Effect.Effect<Session | Response, StorageError, UserAuthenticator> =>
   Effect.gen(function* () {
-    const locked = (retryAfter: number) =>
+    const locked = (retryAfter: number, limit: LoginLimit) =>
       refuse({
-        error: `Too many failed sign-in attempts. Try again in ${waitText(retryAfter)}.`,
+        error: `Too many failed sign-in attempts ${limit === "rateLimits.login.account" ? "for this account" : "from this address"} (${limit}). Try again in ${waitText(retryAfter)}.`,
         status: 429,
         headers: { "Retry-After": String(retryAfter) },
       })
     const gate = yield* loginGate(config, limiter, request, username)
-    if (!gate.allowed) return locked(gate.retryAfter)
+    if (!gate.allowed) return locked(gate.retryAfter, gate.limit)
     const user = yield* UserAuthenticator.use((a) => a.authenticate({ username, password }))
     if (user === undefined) {
       return gate.lockIfFailed > 0
-        ? locked(gate.lockIfFailed)
+        ? locked(gate.lockIfFailed, gate.lockedBy)
         : refuse({ error: "Wrong username or password.", status: 401 })
     }
     yield* gate.succeeded

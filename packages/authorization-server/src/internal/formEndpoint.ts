@@ -2,10 +2,11 @@ import { OAuthError } from "@keyway/core"
 import { PayloadTooLarge } from "@keyway/http"
 import { Effect, Schema } from "effect"
 import type { ResolvedConfig } from "../Config.js"
+import type { RateLimited } from "../RateLimiter.js"
 import type { StorageError } from "../storage/Errors.js"
 import type { ClientAuthFailure } from "./clientAuth.js"
 import { mediaType, oauthError, parseForm, payloadTooLarge, readBody } from "./http.js"
-import { tooManyRequestsSaying } from "./limits.js"
+import { tooManyRequests } from "./limits.js"
 
 /**
  * Reads the form body of a back-channel endpoint (token, revocation, introspection): form media type only,
@@ -39,14 +40,19 @@ export const readForm = (
 export class BodyTooLargeFailure extends Schema.TaggedError<BodyTooLargeFailure>()("BodyTooLargeFailure", {}) {}
 
 /**
- * Turns the failures of a back-channel endpoint into responses; `realm` names the Basic challenge. Every 401
+ * Turns the failures of a back-channel endpoint into responses (an abuse limit's refusal is the 429 that names it);
+ * `realm` names the Basic challenge. Every 401
  * `invalid_client` carries the challenge, whatever method the client tried: RFC 9110 §11.6.1 requires a
  * `WWW-Authenticate` on every 401, and RFC 6749 §2.3.1 makes Basic the method every server supports.
  */
 export const answerFailures =
   (config: ResolvedConfig, realm: string) =>
   <R>(
-    effect: Effect.Effect<Response, StorageError | OAuthError.OAuthError | BodyTooLargeFailure | ClientAuthFailure, R>,
+    effect: Effect.Effect<
+      Response,
+      StorageError | OAuthError.OAuthError | BodyTooLargeFailure | ClientAuthFailure | RateLimited,
+      R
+    >,
   ): Effect.Effect<Response, StorageError, R> =>
     effect.pipe(
       Effect.catchTags({
@@ -54,12 +60,13 @@ export const answerFailures =
         ClientAuthFailure: (e) =>
           Effect.succeed(
             e.retryAfter !== undefined
-              ? tooManyRequestsSaying(e.retryAfter, e.description)
+              ? tooManyRequests(e.retryAfter, e.description)
               : oauthError(
                   OAuthError.make(e.code, e.description),
                   e.code === "invalid_client" ? { "WWW-Authenticate": `Basic realm="${realm}"` } : {},
                 ),
           ),
         OAuthError: (e) => Effect.succeed(oauthError(e)),
+        RateLimited: (e) => Effect.succeed(tooManyRequests(e.retryAfter, e.description)),
       }),
     )

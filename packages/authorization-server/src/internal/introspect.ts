@@ -1,15 +1,17 @@
 import { OAuthError } from "@keyway/core"
 import { Effect, Option } from "effect"
 import type { ResolvedConfig } from "../Config.js"
+import type { RateLimiterService } from "../RateLimiter.js"
 import type { TokenSigner } from "../Signing.js"
 import type { StorageError } from "../storage/Errors.js"
 import { type ClientStore, GrantStore } from "../storage/Storage.js"
 import { verifyAccessToken } from "./accessToken.js"
-import { authenticateClient, ClientAuthFailure } from "./clientAuth.js"
+import { ClientAuthFailure } from "./clientAuth.js"
 import type { MetadataDocuments } from "./clients.js"
 import { nowSeconds } from "./clock.js"
 import { answerFailures, readForm } from "./formEndpoint.js"
 import { json } from "./http.js"
+import { authenticateWithinLimits } from "./limits.js"
 
 const inactive = () => json({ active: false })
 
@@ -23,10 +25,11 @@ const inactive = () => json({ active: false })
 export const introspectEndpoint = (
   config: ResolvedConfig,
   request: Request,
+  limiter: RateLimiterService,
 ): Effect.Effect<Response, StorageError, ClientStore | GrantStore | TokenSigner | MetadataDocuments> =>
   Effect.gen(function* () {
     const form = yield* readForm(config, request)
-    const { client, method } = yield* authenticateClient(config, request, form, [
+    const { client, method } = yield* authenticateWithinLimits(config, limiter, "introspection", request, form, [
       config.issuer,
       config.endpoints.token,
       config.endpoints.introspection,

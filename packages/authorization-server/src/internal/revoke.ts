@@ -1,15 +1,16 @@
 import { OAuthError } from "@keyway/core"
 import { Effect, Option } from "effect"
 import type { ResolvedConfig } from "../Config.js"
+import type { RateLimiterService } from "../RateLimiter.js"
 import type { TokenSigner } from "../Signing.js"
 import type { StorageError } from "../storage/Errors.js"
 import { type Client, type ClientStore, GrantStore } from "../storage/Storage.js"
 import { verifyAccessToken } from "./accessToken.js"
-import { authenticateClient } from "./clientAuth.js"
 import type { MetadataDocuments } from "./clients.js"
 import { nowSeconds } from "./clock.js"
 import { answerFailures, readForm } from "./formEndpoint.js"
 import { CORS_HEADERS } from "./http.js"
+import { authenticateWithinLimits } from "./limits.js"
 
 /** Revokes the token if it is one of this client's refresh tokens; whether it was a refresh token at all. */
 const revokeRefresh = (client: Client, token: string, now: number) =>
@@ -41,10 +42,11 @@ const revokeAccess = (config: ResolvedConfig, client: Client, token: string, now
 export const revokeEndpoint = (
   config: ResolvedConfig,
   request: Request,
+  limiter: RateLimiterService,
 ): Effect.Effect<Response, StorageError, ClientStore | GrantStore | TokenSigner | MetadataDocuments> =>
   Effect.gen(function* () {
     const form = yield* readForm(config, request)
-    const { client } = yield* authenticateClient(config, request, form, [
+    const { client } = yield* authenticateWithinLimits(config, limiter, "revocation", request, form, [
       config.issuer,
       config.endpoints.token,
       config.endpoints.revocation,

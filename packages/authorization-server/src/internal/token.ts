@@ -2,16 +2,18 @@ import { CanonicalUri, Grant, OAuthError, Pkce, Scope } from "@keyway/core"
 import { Effect, Option, Result } from "effect"
 import type { ResolvedConfig, Resource } from "../Config.js"
 import type { GrantContext, GrantHandler, Issue, TokenBinding } from "../Extension.js"
+import type { RateLimited, RateLimiterService } from "../RateLimiter.js"
 import { TokenSigner } from "../Signing.js"
 import type { StorageError } from "../storage/Errors.js"
 import { type Client, type ClientStore, GrantStore } from "../storage/Storage.js"
 import { verifyOwnJwt } from "./accessToken.js"
-import { authenticateClient, identifiesClient } from "./clientAuth.js"
+import { identifiesClient } from "./clientAuth.js"
 import type { MetadataDocuments } from "./clients.js"
 import { nowSeconds } from "./clock.js"
 import { randomToken } from "./crypto.js"
 import { answerFailures, readForm } from "./formEndpoint.js"
 import { CORS_HEADERS, json } from "./http.js"
+import { addressOf, authenticateWithinLimits, limitIdentity, limitPublicToken } from "./limits.js"
 
 const err = (code: OAuthError.ErrorCode, description: string) => Effect.fail(OAuthError.make(code, description))
 
@@ -178,10 +180,18 @@ const refreshGrant = (
   client: Client,
   form: ReadonlyMap<string, string>,
   binding: TokenBinding,
+  limit: PublicLimit,
 ) =>
   Effect.gen(function* () {
     const grants = yield* GrantStore
     const presented = form.get("refresh_token")
+    const now = yield* nowSeconds
+    // Looked up without side effects: what the token is for decides the access token signed below; whether it may
+    // still be used (reuse, revocation, expiry) is decided in the one transaction that records that access token.
+    const found =
+      presented === undefined || presented === "" ? Option.none() : yield* grants.findRefresh(presented, now)
+    // A public client's limits (its address, the token's family) in one check, as soon as the family is known.
+    yield* limit(Option.isSome(found) ? found.value.family_id : undefined)
     if (presented === undefined || presented === "") return yield* err("invalid_request", "refresh_token is missing")
     const scopeParam = form.get("scope")
     let requested: ReadonlyArray<string> | undefined
@@ -191,10 +201,6 @@ const refreshGrant = (
       requested = parsed.success
     }
     const resourceParam = form.get("resource")
-    const now = yield* nowSeconds
-    // Looked up without side effects: what the token is for decides the access token signed below; whether it may
-    // still be used (reuse, revocation, expiry) is decided in the one transaction that records that access token.
-    const found = yield* grants.findRefresh(presented, now)
     if (Option.isNone(found)) return yield* err("invalid_grant", "the refresh token is invalid")
     const current = found.value
     // A request that fails a check answers first what presenting the token means (a rotated-out token is reuse and
@@ -311,6 +317,12 @@ const tokenResponse = (
     { headers: { ...CORS_HEADERS, ...binding.headers } },
   )
 
+/**
+ * The limits of a public client's token request, applied once in the request with what the grant knows (the refresh
+ * token's family, when there is one); nothing for a client that authenticated with credentials.
+ */
+type PublicLimit = (family?: string) => Effect.Effect<void, RateLimited | StorageError>
+
 /** The server's own grants, registered like any extension's. */
 type BuiltinGrant = Omit<GrantHandler, "handle"> & {
   readonly run: (
@@ -318,7 +330,8 @@ type BuiltinGrant = Omit<GrantHandler, "handle"> & {
     client: Client,
     form: ReadonlyMap<string, string>,
     binding: TokenBinding,
-  ) => Effect.Effect<Response, OAuthError.OAuthError | StorageError, GrantStore | TokenSigner>
+    limit: PublicLimit,
+  ) => Effect.Effect<Response, OAuthError.OAuthError | RateLimited | StorageError, GrantStore | TokenSigner>
 }
 
 const builtinGrants: ReadonlyArray<BuiltinGrant> = [
@@ -347,11 +360,15 @@ const resourceOf = (
 
 /**
  * The token endpoint (OAuth 2.1 §3.2): form body only, size-capped, one authentication method, the extensions'
- * token-request hooks, then the grant handler registered for `grant_type`.
+ * token-request hooks, then the grant handler registered for `grant_type`. Within the abuse limits (see
+ * {@link authenticateWithinLimits}): a client that authenticates spends its own allowance; a public client or a grant
+ * without a client is counted per client address, a refresh also per family, before the hooks and the grant (a
+ * refresh once its family is known, in the same check).
  */
 export const tokenEndpoint = (
   config: ResolvedConfig,
   request: Request,
+  limiter: RateLimiterService,
 ): Effect.Effect<Response, StorageError, ClientStore | GrantStore | TokenSigner | MetadataDocuments> =>
   Effect.gen(function* () {
     const form = yield* readForm(config, request)
@@ -364,11 +381,22 @@ export const tokenEndpoint = (
             .find((g) => g.grantType === grantType && (g.accepts === undefined || g.accepts(form)))
     // A grant that works without a client (workload identity federation) gets none when the request names none.
     const anonymous = extension?.clientAuthentication === "optional" && !identifiesClient(config, request, form)
-    const client = anonymous
+    const authenticated = anonymous
       ? undefined
-      : (yield* authenticateClient(config, request, form, [config.issuer, config.endpoints.token])).client
-    if (grantType === undefined || grantType === "") return yield* err("invalid_request", "grant_type is missing")
+      : yield* authenticateWithinLimits(config, limiter, "token", request, form, [
+          config.issuer,
+          config.endpoints.token,
+        ])
+    const client = authenticated?.client
     const builtin = builtinGrants.find((g) => g.grantType === grantType)
+    // A public client (its ID proves nothing) and a grant without a client are counted per client address; a refresh
+    // by its grant, with its family, in the same check. A client that authenticated has spent its own allowance.
+    const limitPublic: PublicLimit =
+      authenticated === undefined || authenticated.method === "none"
+        ? (family) => limitPublicToken(config, limiter, authenticated?.address ?? addressOf(config, request), family)
+        : () => Effect.void
+    if (builtin?.grantType !== Grant.REFRESH_TOKEN || client === undefined) yield* limitPublic()
+    if (grantType === undefined || grantType === "") return yield* err("invalid_request", "grant_type is missing")
     if (builtin === undefined && extension === undefined) {
       return yield* err("unsupported_grant_type", `grant_type ${grantType} is not supported`)
     }
@@ -396,7 +424,9 @@ export const tokenEndpoint = (
       }),
       {},
     )
-    if (builtin !== undefined && client !== undefined) return yield* builtin.run(config, client, form, binding)
+    if (builtin !== undefined && client !== undefined) {
+      return yield* builtin.run(config, client, form, binding, limitPublic)
+    }
     const handler = extension as GrantHandler
     const grants = yield* GrantStore
     const services = yield* Effect.context<TokenSigner>()
@@ -423,6 +453,7 @@ export const tokenEndpoint = (
         ),
       verifyOwn: (token, options = {}) =>
         verifyOwnJwt(config, token, now, options.typ).pipe(Effect.provideContext(services)),
+      limitIdentity: (issuer, subject) => limitIdentity(config, limiter, issuer, subject),
     }
     return yield* handler.handle(context)
   }).pipe(answerFailures(config, "token"))

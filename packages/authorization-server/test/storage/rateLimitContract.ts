@@ -51,6 +51,87 @@ export const rateLimitContract = (name: string, factory: LimiterFactory): void =
       ))
   })
 
+  describe(`${name}: RateLimiter combined checks`, () => {
+    const a = { max: 2, window: 60 }
+    const b = { max: 3, window: 30 }
+
+    it("counts one request in every bucket at once; the refusal names the bucket with the longest wait", () =>
+      run(
+        Effect.gen(function* () {
+          const limiter = yield* RateLimiter
+          const both = [
+            { bucket: "a", rule: a },
+            { bucket: "b", rule: b },
+          ]
+          expect(yield* limiter.hitAll([], NOW)).toEqual({ allowed: true })
+          expect(yield* limiter.hitAll(both, NOW)).toEqual({ allowed: true })
+          expect(yield* limiter.hitAll(both, NOW)).toEqual({ allowed: true })
+          expect(yield* limiter.hitAll(both, NOW + 1)).toEqual({ allowed: false, retryAfter: 59, refusedBy: 0 })
+          // Both refuse: the longer wait (a's), whatever the order of the counts.
+          expect(yield* limiter.hitAll([...both].reverse(), NOW + 2)).toEqual({
+            allowed: false,
+            retryAfter: 58,
+            refusedBy: 1,
+          })
+          // The buckets are those of single hits: b has counted four requests.
+          expect(yield* limiter.hit("b", b, NOW + 3)).toEqual({ allowed: false, retryAfter: 27 })
+          // b's window ends first; a still refuses.
+          expect(yield* limiter.hitAll(both, NOW + 30)).toEqual({ allowed: false, retryAfter: 30, refusedBy: 0 })
+          expect(yield* limiter.hitAll([{ bucket: "b", rule: b }], NOW + 31)).toEqual({ allowed: true })
+          expect(yield* limiter.hitAll(both, NOW + 60)).toEqual({ allowed: true })
+        }),
+      ))
+
+    it("a peek judges the request as if counted, without counting it; a bucket that is not live is not created", () =>
+      run(
+        Effect.gen(function* () {
+          const limiter = yield* RateLimiter
+          const one = { max: 1, window: 60 }
+          const peek = { bucket: "-peeked", rule: one, peek: true }
+          for (let i = 0; i < 3; i++) expect(yield* limiter.hitAll([peek], NOW)).toEqual({ allowed: true })
+          expect(yield* limiter.purgeExpired(NOW + 1000)).toBe(0)
+          expect(yield* limiter.hit("-peeked", one, NOW)).toEqual({ allowed: true })
+          // Full: a request counted now would be refused, so the peek refuses; the count is unchanged.
+          expect(yield* limiter.hitAll([peek], NOW + 10)).toEqual({ allowed: false, retryAfter: 50, refusedBy: 0 })
+          expect(yield* limiter.hitAll([{ bucket: "c", rule: a }, peek], NOW + 10)).toEqual({
+            allowed: false,
+            retryAfter: 50,
+            refusedBy: 1,
+          })
+          // The counted bucket counted all the same: this is its second request, the next its third.
+          expect(yield* limiter.hitAll([{ bucket: "c", rule: a }], NOW + 11)).toEqual({ allowed: true })
+          expect(yield* limiter.hitAll([{ bucket: "c", rule: a }], NOW + 11)).toEqual({
+            allowed: false,
+            retryAfter: 59,
+            refusedBy: 0,
+          })
+          expect(yield* limiter.hit("-peeked", { max: 2, window: 60 }, NOW + 12)).toEqual({ allowed: true })
+          // Once the window is over, the peek allows again.
+          expect(yield* limiter.hitAll([peek], NOW + 60)).toEqual({ allowed: true })
+        }),
+      ))
+
+    it("lets exactly max of many concurrent combined requests through, and counts every one", () =>
+      run(
+        Effect.gen(function* () {
+          const limiter = yield* RateLimiter
+          const x = { bucket: "x", rule: { max: 5, window: 60 } }
+          const y = { bucket: "y", rule: { max: 100, window: 60 } }
+          const decisions = yield* Effect.all(
+            // Half in each order: the buckets shared by concurrent statements must not deadlock.
+            Array.from({ length: 20 }, (_, i) => limiter.hitAll(i % 2 === 0 ? [x, y] : [y, x], NOW)),
+            { concurrency: "unbounded" },
+          )
+          expect(decisions.filter((d) => d.allowed)).toHaveLength(5)
+          expect(decisions.filter((d) => !d.allowed).map((d) => (d.allowed ? 0 : d.retryAfter))).toEqual(
+            Array.from({ length: 15 }, () => 60),
+          )
+          expect(yield* limiter.hit("y", { max: 21, window: 60 }, NOW)).toEqual({ allowed: true })
+          expect(yield* limiter.hit("y", { max: 21, window: 60 }, NOW)).toEqual({ allowed: false, retryAfter: 60 })
+        }),
+      ))
+  })
+
   describe(`${name}: RateLimiter growing delays`, () => {
     it("locks after freeAttempts, doubling each further lock up to maxDelay", () =>
       run(

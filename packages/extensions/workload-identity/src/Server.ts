@@ -319,7 +319,10 @@ const keyFailure = (issuer: Issuer, kid: string | undefined, cause: unknown): st
  * serve or the workload may not use, `invalid_scope` for a scope the workload may not have, and `invalid_grant`
  * (saying which check failed) for an assertion that is not a JWT, has a symmetric or no signature, comes from an
  * untrusted issuer, does not verify, fails a claim check of RFC 7523 §3 (`sub`, `aud`, `exp`, `nbf`, `iat`, `jti`),
- * was already used (its `jti`, remembered in the server's store until it expires), or that no rule admits.
+ * was already used (its `jti`, remembered in the server's store until it expires), or that no rule admits. The
+ * server's abuse limits apply: a request without a client counts per client address (`rateLimits.token`), and once
+ * its assertion is verified and unused, per workload (its `iss` and `sub`, `rateLimits.workload`), answered 429 with
+ * `Retry-After` past either.
  *
  * @see {@link https://github.com/modelcontextprotocol/ext-auth/blob/main/specification/draft/workload-identity-federation.mdx | MCP workload identity federation}
  * @see {@link https://www.rfc-editor.org/rfc/rfc7523.html#section-2.1 | RFC 7523 §2.1}
@@ -490,6 +493,9 @@ export const workloadIdentityGrant = (options: WorkloadIdentityOptions): Extensi
       // assertion could no longer be accepted anyway.
       const fresh = yield* context.rememberJti(`wif ${iss}`, checked.jti, checked.exp + skew)
       if (!fresh) return yield* invalidGrant("the assertion's jti was already used: an assertion is accepted once")
+      // The server's limit per workload (rateLimits.workload), counted only now: nobody can spend a workload's
+      // allowance without a fresh assertion its issuer signed for it.
+      yield* context.limitIdentity(iss, checked.sub)
 
       const matched = issuer.options.rules.filter((rule) => ruleMatches(rule, claims))
       if (matched.length === 0) {
@@ -525,7 +531,9 @@ export const workloadIdentityGrant = (options: WorkloadIdentityOptions): Extensi
                   error: error.error,
                   ...(error.error_description === undefined ? {} : { description: error.error_description }),
                 }
-              : { error: "server_error", description: error.message }),
+              : error._tag === "RateLimited"
+                ? { error: "invalid_request", description: error.description }
+                : { error: "server_error", description: error.message }),
           }),
         ),
       ),

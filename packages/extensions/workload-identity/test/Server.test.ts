@@ -1,9 +1,17 @@
-import { createAuthorizationServer } from "@keyway/authorization-server"
+import {
+  AuthorizationServer,
+  createAuthorizationServer,
+  Extension,
+  Storage,
+  UserAuthenticator,
+} from "@keyway/authorization-server"
 import { Grant } from "@keyway/core"
+import { Layer, ManagedRuntime } from "effect"
+import { TestClock } from "effect/testing"
 import { base64url, decodeJwt, exportJWK, generateKeyPair, SignJWT } from "jose"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type TrustedIssuer, workloadIdentityGrant } from "../src/Server.js"
-import { callMcp, type Stack, startStack, tokenRequest } from "./support.js"
+import { callMcp, type Stack, startStack, startWorkloadIssuer, tokenRequest, type WorkloadIssuer } from "./support.js"
 
 const SUB = "spiffe://example.org/agent"
 const ALGS = Grant.ASYMMETRIC_ALGORITHMS.join(", ")
@@ -246,6 +254,122 @@ describe("refusals", () => {
       subject: SUB,
       resource: stack.mcp[1],
     })
+  })
+})
+
+describe("the server's abuse limits", () => {
+  const ISSUER = "https://as.example"
+  const RESOURCE = "https://mcp.example/mcp"
+  const OTHER = "spiffe://example.org/-other"
+  let workload: WorkloadIssuer
+  beforeAll(async () => {
+    workload = await startWorkloadIssuer(() => ISSUER)
+  })
+  afterAll(async () => {
+    await workload?.close()
+  })
+
+  it("without a client: per client address, and per workload (iss and sub) once its assertion is verified and unused", async () => {
+    const log: Array<Record<string, unknown>> = []
+    // The server's clock stands still (TestClock) at the time the workload signs with, so every wait is exact.
+    const startAt = Math.floor(Date.now() / 1000) * 1000
+    const runtime = ManagedRuntime.make(
+      AuthorizationServer.AuthorizationServer.layer({
+        issuer: ISSUER,
+        resources: [{ uri: RESOURCE, scopes: { "notes:read": "Read notes" } }],
+        warn: () => {},
+        rateLimits: {
+          token: { max: 3, window: 60 },
+          workload: { max: 2, window: 60 },
+          clientAddress: (request) => request.headers.get("x-test-client") ?? undefined,
+        },
+      }).pipe(
+        Layer.provide(
+          Extension.Extensions.layer([
+            workloadIdentityGrant({
+              issuers: [
+                {
+                  issuer: workload.issuer,
+                  jwks: { keys: [workload.publicJwk] },
+                  rules: [{ claims: { sub: [SUB, OTHER] }, resources: [RESOURCE], scopes: ["notes:read"] }],
+                },
+              ],
+              log: (event) => log.push({ ...event }),
+            }),
+          ]),
+        ),
+        Layer.provideMerge(Layer.merge(Storage.layerMemory, UserAuthenticator.UserAuthenticator.layerUsers([]))),
+        Layer.provideMerge(Layer.provideMerge(Layer.effectDiscard(TestClock.setTime(startAt)), TestClock.layer())),
+      ),
+    )
+    const ask = async (from: string, assertion: string) => {
+      const response = await runtime.runPromise(
+        AuthorizationServer.AuthorizationServer.use((server) =>
+          server.handle(
+            new Request(`${ISSUER}/token`, {
+              method: "POST",
+              headers: { "content-type": "application/x-www-form-urlencoded", "x-test-client": from },
+              body: new URLSearchParams({ grant_type: Grant.JWT_BEARER, assertion, resource: RESOURCE }),
+            }),
+          ),
+        ),
+      )
+      return { status: response.status, retryAfter: response.headers.get("retry-after"), body: await response.json() }
+    }
+    const tooMany = (what: string, setting: string, max: number) => ({
+      status: 429,
+      retryAfter: "60",
+      body: {
+        error: "invalid_request",
+        error_description: `${what}: ${setting} allows ${max} in 60 seconds; retry after 60 seconds`,
+      },
+    })
+    try {
+      // Requests that name no client, from one address: counted before the grant looks at them.
+      for (let i = 0; i < 3; i++) {
+        expect(await ask("198.51.100.7", "not-a-jwt")).toEqual({
+          status: 400,
+          retryAfter: null,
+          body: {
+            error: "invalid_grant",
+            error_description: "the assertion is not a signed JWT (JWS compact serialization, RFC 7523 section 3)",
+          },
+        })
+      }
+      expect(await ask("198.51.100.7", await workload.sign({}))).toEqual(
+        tooMany("too many token requests from this address", "rateLimits.token", 3),
+      )
+      // One workload, from anywhere: its verified, unused assertions.
+      expect((await ask("203.0.113.1", await workload.sign({}))).status).toBe(200)
+      const used = await workload.sign({})
+      expect((await ask("203.0.113.2", used)).status).toBe(200)
+      expect(await ask("203.0.113.3", await workload.sign({}))).toEqual(
+        tooMany("too many token requests for this workload", "rateLimits.workload", 2),
+      )
+      expect(log.at(-1)).toMatchObject({
+        outcome: "refused",
+        subject: SUB,
+        error: "invalid_request",
+        description:
+          "too many token requests for this workload: rateLimits.workload allows 2 in 60 seconds; retry after 60 seconds",
+      })
+      // A replayed assertion spends nothing: the workload's count is not the replayer's to spend.
+      expect(await ask("203.0.113.4", used)).toEqual({
+        status: 400,
+        retryAfter: null,
+        body: {
+          error: "invalid_grant",
+          error_description: "the assertion's jti was already used: an assertion is accepted once",
+        },
+      })
+      // Another workload of the same issuer has its own count.
+      expect((await ask("203.0.113.3", await workload.sign({ sub: OTHER }))).status).toBe(200)
+      await runtime.runPromise(TestClock.adjust(60_000))
+      expect((await ask("203.0.113.3", await workload.sign({}))).status).toBe(200)
+      expect((await ask("198.51.100.7", await workload.sign({}))).status).toBe(200)
+    } finally {
+      await runtime.dispose()
+    }
   })
 })
 
