@@ -26,7 +26,7 @@ import {
 import { DiscoveryCache, memory as memoryCache } from "./DiscoveryCache.js"
 import { Extensions, type OutgoingRequest, type TokenStrategy } from "./Extension.js"
 import { stateMissing } from "./internal/callback.js"
-import { send } from "./internal/http.js"
+import { discard, send } from "./internal/http.js"
 import { authorizationBaseUrl } from "./internal/legacy.js"
 import { noUserAgent } from "./internal/noUserAgent.js"
 import { PENDING_LIFETIME_MS, pendingKey, tokensKey } from "./internal/storage.js"
@@ -579,12 +579,11 @@ const make = Effect.gen(function* () {
           if (extension.decorate === undefined || extension.response === undefined) continue
           const copy = response.clone()
           if (yield* extension.response(copy, outgoing)) again = true
-          // Not awaited: a branch of a tee is cancelled once both are, and the other one is still the caller's.
-          copy.body?.cancel().catch(() => undefined)
+          discard(copy)
         }
         if (again && !resent) {
           resent = true
-          yield* Effect.promise(() => response.body?.cancel() ?? Promise.resolve())
+          discard(response)
           continue
         }
       }
@@ -599,7 +598,7 @@ const make = Effect.gen(function* () {
       if (response.status === 403) {
         if (challenge?.error !== "insufficient_scope" || tokens === undefined) return response
         if (strategy !== undefined && !strategy.stepUp) {
-          yield* Effect.promise(() => response.body?.cancel() ?? Promise.resolve())
+          discard(response)
           return yield* new AuthError({
             step: "step-up",
             reason: "insufficient-scope",
@@ -610,18 +609,18 @@ const make = Effect.gen(function* () {
         }
         const attempts = stepUps.get(stepKey) ?? 0
         if (attempts >= config.maxStepUpAttempts) {
-          yield* Effect.promise(() => response.body?.cancel() ?? Promise.resolve())
+          discard(response)
           return yield* stepUpLimit(original.url, operation, attempts)
         }
         stepUps.set(stepKey, attempts + 1)
-        yield* Effect.promise(() => response.body?.cancel() ?? Promise.resolve())
+        discard(response)
         const scope = Scope.format(Scope.union(Scope.parse(tokens.scope), Scope.parse(challenge.scope)))
         yield* authorizeShared(key, original.url, { challenge, scope })
         continue
       }
       // 401: a challenge for another scheme is not ours to answer.
       if (foreign) return response
-      yield* Effect.promise(() => response.body?.cancel() ?? Promise.resolve())
+      discard(response)
       if (tokens !== undefined) {
         const current = yield* readTokens(key)
         if (current !== undefined && current.access_token !== tokens.access_token) continue

@@ -17,7 +17,7 @@ import * as Layer from "effect/Layer"
 import { AuthError } from "./AuthError.js"
 import { type Jar, makeJar } from "./internal/cookies.js"
 import { alertOf, firstForm, titleOf } from "./internal/forms.js"
-import { type FetchLike, send } from "./internal/http.js"
+import { discard, type FetchLike, send } from "./internal/http.js"
 
 /**
  * One authorization attempt's user agent: the redirect URI to register and request, and a way to run the request.
@@ -131,7 +131,7 @@ const drive = Effect.fnUntraced(function* (
     settings.jar.store(current, response.headers.getSetCookie(), yield* Clock.currentTimeMillis)
     const location = response.headers.get("location")
     if (response.status >= 300 && response.status <= 399 && location !== null) {
-      yield* Effect.promise(() => response.body?.cancel() ?? Promise.resolve())
+      discard(response)
       const to = URL.parse(location, current)
       if (to === null) break
       if (isRedirectTarget(to, target)) return to.href
