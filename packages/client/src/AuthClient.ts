@@ -17,7 +17,13 @@ import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import { AuthError } from "./AuthError.js"
 import { buildRequest, selectScope, validateCallback } from "./Authorization.js"
-import { ClientConfig, type ClientInformation, type ClientOptions, type FetchLike } from "./ClientConfig.js"
+import {
+  ClientConfig,
+  type ClientInformation,
+  type ClientOptions,
+  type FetchLike,
+  InvalidClientOptions,
+} from "./ClientConfig.js"
 import {
   type DiscoveredAuthorizationServer,
   discoverAuthorizationServer,
@@ -29,6 +35,7 @@ import { stateMissing } from "./internal/callback.js"
 import { discard, send } from "./internal/http.js"
 import { authorizationBaseUrl } from "./internal/legacy.js"
 import { noUserAgent } from "./internal/noUserAgent.js"
+import { problemOf } from "./internal/options.js"
 import { PENDING_LIFETIME_MS, pendingKey, tokensKey } from "./internal/storage.js"
 import { findClient, obtainClient } from "./Registration.js"
 import { exchangeCode, refresh, request as tokenRequest, toTokens } from "./TokenEndpoint.js"
@@ -718,7 +725,8 @@ export interface PlainAuthClient {
 }
 
 /**
- * Builds a client for any number of MCP servers.
+ * Builds a client for any number of MCP servers. Throws {@link InvalidClientOptions} when an option is one this entry
+ * does not take (`store: { file }` is `@keyway/client/node`'s) or of the wrong shape.
  *
  * @example
  * ```ts
@@ -733,7 +741,11 @@ export interface PlainAuthClient {
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization | MCP authorization}
  */
 export const createAuthClient = (options: CreateOptions = {}): PlainAuthClient => {
-  const backend = options.store === undefined || options.store === "memory" ? memory() : options.store
+  const problem = problemOf(options, "@keyway/client")
+  if (problem !== undefined) throw new InvalidClientOptions(problem)
+  const { store, userAgent, ...clientOptions } = options
+  const backend = store === undefined || store === "memory" ? memory() : store
+  const config = ClientConfig.make(clientOptions)
   // The service is made once, on first use, from plain service values rather than through a layer and a managed
   // runtime: its services are values that hold nothing to release, so the layer graph, memo map and scope would
   // only add to the first call of a cold start. The Effect face (`AuthClient.layer`) runs the same `make`.
@@ -742,10 +754,10 @@ export const createAuthClient = (options: CreateOptions = {}): PlainAuthClient =
     client ??= Effect.runSync(
       make.pipe(
         Effect.provideContext(
-          Context.make(ClientConfig, ClientConfig.make(options)).pipe(
+          Context.make(ClientConfig, config).pipe(
             Context.add(TokenStore, fromBackend(backend)),
             Context.add(DiscoveryCache, memoryCache()),
-            Context.add(UserAgent, options.userAgent ?? noUserAgent),
+            Context.add(UserAgent, userAgent ?? noUserAgent),
           ),
         ),
       ),
