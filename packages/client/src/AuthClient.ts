@@ -38,6 +38,7 @@ import { noUserAgent } from "./internal/noUserAgent.js"
 import { problemOf } from "./internal/options.js"
 import { PENDING_LIFETIME_MS, pendingKey, tokensKey } from "./internal/storage.js"
 import { findClient, obtainClient } from "./Registration.js"
+import { revoke, type TokenTypeHint } from "./Revocation.js"
 import { exchangeCode, refresh, request as tokenRequest, toTokens } from "./TokenEndpoint.js"
 import { type Backend, fromBackend, memory, type Pending, TokenStore, type Tokens } from "./TokenStore.js"
 import { UserAgent } from "./UserAgent.js"
@@ -82,6 +83,11 @@ export class AuthClient extends Context.Service<
     readonly tokens: (serverUrl: string) => Effect.Effect<Tokens | undefined, AuthError>
     /** Forgets the tokens held for a server. */
     readonly logout: (serverUrl: string) => Effect.Effect<void, AuthError>
+    /**
+     * Revokes the tokens held for a server at their authorization server (RFC 7009), the refresh token first, then
+     * the access token, without forgetting them (see `logout`); the kinds revoked, none when no tokens are held.
+     */
+    readonly revoke: (serverUrl: string) => Effect.Effect<ReadonlyArray<TokenTypeHint>, AuthError>
     /** Starts an authorization without running the user agent; the pending state is persisted. */
     readonly begin: (serverUrl: string, options?: AuthorizeOptions) => Effect.Effect<Begun, AuthError>
     /** Completes an authorization started with `begin` from the URL the user was redirected to. */
@@ -467,6 +473,42 @@ const make = Effect.gen(function* () {
     return rediscover(stale.issuer, stale.resource, legacy)
   }
 
+  /**
+   * Revokes the tokens held for a server at the revocation endpoint of the authorization server that issued them
+   * (found again as it was found first), authenticated as the client they were issued to.
+   */
+  const revokeHeld = Effect.fn("AuthClient.revoke")(function* (serverUrl: string) {
+    const key = yield* serverKey(serverUrl)
+    const tokens = yield* readTokens(key)
+    if (tokens === undefined) return [] as ReadonlyArray<TokenTypeHint>
+    const legacy =
+      config.legacyFallback && (tokens.legacy === true || tokens.issuer === authorizationBaseUrl(tokens.resource))
+    const server = yield* rediscover(tokens.issuer, tokens.resource, legacy)
+    const client =
+      tokens.client_id === undefined ? undefined : yield* provide(findClient(tokens.issuer, tokens.client_id))
+    if (client === undefined) {
+      return yield* new AuthError({
+        step: "revocation",
+        reason: "no-client",
+        url: server.metadataUrl ?? server.issuer,
+        message:
+          tokens.client_id === undefined
+            ? `the tokens held for ${key} were obtained without a client, and revocation at ${tokens.issuer} needs one to authenticate (RFC 7009 §2.1)`
+            : `the client ${tokens.client_id} the tokens held for ${key} were issued to is no longer known here, and revocation at ${tokens.issuer} needs it to authenticate (RFC 7009 §2.1)`,
+      })
+    }
+    const revoked: Array<TokenTypeHint> = []
+    // The refresh token first: revoking it ends the grant, and with it (RFC 7009 §2.1) the access tokens at servers
+    // that support it; the access token is then revoked by itself for the servers that do not.
+    if (tokens.refresh_token !== undefined) {
+      yield* provide(revoke(server, client, tokens.refresh_token, "refresh_token"))
+      revoked.push("refresh_token")
+    }
+    yield* provide(revoke(server, client, tokens.access_token, "access_token"))
+    revoked.push("access_token")
+    return revoked as ReadonlyArray<TokenTypeHint>
+  })
+
   /** Refreshes the tokens of a server; concurrent callers share one refresh. Undefined means re-authorize. */
   const refreshShared = (key: string, stale: Tokens): Effect.Effect<Tokens | undefined, AuthError> =>
     singleFlight(
@@ -682,6 +724,7 @@ const make = Effect.gen(function* () {
     complete,
     tokens: (serverUrl) => serverKey(serverUrl).pipe(Effect.flatMap(readTokens)),
     logout: (serverUrl) => serverKey(serverUrl).pipe(Effect.flatMap((key) => store.delete(tokensKey(key)))),
+    revoke: revokeHeld,
   })
 })
 
@@ -714,6 +757,13 @@ export interface PlainAuthClient {
   readonly authorize: (serverUrl: string, options?: AuthorizeOptions) => Promise<Tokens>
   readonly tokens: (serverUrl: string) => Promise<Tokens | undefined>
   readonly logout: (serverUrl: string) => Promise<void>
+  /**
+   * Revokes the tokens held for a server at their authorization server (RFC 7009 §2.1): the refresh token, then the
+   * access token, authenticated as their client. The tokens stay held (`logout` forgets them); resolves with the
+   * kinds revoked, none when no tokens are held. Fails with step `revocation`: `missing-endpoint` when the server
+   * publishes no `revocation_endpoint`, `oauth-error` when it refuses.
+   */
+  readonly revoke: (serverUrl: string) => Promise<ReadonlyArray<TokenTypeHint>>
   readonly begin: (serverUrl: string, options?: AuthorizeOptions) => Promise<Begun>
   readonly complete: (callbackUrl: string) => Promise<Tokens>
   /** The access token to send now (refreshed when close to expiry), without authorizing. */
@@ -771,6 +821,7 @@ export const createAuthClient = (options: CreateOptions = {}): PlainAuthClient =
     authorize: (serverUrl, authorizeOptions) => run((client) => client.authorize(serverUrl, authorizeOptions)),
     tokens: (serverUrl) => run((client) => client.tokens(serverUrl)),
     logout: (serverUrl) => run((client) => client.logout(serverUrl)),
+    revoke: (serverUrl) => run((client) => client.revoke(serverUrl)),
     begin: (serverUrl, authorizeOptions) => run((client) => client.begin(serverUrl, authorizeOptions)),
     complete: (callbackUrl) => run((client) => client.complete(callbackUrl)),
     accessToken: (serverUrl) => run((client) => client.accessToken(serverUrl)),
