@@ -37,7 +37,7 @@ import { authorizationBaseUrl } from "./internal/legacy.js"
 import { noUserAgent } from "./internal/noUserAgent.js"
 import { problemOf } from "./internal/options.js"
 import { PENDING_LIFETIME_MS, pendingKey, tokensKey } from "./internal/storage.js"
-import { findClient, obtainClient } from "./Registration.js"
+import { findClient, forgetClient, obtainClient } from "./Registration.js"
 import { revoke, type TokenTypeHint } from "./Revocation.js"
 import { exchangeCode, refresh, request as tokenRequest, toTokens } from "./TokenEndpoint.js"
 import { type Backend, fromBackend, memory, type Pending, TokenStore, type Tokens } from "./TokenStore.js"
@@ -378,8 +378,10 @@ const make = Effect.gen(function* () {
     // store writes (each a flushed file write with the file store), and a callback replayed through complete() finds
     // nothing. It is stored only if the user must take over (interaction-required), for complete() to finish.
     const stored = session.inProcess !== true
-    return yield* Effect.gen(function* () {
+    let used: ClientInformation | undefined
+    const attempt = Effect.gen(function* () {
       const { request, server, client } = yield* prepare(serverUrl, options, session.redirectUri, stored)
+      used = client
       const key = pendingKey(request.pending.state)
       const callbackUrl = yield* session.run(request.url).pipe(
         Effect.tapError((error) => {
@@ -391,7 +393,19 @@ const make = Effect.gen(function* () {
       return yield* finish(callbackUrl, request.pending, stored, { server, client }).pipe(
         Effect.tapError(() => (stored ? store.delete(key) : Effect.void)),
       )
-    }).pipe(Effect.ensuring(session.close))
+    })
+    return yield* attempt.pipe(
+      // The authorization server refused a registration kept from earlier (it lost or removed it): register anew
+      // and try once more. A configured client is the caller's to fix, and is never replaced.
+      Effect.catchIf(
+        (error) => error.error === "invalid_client" && used !== undefined,
+        (error) =>
+          Effect.flatMap(provide(forgetClient(used as ClientInformation)), (forgotten) =>
+            forgotten ? attempt : Effect.fail(error),
+          ),
+      ),
+      Effect.ensuring(session.close),
+    )
   })
 
   const authorize = (serverUrl: string, options: AuthorizeOptions = {}): Effect.Effect<Tokens, AuthError> =>
@@ -428,7 +442,16 @@ const make = Effect.gen(function* () {
         message: `the authorization response at ${where} carries a state that matches no pending authorization; it was discarded (it may be forged, replayed, or from another request)`,
       })
     }
-    return yield* finish(callbackUrl, pending, true)
+    return yield* finish(callbackUrl, pending, true).pipe(
+      // A registration the authorization server refuses is forgotten, so that the next begin() registers anew.
+      Effect.tapError((error) =>
+        error.error === "invalid_client"
+          ? Effect.flatMap(provide(findClient(pending.issuer, pending.client_id)), (client) =>
+              client === undefined ? Effect.void : Effect.asVoid(provide(forgetClient(client))),
+            )
+          : Effect.void,
+      ),
+    )
   })
 
   /** Runs an effect once per key at a time: callers arriving while it runs share its outcome. */
@@ -532,6 +555,15 @@ const make = Effect.gen(function* () {
           Effect.catchIf(
             (error) => error.reason === "invalid-grant",
             () => store.delete(tokensKey(key)).pipe(Effect.as(undefined)),
+          ),
+          // The authorization server no longer knows the registration the tokens were issued to: forget both, so
+          // that the next authorization registers anew. A configured client is the caller's to fix.
+          Effect.catchIf(
+            (error) => error.error === "invalid_client",
+            (error) =>
+              Effect.flatMap(provide(forgetClient(client)), (forgotten) =>
+                forgotten ? store.delete(tokensKey(key)).pipe(Effect.as(undefined)) : Effect.fail(error),
+              ),
           ),
         )
         // Saved before anyone uses it, so a rotated refresh token is never lost.
