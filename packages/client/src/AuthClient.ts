@@ -521,15 +521,22 @@ const make = Effect.gen(function* () {
       })
     }
     const revoked: Array<TokenTypeHint> = []
-    // The refresh token first: revoking it ends the grant, and with it (RFC 7009 §2.1) the access tokens at servers
-    // that support it; the access token is then revoked by itself for the servers that do not.
-    if (tokens.refresh_token !== undefined) {
-      yield* provide(revoke(server, client, tokens.refresh_token, "refresh_token"))
-      revoked.push("refresh_token")
-    }
-    yield* provide(revoke(server, client, tokens.access_token, "access_token"))
-    revoked.push("access_token")
-    return revoked as ReadonlyArray<TokenTypeHint>
+    return yield* Effect.gen(function* () {
+      // The refresh token first: revoking it ends the grant, and with it (RFC 7009 §2.1) the access tokens at
+      // servers that support it; the access token is then revoked by itself for the servers that do not.
+      if (tokens.refresh_token !== undefined) {
+        yield* provide(revoke(server, client, tokens.refresh_token, "refresh_token"))
+        revoked.push("refresh_token")
+      }
+      yield* provide(revoke(server, client, tokens.access_token, "access_token"))
+      revoked.push("access_token")
+      return revoked as ReadonlyArray<TokenTypeHint>
+    }).pipe(
+      // A registration the server no longer knows is forgotten, so that the next authorization registers anew.
+      Effect.tapError((error) =>
+        error.error === "invalid_client" ? Effect.asVoid(provide(forgetClient(client))) : Effect.void,
+      ),
+    )
   })
 
   /** Refreshes the tokens of a server; concurrent callers share one refresh. Undefined means re-authorize. */

@@ -134,11 +134,13 @@ describe("revoking the tokens held for a server (RFC 7009)", () => {
     expect(await client.tokens(rs.url)).toBeDefined()
   })
 
-  it("fails with the OAuth error when the server refuses, and stops at the refresh token", async () => {
+  it("fails with the OAuth error when the server refuses, stops at the refresh token, and forgets a refused registration", async () => {
     const endpoint = await revocationEndpoint(() =>
       json(401, { error: "invalid_client", error_description: "client authentication failed" }),
     )
-    const { rs, client } = await world({ as: { metadata: (m) => ({ ...m, revocation_endpoint: endpoint.url }) } })
+    const { as, rs, client } = await world({
+      as: { metadata: (m) => ({ ...m, revocation_endpoint: endpoint.url }) },
+    })
     await client.fetch(rs.url, post(rpc("initialize")))
     const error = await rejection(client.revoke(rs.url))
     expect(error).toMatchObject({
@@ -150,6 +152,10 @@ describe("revoking the tokens held for a server (RFC 7009)", () => {
       message: `the revocation endpoint ${endpoint.url} answered HTTP 401 invalid_client: client authentication failed when revoking the refresh token`,
     })
     expect(endpoint.requests).toHaveLength(1)
+    // invalid_client: the server no longer knows the registration, so the next authorization registers anew.
+    await client.logout(rs.url)
+    await client.authorize(rs.url)
+    expect(as.registrations).toHaveLength(2)
   })
 
   it("reports a refusal whose body is not JSON by its status", async () => {
