@@ -111,7 +111,18 @@ describe("options refused when the client is created", () => {
         store: memory(),
         userAgent: headless(),
         scope: undefined,
-        clients: [{ issuer: "https://as.example.com", client_id: "abc", client_secret: "s", redirect_uris: [] }],
+        clients: [
+          { issuer: "https://as.example.com", client_id: "abc", client_secret: "s", redirect_uris: [] },
+          // As a registration response gives it (RFC 7591 §3.2.1): the members the client does not use are let be.
+          {
+            issuer: "https://as.example.com",
+            client_id: "-registered",
+            client_id_issued_at: 1_800_000_000,
+            client_name: "my-cli",
+            grant_types: ["authorization_code", "refresh_token"],
+            token_endpoint_auth_method: "none",
+          },
+        ],
         refreshSkewSeconds: 0,
         maxStepUpAttempts: 1,
       }),

@@ -54,11 +54,17 @@ const AUTH_METHODS = ["none", "client_secret_basic", "client_secret_post", "priv
 
 /** Each member of an object, against its check; members the check list does not name are refused. */
 const members =
-  (checks: Readonly<Record<string, Check>>, required: ReadonlyArray<string>, what: string): Check =>
+  (
+    checks: Readonly<Record<string, Check>>,
+    required: ReadonlyArray<string>,
+    what: string,
+    tolerated: ReadonlySet<string> = new Set(),
+  ): Check =>
   (value, path) => {
     if (!isObject(value)) return `${path} must be ${what}; got ${shown(value)}`
     for (const name of required) if (value[name] === undefined) return `${path}.${name} is required`
     for (const [name, member] of Object.entries(value)) {
+      if (tolerated.has(name)) continue
       const check = checks[name]
       if (check === undefined) {
         return `${path} has "${name}", which ${what} does not have (it has ${Object.keys(checks).join(", ")})`
@@ -95,6 +101,28 @@ const clientInformation = members(
   },
   ["issuer", "client_id"],
   "client information ({ issuer, client_id, client_secret?, token_endpoint_auth_method?, redirect_uris? })",
+  // The other members of a registration (RFC 7591 §2, §3.2.1; OpenID's application_type) may come along with one
+  // pasted from a registration response: not used, not refused. Any other name is a mistake (`secret`).
+  new Set([
+    "client_id_issued_at",
+    "registration_access_token",
+    "registration_client_uri",
+    "grant_types",
+    "response_types",
+    "client_name",
+    "client_uri",
+    "logo_uri",
+    "scope",
+    "contacts",
+    "tos_uri",
+    "policy_uri",
+    "jwks_uri",
+    "jwks",
+    "software_id",
+    "software_version",
+    "software_statement",
+    "application_type",
+  ]),
 )
 
 /** The options of `ClientOptions`, each with its check. */
