@@ -48,6 +48,8 @@ describe("runDemo", () => {
       order.map(() => "ok"),
     )
     expect(result.steps).toBe(19)
+    // One registration: the step-up reuses it.
+    expect(out.split(STEPS.registration)).toHaveLength(2)
   })
 
   it("shows the challenge, PKCE S256 and resource, the iss check, and the step-up scope", () => {

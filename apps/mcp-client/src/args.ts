@@ -1,6 +1,7 @@
 /**
  * The command line of keyway-mcp: `list-tools <url>`, `call <url> <tool> [json args]`, `login <url>`,
- * `logout <url>`, with `--headless`, `--scope <scopes>`, `--tokens <file>` and `--json`.
+ * `logout <url>`, with `--headless`, `--scope <scopes>`, `--tokens <file>`, `--json`, and a pre-registered client
+ * (`--client-id`, `--issuer`, `--client-secret` or `$KEYWAY_MCP_CLIENT_SECRET`).
  *
  * @module
  */
@@ -19,6 +20,18 @@ export type Command =
   | { readonly kind: "login"; readonly url: string }
   | { readonly kind: "logout"; readonly url: string }
 
+/** A client registered beforehand with one authorization server, used there instead of registering. */
+export interface PreRegistered {
+  readonly clientId: string
+  /** The issuer of the authorization server it is registered with; it is never used with another. */
+  readonly issuer: string
+  /** Absent for a public client. */
+  readonly clientSecret: string | undefined
+}
+
+/** The environment variable the client secret is read from when `--client-secret` is not given. */
+export const CLIENT_SECRET_VARIABLE = "KEYWAY_MCP_CLIENT_SECRET"
+
 /** Options shared by every command. */
 export interface Options {
   /** Follow the authorization server's redirects without a browser (automation, servers that need no login). */
@@ -28,6 +41,8 @@ export interface Options {
   readonly tokens: string | undefined
   /** Print machine-readable JSON instead of text. */
   readonly json: boolean
+  /** A pre-registered client instead of dynamic registration. */
+  readonly client: PreRegistered | undefined
 }
 
 /** A command line that cannot be run; the message says why. */
@@ -42,15 +57,20 @@ commands:
   list-tools <url>                 list the tools of the MCP server at <url>
   call <url> <tool> [json args]    call a tool, with its arguments as a JSON object
   login <url>                      authorize now and keep the tokens
-  logout <url>                     forget the tokens held for <url>
+  logout <url>                     revoke the tokens held for <url> at the authorization server, and
+                                   forget them
 
 options:
-  --headless        follow the authorization server's redirects without opening a browser
-  --scope <scopes>  request these scopes (space-separated) instead of the server's; offline_access is
-                    added when the authorization server offers it
-  --tokens <file>   token file (default $XDG_CONFIG_HOME/keyway/tokens.json or ~/.config/keyway/tokens.json)
-  --json            print JSON
-  -h, --help        show this help
+  --headless            follow the authorization server's redirects without opening a browser
+  --scope <scopes>      request these scopes (space-separated) instead of the server's; offline_access is
+                        added when the authorization server offers it
+  --tokens <file>       token file (default $XDG_CONFIG_HOME/keyway/tokens.json or ~/.config/keyway/tokens.json)
+  --client-id <id>      use this client, registered beforehand, instead of registering (with --issuer)
+  --issuer <url>        the authorization server the client is registered with (its issuer identifier)
+  --client-secret <s>   the client's secret; better from $${CLIENT_SECRET_VARIABLE}, since other users
+                        can see a command line (ps)
+  --json                print JSON
+  -h, --help            show this help
 
 The browser is the system's default, or the command in $BROWSER.`
 
@@ -77,13 +97,49 @@ const toolArguments = (raw: string | undefined): Record<string, unknown> => {
   return parsed as Record<string, unknown>
 }
 
-/** Parses the arguments after the program name. */
-export const parseCommandLine = (argv: ReadonlyArray<string>): { command: Command; options: Options } => {
+/** The pre-registered client of the flags (the secret from the environment when no flag gives it), if any. */
+const preRegistered = (
+  values: {
+    readonly "client-id"?: string | undefined
+    readonly "client-secret"?: string | undefined
+    readonly issuer?: string | undefined
+  },
+  env: Readonly<Record<string, string | undefined>>,
+): PreRegistered | undefined => {
+  const clientId = values["client-id"]
+  if (clientId === undefined) {
+    if (values["client-secret"] !== undefined) throw new UsageError("--client-secret goes with --client-id")
+    if (values.issuer !== undefined) throw new UsageError("--issuer goes with --client-id")
+    return undefined
+  }
+  if (clientId === "") throw new UsageError("--client-id is empty")
+  const issuer = values.issuer
+  if (issuer === undefined) {
+    throw new UsageError(
+      "--client-id needs --issuer, the authorization server the client is registered with (a client is never used with another)",
+    )
+  }
+  const secret = values["client-secret"] ?? env[CLIENT_SECRET_VARIABLE]
+  const url = URL.parse(issuer)
+  if (url === null || (url.protocol !== "https:" && url.protocol !== "http:")) {
+    throw new UsageError(`--issuer "${issuer}" is not an http(s) URL`)
+  }
+  return { clientId, issuer, clientSecret: secret === "" ? undefined : secret }
+}
+
+/** Parses the arguments after the program name; `env` gives the client secret when no flag does. */
+export const parseCommandLine = (
+  argv: ReadonlyArray<string>,
+  env: Readonly<Record<string, string | undefined>> = {},
+): { command: Command; options: Options } => {
   let parsed: ReturnType<typeof parseArgs<{ options: typeof spec; allowPositionals: true }>>
   const spec = {
     headless: { type: "boolean", default: false },
     scope: { type: "string" },
     tokens: { type: "string" },
+    "client-id": { type: "string" },
+    "client-secret": { type: "string" },
+    issuer: { type: "string" },
     json: { type: "boolean", default: false },
     help: { type: "boolean", short: "h", default: false },
   } as const
@@ -98,6 +154,7 @@ export const parseCommandLine = (argv: ReadonlyArray<string>): { command: Comman
     scope: values.scope,
     tokens: values.tokens,
     json: values.json,
+    client: preRegistered(values, env),
   }
   const [name, ...rest] = positionals
   if (values.help || name === undefined || name === "help") return { command: { kind: "help" }, options }

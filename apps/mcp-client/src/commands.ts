@@ -3,10 +3,11 @@
  *
  * @module
  */
-import { type AuthClient, createAuthClient, UserAgent } from "@keyway/client/node"
+import { type AuthClient, createAuthClient, isAuthError, UserAgent } from "@keyway/client/node"
 import { createTransport } from "@keyway/mcp-sdk-client"
 import { Client } from "@modelcontextprotocol/client"
 import type { Command, Options } from "./args.js"
+import { describeError } from "./errors.js"
 
 /** Where a command writes: results on `out`, progress and notices on `err`. */
 export interface Io {
@@ -39,12 +40,54 @@ const authClient = (options: Options, env: Environment): AuthClient.PlainAuthCli
           return env.openBrowser(url)
         },
       })
+  const client = options.client
   return createAuthClient({
     clientName: NAME,
     store: { file: env.tokensFile },
     userAgent,
     ...(options.scope !== undefined ? { scope: options.scope } : {}),
+    ...(client === undefined
+      ? {}
+      : {
+          clients: [
+            {
+              issuer: client.issuer,
+              client_id: client.clientId,
+              ...(client.clientSecret === undefined ? {} : { client_secret: client.clientSecret }),
+            },
+          ],
+          // The authorization server the client is registered with, among those the MCP server names; one it does
+          // not name is refused rather than used.
+          chooseAuthorizationServer: () => client.issuer,
+        }),
   })
+}
+
+/**
+ * Revokes the tokens held for a server at their authorization server (RFC 7009), then forgets them whatever the
+ * outcome: a server without a revocation endpoint, or one that refuses, leaves them valid there until they expire,
+ * which the user is told.
+ */
+const logout = async (url: string, auth: AuthClient.PlainAuthClient, env: Environment) => {
+  const held = await auth.tokens(url)
+  if (held === undefined) {
+    env.out(`No tokens were held for ${url}.\n`)
+    return
+  }
+  const revoked = await auth.revoke(url).then(
+    () => undefined,
+    (error: unknown) => error,
+  )
+  await auth.logout(url)
+  if (revoked === undefined) {
+    env.out(`Logged out of ${url}: the tokens were revoked at ${held.issuer} and forgotten here.\n`)
+    return
+  }
+  const reason = isAuthError(revoked) ? revoked.message.replace(/\s+/gu, " ") : describeError(revoked)
+  env.err(`keyway-mcp: the tokens could not be revoked at ${held.issuer}: ${reason}\n`)
+  env.out(
+    `Logged out of ${url}: the tokens were forgotten here, but not revoked at ${held.issuer}; they stay valid there until they expire.\n`,
+  )
 }
 
 const withClient = async <A>(
@@ -130,12 +173,8 @@ export const runCommand = async (command: Exclude<Command, { kind: "help" }>, op
         )
         return
       }
-      case "logout": {
-        const held = await auth.tokens(command.url)
-        await auth.logout(command.url)
-        env.out(held === undefined ? `No tokens were held for ${command.url}.\n` : `Logged out of ${command.url}.\n`)
-        return
-      }
+      case "logout":
+        return await logout(command.url, auth, env)
     }
   } finally {
     await auth.dispose()

@@ -13,7 +13,7 @@ import { describeError } from "./errors.js"
 import { tokensFile } from "./paths.js"
 
 const main = async (): Promise<void> => {
-  const { command, options } = parseCommandLine(process.argv.slice(2))
+  const { command, options } = parseCommandLine(process.argv.slice(2), process.env)
   if (command.kind === "help") {
     process.stdout.write(`${USAGE}\n`)
     return

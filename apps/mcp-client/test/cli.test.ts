@@ -3,6 +3,7 @@ import { mkdtemp, readFile, rm, stat } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { listen, type Reply } from "@keyway/testing/peers"
 import { type Stack, startStack } from "@keyway/testing/stack"
 import { afterEach, describe, expect, it } from "vitest"
 
@@ -197,7 +198,13 @@ describe("keyway-mcp login and logout", () => {
 
     const logout = await cli(["logout", s.url], env)
     expect(logout.code).toBe(0)
-    expect(logout.stdout).toBe(`Logged out of ${s.url}.\n`)
+    // The peer publishes no revocation endpoint: the tokens are forgotten here all the same, and the user told so.
+    expect(logout.stderr).toBe(
+      `keyway-mcp: the tokens could not be revoked at ${s.as.issuer}: the authorization server ${s.as.issuer} publishes no revocation_endpoint in its metadata, so its tokens cannot be revoked there (RFC 7009); they stay valid until they expire\n`,
+    )
+    expect(logout.stdout).toBe(
+      `Logged out of ${s.url}: the tokens were forgotten here, but not revoked at ${s.as.issuer}; they stay valid there until they expire.\n`,
+    )
     expect(Object.keys(await readStore(file))).not.toContain(`tokens:${s.url}`)
     expect(await mode(file)).toBe(0o600)
 
@@ -214,6 +221,205 @@ describe("keyway-mcp login and logout", () => {
     })
     expect(run.code).toBe(0)
     expect(s.as.authorizations[0]?.get("scope")).toBe("tools:read offline_access")
+  })
+})
+
+/**
+ * A revocation endpoint (RFC 7009) beside the stack's authorization server: records each request, revokes the access
+ * token it names at the peer, and answers 200; `reply` answers instead when given.
+ */
+const revocationEndpoint = async (reply?: () => Reply) => {
+  const requests: Array<{ params: Record<string, string>; authorization: string | undefined }> = []
+  let stackOf: Stack | undefined
+  const server = await listen((request, _url, body) => {
+    const params = Object.fromEntries(new URLSearchParams(body))
+    requests.push({ params, authorization: request.headers.authorization })
+    if (reply !== undefined) return reply()
+    const issued = stackOf?.as.tokens.get(params.token ?? "")
+    if (issued !== undefined) issued.revoked = true
+    return { status: 200, headers: { "cache-control": "no-store" } }
+  })
+  cleanups.push(server.close)
+  return {
+    url: `${server.origin}/revoke`,
+    requests,
+    attach: (s: Stack) => {
+      stackOf = s
+    },
+  }
+}
+
+describe("keyway-mcp logout revokes", () => {
+  it("the refresh token, then the access token, at the authorization server, then forgets them", async () => {
+    const endpoint = await revocationEndpoint()
+    const s = await stack({ metadata: (m) => ({ ...m, revocation_endpoint: endpoint.url }) })
+    endpoint.attach(s)
+    const config = await home()
+    const env = { XDG_CONFIG_HOME: config, HOME: config }
+    const file = join(config, "keyway", "tokens.json")
+    expect((await cli(["login", s.url, "--headless"], env)).code).toBe(0)
+    const held = (await readStore(file))[`tokens:${s.url}`] as { access_token: string; refresh_token: string }
+    const clientId = s.as.authorizations[0]?.get("client_id")
+
+    const logout = await cli(["logout", s.url], env)
+    expect(logout.stderr).toBe("")
+    expect(logout.stdout).toBe(
+      `Logged out of ${s.url}: the tokens were revoked at ${s.as.issuer} and forgotten here.\n`,
+    )
+    expect(logout.code).toBe(0)
+    expect(endpoint.requests).toEqual([
+      {
+        params: { token: held.refresh_token, token_type_hint: "refresh_token", client_id: clientId },
+        authorization: undefined,
+      },
+      {
+        params: { token: held.access_token, token_type_hint: "access_token", client_id: clientId },
+        authorization: undefined,
+      },
+    ])
+    expect(s.as.tokens.get(held.access_token)?.revoked).toBe(true)
+    expect(Object.keys(await readStore(file))).not.toContain(`tokens:${s.url}`)
+  })
+
+  it("forgets the tokens and says so when the authorization server refuses the revocation", async () => {
+    const endpoint = await revocationEndpoint(() => ({
+      status: 503,
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ error: "temporarily_unavailable", error_description: "try again later" }),
+    }))
+    const s = await stack({ metadata: (m) => ({ ...m, revocation_endpoint: endpoint.url }) })
+    const config = await home()
+    const env = { XDG_CONFIG_HOME: config, HOME: config }
+    expect((await cli(["login", s.url, "--headless"], env)).code).toBe(0)
+    const logout = await cli(["logout", s.url], env)
+    expect(logout.code).toBe(0)
+    expect(logout.stderr).toBe(
+      `keyway-mcp: the tokens could not be revoked at ${s.as.issuer}: the revocation endpoint ${endpoint.url} answered HTTP 503 temporarily_unavailable: try again later when revoking the refresh token\n`,
+    )
+    expect(logout.stdout).toBe(
+      `Logged out of ${s.url}: the tokens were forgotten here, but not revoked at ${s.as.issuer}; they stay valid there until they expire.\n`,
+    )
+    expect(Object.keys(await readStore(join(config, "keyway", "tokens.json")))).not.toContain(`tokens:${s.url}`)
+  })
+})
+
+describe("keyway-mcp registers once", () => {
+  it("and reuses the registration kept in the token file: login, logout, then through the browser", async () => {
+    const s = await stack()
+    const config = await home()
+    const env = { XDG_CONFIG_HOME: config, HOME: config }
+    expect((await cli(["login", s.url, "--headless"], env)).code).toBe(0)
+    expect((await cli(["logout", s.url], env)).code).toBe(0)
+    // The browser's loopback listener has another port each time: the registration covers it (RFC 8252 §7.3).
+    const browsed = await cli(["list-tools", s.url], { ...env, BROWSER: `${process.execPath} ${fakeBrowser}` })
+    expect(browsed.code).toBe(0)
+    expect(s.as.authorizations).toHaveLength(2)
+    expect(s.as.registrations).toHaveLength(1)
+    const clientIds = new Set(s.as.authorizations.map((params) => params.get("client_id")))
+    expect(clientIds.size).toBe(1)
+  })
+})
+
+describe("keyway-mcp with a pre-registered client", () => {
+  const CALLBACK = "http://127.0.0.1/callback"
+  const SECRET = "s3cret: from the operator"
+  // RFC 6749 §2.3.1: the ID and the secret form-encoded, then Base64.
+  const BASIC = `Basic ${btoa("-keyway-cli:s3cret%3A+from+the+operator")}`
+
+  const confidential = () =>
+    stack({
+      clients: [
+        {
+          client_id: "-keyway-cli",
+          client_secret: SECRET,
+          token_endpoint_auth_method: "client_secret_basic",
+          redirect_uris: [CALLBACK],
+        },
+      ],
+    })
+
+  it("uses it instead of registering, with the secret from $KEYWAY_MCP_CLIENT_SECRET", async () => {
+    const s = await confidential()
+    const config = await home()
+    const run = await cli(["list-tools", s.url, "--headless", "--client-id=-keyway-cli", "--issuer", s.as.issuer], {
+      XDG_CONFIG_HOME: config,
+      HOME: config,
+      KEYWAY_MCP_CLIENT_SECRET: SECRET,
+    })
+    expect(run.stderr).toBe("")
+    expect(run.code).toBe(0)
+    expect(s.as.registrations).toHaveLength(0)
+    expect(s.as.authorizations[0]?.get("client_id")).toBe("-keyway-cli")
+    expect(s.as.tokenRequests[0]?.authorization).toBe(
+      `Basic ${btoa(`-keyway-cli:${encodeURIComponent(SECRET).replace(/%20/gu, "+")}`)}`,
+    )
+  })
+
+  it("takes the secret from --client-secret too, and a public client without one", async () => {
+    const s = await stack({
+      clients: [
+        {
+          client_id: "-keyway-cli",
+          client_secret: SECRET,
+          token_endpoint_auth_method: "client_secret_basic",
+          redirect_uris: [CALLBACK],
+        },
+        { client_id: "keyway-public", token_endpoint_auth_method: "none", redirect_uris: [CALLBACK] },
+      ],
+    })
+    const config = await home()
+    const flagged = await cli(
+      ["login", s.url, "--headless", "--client-id=-keyway-cli", "--client-secret", SECRET, "--issuer", s.as.issuer],
+      { XDG_CONFIG_HOME: config, HOME: config },
+    )
+    expect(flagged.code).toBe(0)
+    expect(s.as.tokenRequests[0]?.authorization).toBe(BASIC)
+    const other = await home()
+    const open = await cli(["login", s.url, "--headless", "--client-id", "keyway-public", "--issuer", s.as.issuer], {
+      XDG_CONFIG_HOME: other,
+      HOME: other,
+    })
+    expect(open.code).toBe(0)
+    expect(s.as.tokenRequests[1]?.params.get("client_id")).toBe("keyway-public")
+    expect(s.as.tokenRequests[1]?.authorization).toBeUndefined()
+    expect(s.as.registrations).toHaveLength(0)
+  })
+
+  it("refuses an issuer the MCP server does not name, rather than registering there", async () => {
+    const s = await confidential()
+    const run = await cli(
+      ["list-tools", s.url, "--headless", "--client-id=-keyway-cli", "--issuer", "https://as.example.com"],
+      { HOME: await home(), KEYWAY_MCP_CLIENT_SECRET: SECRET },
+    )
+    expect(run.code).toBe(1)
+    expect(run.stderr).toBe(
+      `keyway-mcp: authorization failed at protected-resource-metadata (invalid-input): the authorization server chooser returned "https://as.example.com", which is not one of ${s.as.issuer}\n`,
+    )
+    expect(s.as.registrations).toHaveLength(0)
+  })
+
+  it.each([
+    [
+      ["--client-id", "abc"],
+      "--client-id needs --issuer, the authorization server the client is registered with (a client is never used with another)",
+    ],
+    [["--client-secret", "s"], "--client-secret goes with --client-id"],
+    [["--issuer", "https://as.example.com"], "--issuer goes with --client-id"],
+    [["--client-id", "abc", "--issuer", "as.example.com"], '--issuer "as.example.com" is not an http(s) URL'],
+  ])("refuses %j with a usage error", async (flags, message) => {
+    const run = await cli(["list-tools", "http://127.0.0.1:9/mcp", ...flags], { HOME: await home() })
+    expect(run.code).toBe(1)
+    expect(run.stderr).toBe(`keyway-mcp: ${message} (see keyway-mcp --help)\n`)
+  })
+
+  it("asks for --client-id=<id> when the ID begins with a dash", async () => {
+    const run = await cli(["list-tools", "http://127.0.0.1:9/mcp", "--client-id", "-keyway-cli"], {
+      HOME: await home(),
+    })
+    expect(run.code).toBe(1)
+    expect(run.stderr).toBe(
+      "keyway-mcp: Option '--client-id' argument is ambiguous. Did you forget to specify the option argument for '--client-id'? To specify an option argument starting with a dash use '--client-id=-XYZ'. (see keyway-mcp --help)\n",
+    )
   })
 })
 

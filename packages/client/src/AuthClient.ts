@@ -17,7 +17,13 @@ import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import { AuthError } from "./AuthError.js"
 import { buildRequest, selectScope, validateCallback } from "./Authorization.js"
-import { ClientConfig, type ClientInformation, type ClientOptions, type FetchLike } from "./ClientConfig.js"
+import {
+  ClientConfig,
+  type ClientInformation,
+  type ClientOptions,
+  type FetchLike,
+  InvalidClientOptions,
+} from "./ClientConfig.js"
 import {
   type DiscoveredAuthorizationServer,
   discoverAuthorizationServer,
@@ -26,11 +32,13 @@ import {
 import { DiscoveryCache, memory as memoryCache } from "./DiscoveryCache.js"
 import { Extensions, type OutgoingRequest, type TokenStrategy } from "./Extension.js"
 import { stateMissing } from "./internal/callback.js"
-import { send } from "./internal/http.js"
+import { discard, send } from "./internal/http.js"
 import { authorizationBaseUrl } from "./internal/legacy.js"
 import { noUserAgent } from "./internal/noUserAgent.js"
+import { problemOf } from "./internal/options.js"
 import { PENDING_LIFETIME_MS, pendingKey, tokensKey } from "./internal/storage.js"
-import { findClient, obtainClient } from "./Registration.js"
+import { findClient, forgetClient, obtainClient } from "./Registration.js"
+import { revoke, type TokenTypeHint } from "./Revocation.js"
 import { exchangeCode, refresh, request as tokenRequest, toTokens } from "./TokenEndpoint.js"
 import { type Backend, fromBackend, memory, type Pending, TokenStore, type Tokens } from "./TokenStore.js"
 import { UserAgent } from "./UserAgent.js"
@@ -75,6 +83,11 @@ export class AuthClient extends Context.Service<
     readonly tokens: (serverUrl: string) => Effect.Effect<Tokens | undefined, AuthError>
     /** Forgets the tokens held for a server. */
     readonly logout: (serverUrl: string) => Effect.Effect<void, AuthError>
+    /**
+     * Revokes the tokens held for a server at their authorization server (RFC 7009), the refresh token first, then
+     * the access token, without forgetting them (see `logout`); the kinds revoked, none when no tokens are held.
+     */
+    readonly revoke: (serverUrl: string) => Effect.Effect<ReadonlyArray<TokenTypeHint>, AuthError>
     /** Starts an authorization without running the user agent; the pending state is persisted. */
     readonly begin: (serverUrl: string, options?: AuthorizeOptions) => Effect.Effect<Begun, AuthError>
     /** Completes an authorization started with `begin` from the URL the user was redirected to. */
@@ -365,8 +378,10 @@ const make = Effect.gen(function* () {
     // store writes (each a flushed file write with the file store), and a callback replayed through complete() finds
     // nothing. It is stored only if the user must take over (interaction-required), for complete() to finish.
     const stored = session.inProcess !== true
-    return yield* Effect.gen(function* () {
+    let used: ClientInformation | undefined
+    const attempt = Effect.gen(function* () {
       const { request, server, client } = yield* prepare(serverUrl, options, session.redirectUri, stored)
+      used = client
       const key = pendingKey(request.pending.state)
       const callbackUrl = yield* session.run(request.url).pipe(
         Effect.tapError((error) => {
@@ -378,7 +393,19 @@ const make = Effect.gen(function* () {
       return yield* finish(callbackUrl, request.pending, stored, { server, client }).pipe(
         Effect.tapError(() => (stored ? store.delete(key) : Effect.void)),
       )
-    }).pipe(Effect.ensuring(session.close))
+    })
+    return yield* attempt.pipe(
+      // The authorization server refused a registration kept from earlier (it lost or removed it): register anew
+      // and try once more. A configured client is the caller's to fix, and is never replaced.
+      Effect.catchIf(
+        (error) => error.error === "invalid_client" && used !== undefined,
+        (error) =>
+          Effect.flatMap(provide(forgetClient(used as ClientInformation)), (forgotten) =>
+            forgotten ? attempt : Effect.fail(error),
+          ),
+      ),
+      Effect.ensuring(session.close),
+    )
   })
 
   const authorize = (serverUrl: string, options: AuthorizeOptions = {}): Effect.Effect<Tokens, AuthError> =>
@@ -415,7 +442,16 @@ const make = Effect.gen(function* () {
         message: `the authorization response at ${where} carries a state that matches no pending authorization; it was discarded (it may be forged, replayed, or from another request)`,
       })
     }
-    return yield* finish(callbackUrl, pending, true)
+    return yield* finish(callbackUrl, pending, true).pipe(
+      // A registration the authorization server refuses is forgotten, so that the next begin() registers anew.
+      Effect.tapError((error) =>
+        error.error === "invalid_client"
+          ? Effect.flatMap(provide(findClient(pending.issuer, pending.client_id)), (client) =>
+              client === undefined ? Effect.void : Effect.asVoid(provide(forgetClient(client))),
+            )
+          : Effect.void,
+      ),
+    )
   })
 
   /** Runs an effect once per key at a time: callers arriving while it runs share its outcome. */
@@ -460,6 +496,49 @@ const make = Effect.gen(function* () {
     return rediscover(stale.issuer, stale.resource, legacy)
   }
 
+  /**
+   * Revokes the tokens held for a server at the revocation endpoint of the authorization server that issued them
+   * (found again as it was found first), authenticated as the client they were issued to.
+   */
+  const revokeHeld = Effect.fn("AuthClient.revoke")(function* (serverUrl: string) {
+    const key = yield* serverKey(serverUrl)
+    const tokens = yield* readTokens(key)
+    if (tokens === undefined) return [] as ReadonlyArray<TokenTypeHint>
+    const legacy =
+      config.legacyFallback && (tokens.legacy === true || tokens.issuer === authorizationBaseUrl(tokens.resource))
+    const server = yield* rediscover(tokens.issuer, tokens.resource, legacy)
+    const client =
+      tokens.client_id === undefined ? undefined : yield* provide(findClient(tokens.issuer, tokens.client_id))
+    if (client === undefined) {
+      return yield* new AuthError({
+        step: "revocation",
+        reason: "no-client",
+        url: server.metadataUrl ?? server.issuer,
+        message:
+          tokens.client_id === undefined
+            ? `the tokens held for ${key} were obtained without a client, and revocation at ${tokens.issuer} needs one to authenticate (RFC 7009 §2.1)`
+            : `the client ${tokens.client_id} the tokens held for ${key} were issued to is no longer known here, and revocation at ${tokens.issuer} needs it to authenticate (RFC 7009 §2.1)`,
+      })
+    }
+    const revoked: Array<TokenTypeHint> = []
+    return yield* Effect.gen(function* () {
+      // The refresh token first: revoking it ends the grant, and with it (RFC 7009 §2.1) the access tokens at
+      // servers that support it; the access token is then revoked by itself for the servers that do not.
+      if (tokens.refresh_token !== undefined) {
+        yield* provide(revoke(server, client, tokens.refresh_token, "refresh_token"))
+        revoked.push("refresh_token")
+      }
+      yield* provide(revoke(server, client, tokens.access_token, "access_token"))
+      revoked.push("access_token")
+      return revoked as ReadonlyArray<TokenTypeHint>
+    }).pipe(
+      // A registration the server no longer knows is forgotten, so that the next authorization registers anew.
+      Effect.tapError((error) =>
+        error.error === "invalid_client" ? Effect.asVoid(provide(forgetClient(client))) : Effect.void,
+      ),
+    )
+  })
+
   /** Refreshes the tokens of a server; concurrent callers share one refresh. Undefined means re-authorize. */
   const refreshShared = (key: string, stale: Tokens): Effect.Effect<Tokens | undefined, AuthError> =>
     singleFlight(
@@ -483,6 +562,15 @@ const make = Effect.gen(function* () {
           Effect.catchIf(
             (error) => error.reason === "invalid-grant",
             () => store.delete(tokensKey(key)).pipe(Effect.as(undefined)),
+          ),
+          // The authorization server no longer knows the registration the tokens were issued to: forget both, so
+          // that the next authorization registers anew. A configured client is the caller's to fix.
+          Effect.catchIf(
+            (error) => error.error === "invalid_client",
+            (error) =>
+              Effect.flatMap(provide(forgetClient(client)), (forgotten) =>
+                forgotten ? store.delete(tokensKey(key)).pipe(Effect.as(undefined)) : Effect.fail(error),
+              ),
           ),
         )
         // Saved before anyone uses it, so a rotated refresh token is never lost.
@@ -579,12 +667,11 @@ const make = Effect.gen(function* () {
           if (extension.decorate === undefined || extension.response === undefined) continue
           const copy = response.clone()
           if (yield* extension.response(copy, outgoing)) again = true
-          // Not awaited: a branch of a tee is cancelled once both are, and the other one is still the caller's.
-          copy.body?.cancel().catch(() => undefined)
+          discard(copy)
         }
         if (again && !resent) {
           resent = true
-          yield* Effect.promise(() => response.body?.cancel() ?? Promise.resolve())
+          discard(response)
           continue
         }
       }
@@ -599,7 +686,7 @@ const make = Effect.gen(function* () {
       if (response.status === 403) {
         if (challenge?.error !== "insufficient_scope" || tokens === undefined) return response
         if (strategy !== undefined && !strategy.stepUp) {
-          yield* Effect.promise(() => response.body?.cancel() ?? Promise.resolve())
+          discard(response)
           return yield* new AuthError({
             step: "step-up",
             reason: "insufficient-scope",
@@ -610,18 +697,18 @@ const make = Effect.gen(function* () {
         }
         const attempts = stepUps.get(stepKey) ?? 0
         if (attempts >= config.maxStepUpAttempts) {
-          yield* Effect.promise(() => response.body?.cancel() ?? Promise.resolve())
+          discard(response)
           return yield* stepUpLimit(original.url, operation, attempts)
         }
         stepUps.set(stepKey, attempts + 1)
-        yield* Effect.promise(() => response.body?.cancel() ?? Promise.resolve())
+        discard(response)
         const scope = Scope.format(Scope.union(Scope.parse(tokens.scope), Scope.parse(challenge.scope)))
         yield* authorizeShared(key, original.url, { challenge, scope })
         continue
       }
       // 401: a challenge for another scheme is not ours to answer.
       if (foreign) return response
-      yield* Effect.promise(() => response.body?.cancel() ?? Promise.resolve())
+      discard(response)
       if (tokens !== undefined) {
         const current = yield* readTokens(key)
         if (current !== undefined && current.access_token !== tokens.access_token) continue
@@ -676,6 +763,7 @@ const make = Effect.gen(function* () {
     complete,
     tokens: (serverUrl) => serverKey(serverUrl).pipe(Effect.flatMap(readTokens)),
     logout: (serverUrl) => serverKey(serverUrl).pipe(Effect.flatMap((key) => store.delete(tokensKey(key)))),
+    revoke: revokeHeld,
   })
 })
 
@@ -708,6 +796,13 @@ export interface PlainAuthClient {
   readonly authorize: (serverUrl: string, options?: AuthorizeOptions) => Promise<Tokens>
   readonly tokens: (serverUrl: string) => Promise<Tokens | undefined>
   readonly logout: (serverUrl: string) => Promise<void>
+  /**
+   * Revokes the tokens held for a server at their authorization server (RFC 7009 §2.1): the refresh token, then the
+   * access token, authenticated as their client. The tokens stay held (`logout` forgets them); resolves with the
+   * kinds revoked, none when no tokens are held. Fails with step `revocation`: `missing-endpoint` when the server
+   * publishes no `revocation_endpoint`, `oauth-error` when it refuses.
+   */
+  readonly revoke: (serverUrl: string) => Promise<ReadonlyArray<TokenTypeHint>>
   readonly begin: (serverUrl: string, options?: AuthorizeOptions) => Promise<Begun>
   readonly complete: (callbackUrl: string) => Promise<Tokens>
   /** The access token to send now (refreshed when close to expiry), without authorizing. */
@@ -719,7 +814,8 @@ export interface PlainAuthClient {
 }
 
 /**
- * Builds a client for any number of MCP servers.
+ * Builds a client for any number of MCP servers. Throws {@link InvalidClientOptions} when an option is one this entry
+ * does not take (`store: { file }` is `@keyway/client/node`'s) or of the wrong shape.
  *
  * @example
  * ```ts
@@ -734,7 +830,11 @@ export interface PlainAuthClient {
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization | MCP authorization}
  */
 export const createAuthClient = (options: CreateOptions = {}): PlainAuthClient => {
-  const backend = options.store === undefined || options.store === "memory" ? memory() : options.store
+  const problem = problemOf(options, "@keyway/client")
+  if (problem !== undefined) throw new InvalidClientOptions(problem)
+  const { store, userAgent, ...clientOptions } = options
+  const backend = store === undefined || store === "memory" ? memory() : store
+  const config = ClientConfig.make(clientOptions)
   // The service is made once, on first use, from plain service values rather than through a layer and a managed
   // runtime: its services are values that hold nothing to release, so the layer graph, memo map and scope would
   // only add to the first call of a cold start. The Effect face (`AuthClient.layer`) runs the same `make`.
@@ -743,10 +843,10 @@ export const createAuthClient = (options: CreateOptions = {}): PlainAuthClient =
     client ??= Effect.runSync(
       make.pipe(
         Effect.provideContext(
-          Context.make(ClientConfig, ClientConfig.make(options)).pipe(
+          Context.make(ClientConfig, config).pipe(
             Context.add(TokenStore, fromBackend(backend)),
             Context.add(DiscoveryCache, memoryCache()),
-            Context.add(UserAgent, options.userAgent ?? noUserAgent),
+            Context.add(UserAgent, userAgent ?? noUserAgent),
           ),
         ),
       ),
@@ -760,6 +860,7 @@ export const createAuthClient = (options: CreateOptions = {}): PlainAuthClient =
     authorize: (serverUrl, authorizeOptions) => run((client) => client.authorize(serverUrl, authorizeOptions)),
     tokens: (serverUrl) => run((client) => client.tokens(serverUrl)),
     logout: (serverUrl) => run((client) => client.logout(serverUrl)),
+    revoke: (serverUrl) => run((client) => client.revoke(serverUrl)),
     begin: (serverUrl, authorizeOptions) => run((client) => client.begin(serverUrl, authorizeOptions)),
     complete: (callbackUrl) => run((client) => client.complete(callbackUrl)),
     accessToken: (serverUrl) => run((client) => client.accessToken(serverUrl)),

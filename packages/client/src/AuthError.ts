@@ -22,6 +22,7 @@ export const Step = Schema.Literals([
   "refresh",
   "step-up",
   "request",
+  "revocation",
 ])
 
 /** The step of the flow an error belongs to. */

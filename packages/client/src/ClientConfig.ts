@@ -6,9 +6,12 @@
  */
 import type { Wire } from "@keyway/core"
 import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import type { ClientExtension } from "./Extension.js"
 import type { FetchLike } from "./internal/http.js"
+import { problemOf } from "./internal/options.js"
 
 export type { FetchLike } from "./internal/http.js"
 
@@ -161,14 +164,48 @@ const resolve = (options: ClientOptions = {}): ResolvedOptions => ({
 })
 
 /**
+ * Options a client cannot be created with: one its entry does not take (such as `store: { file }`, which only
+ * `@keyway/client/node` takes), or one of the wrong shape. `option` names the option at fault (a path such as
+ * `clients[0].issuer`); `message` says what is wrong and where the option belongs. `createAuthClient` throws it,
+ * and {@link ClientConfig.layer} fails with it.
+ */
+export class InvalidClientOptions extends Schema.TaggedError<InvalidClientOptions>()("InvalidClientOptions", {
+  option: Schema.String,
+  message: Schema.String,
+}) {}
+
+/** Refuses options the configuration does not take, or of the wrong shape (a caller without types, a cast). */
+const checked = (options: ClientOptions): ClientOptions => {
+  const problem = problemOf(options, "ClientConfig")
+  if (problem !== undefined) throw new InvalidClientOptions(problem)
+  return options
+}
+
+/**
  * The client configuration as an Effect service.
  *
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization | MCP authorization}
  */
 export class ClientConfig extends Context.Service<ClientConfig, ResolvedOptions>()("@keyway/client/ClientConfig") {
-  /** The configuration from options, with defaults applied. */
-  static readonly make = (options: ClientOptions = {}): ResolvedOptions => ClientConfig.of(resolve(options))
-  /** A layer from options, with defaults applied. */
-  static readonly layer = (options: ClientOptions = {}): Layer.Layer<ClientConfig> =>
-    Layer.succeed(ClientConfig, ClientConfig.make(options))
+  /**
+   * The configuration from options, with defaults applied; throws {@link InvalidClientOptions} for an option it does
+   * not take or of the wrong shape.
+   */
+  static readonly make = (options: ClientOptions = {}): ResolvedOptions => {
+    return ClientConfig.of(resolve(checked(options)))
+  }
+  /**
+   * A layer from options, with defaults applied; fails with {@link InvalidClientOptions} for an option it does not
+   * take (the store and the user agent are layers of their own) or of the wrong shape.
+   */
+  static readonly layer = (options: ClientOptions = {}): Layer.Layer<ClientConfig, InvalidClientOptions> =>
+    Layer.effect(
+      ClientConfig,
+      Effect.suspend(() => {
+        const problem = problemOf(options, "ClientConfig")
+        return problem === undefined
+          ? Effect.succeed(ClientConfig.of(resolve(options)))
+          : Effect.fail(new InvalidClientOptions(problem))
+      }),
+    )
 }

@@ -11,7 +11,7 @@ import * as Effect from "effect/Effect"
 import { AuthError, type Step } from "./AuthError.js"
 import { ClientConfig } from "./ClientConfig.js"
 import { DiscoveryCache } from "./DiscoveryCache.js"
-import { readJson, send, ttlOf } from "./internal/http.js"
+import { discard, readJson, send, ttlOf } from "./internal/http.js"
 import { authorizationBaseUrl } from "./internal/legacy.js"
 
 /**
@@ -65,7 +65,7 @@ const fetchDocument = Effect.fnUntraced(function* (step: Step, url: string, forc
   }
   const response = yield* send(config.fetch, step, url, { headers: { accept: "application/json" } })
   if (response.status >= 500) {
-    yield* Effect.promise(() => response.body?.cancel() ?? Promise.resolve())
+    discard(response)
     return yield* new AuthError({
       step,
       reason: "http-error",
@@ -75,7 +75,7 @@ const fetchDocument = Effect.fnUntraced(function* (step: Step, url: string, forc
     })
   }
   if (response.status < 200 || response.status > 299) {
-    yield* Effect.promise(() => response.body?.cancel() ?? Promise.resolve())
+    discard(response)
     return { kind: "absent", status: response.status } as Fetched
   }
   const json = yield* readJson(step, url, response)

@@ -272,3 +272,27 @@ export const findClient = Effect.fn("Registration.findClient")(function* (issuer
   }
   return undefined
 })
+
+/**
+ * Forgets the stored registration of a client the authorization server refused as unknown (`invalid_client`: it lost
+ * or removed the registration), so that the next authorization registers anew; true when one was stored and is now
+ * gone. A configured client is never forgotten: it is the caller's to fix.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc6749.html#section-5.2 | RFC 6749 §5.2 (invalid_client)}
+ * @see {@link https://modelcontextprotocol.io/specification/2026-07-28/basic/authorization/client-registration | MCP client registration}
+ */
+export const forgetClient = Effect.fn("Registration.forgetClient")(function* (client: ClientInformation) {
+  const config = yield* ClientConfig
+  const store = yield* TokenStore
+  if (
+    config.clients.some(
+      (configured) => configured.issuer === client.issuer && configured.client_id === client.client_id,
+    )
+  ) {
+    return false
+  }
+  const stored = (yield* store.get(clientKey(client.issuer))) as ClientInformation | undefined
+  if (stored?.client_id !== client.client_id) return false
+  yield* store.delete(clientKey(client.issuer))
+  return true
+})

@@ -14,7 +14,7 @@ import { AuthError, type Step } from "./AuthError.js"
 import { ClientConfig, type ClientInformation } from "./ClientConfig.js"
 import type { DiscoveredAuthorizationServer } from "./Discovery.js"
 import type { OutgoingRequest, TokenRequestOptions } from "./Extension.js"
-import { isRecord, readJson, requireSecure, send } from "./internal/http.js"
+import { discard, isRecord, readJson, requireSecure, send } from "./internal/http.js"
 import type { Pending, Tokens } from "./TokenStore.js"
 
 /**
@@ -133,12 +133,11 @@ export const request = Effect.fnUntraced(function* (
       if (extension.decorate === undefined || extension.response === undefined) continue
       const copy = response.clone()
       if (yield* extension.response(copy, outgoing)) again = true
-      // Not awaited: a branch of a tee is cancelled once both are, and the other one is still the caller's.
-      copy.body?.cancel().catch(() => undefined)
+      discard(copy)
     }
     if (!again || resent) break
     resent = true
-    yield* Effect.promise(() => response.body?.cancel() ?? Promise.resolve())
+    discard(response)
   }
   const json = yield* readJson(step, endpoint, response)
   if (response.status !== 200) {

@@ -16,8 +16,8 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { AuthError } from "./AuthError.js"
 import { type Jar, makeJar } from "./internal/cookies.js"
-import { alertOf, firstForm, titleOf } from "./internal/forms.js"
-import { type FetchLike, send } from "./internal/http.js"
+import { alertOf, firstForm, pageErrorOf, titleOf } from "./internal/forms.js"
+import { discard, type FetchLike, send } from "./internal/http.js"
 
 /**
  * One authorization attempt's user agent: the redirect URI to register and request, and a way to run the request.
@@ -131,7 +131,7 @@ const drive = Effect.fnUntraced(function* (
     settings.jar.store(current, response.headers.getSetCookie(), yield* Clock.currentTimeMillis)
     const location = response.headers.get("location")
     if (response.status >= 300 && response.status <= 399 && location !== null) {
-      yield* Effect.promise(() => response.body?.cancel() ?? Promise.resolve())
+      discard(response)
       const to = URL.parse(location, current)
       if (to === null) break
       if (isRedirectTarget(to, target)) return to.href
@@ -139,6 +139,19 @@ const drive = Effect.fnUntraced(function* (
       continue
     }
     const html = yield* Effect.promise(() => response.text().catch(() => ""))
+    const shown = pageErrorOf(html)
+    // The authorization server does not know the client (it may have lost or removed a registration): not a page
+    // for a person, but the client's to learn, so that it can register again.
+    if (shown?.error === "invalid_client") {
+      return yield* new AuthError({
+        step: "authorization",
+        reason: "authorization-error",
+        url: `${current.origin}${current.pathname}`,
+        status: response.status,
+        error: "invalid_client",
+        message: `${current.origin}${current.pathname} answered HTTP ${response.status} invalid_client${shown.description === "" ? "" : `: ${shown.description}`}; the authorization server does not know the client`,
+      })
+    }
     next = yield* settings.answer({ url: current, status: response.status, html })
   }
   return yield* new AuthError({
@@ -162,7 +175,9 @@ const needsPerson = (page: Page, what: string) =>
  * A user agent without a user: GETs the authorization URL, follows `Location` headers by hand until one points at
  * the redirect URI, and returns that URL. It keeps cookies per host for its whole lifetime, like a browser: a later
  * authorization (a step-up) finds the session of an earlier one. A page that needs interaction, or more redirects
- * than allowed, fails with a typed error; {@link testUser} is the agent that also signs in and consents.
+ * than allowed, fails with a typed error; {@link testUser} is the agent that also signs in and consents. The error
+ * page Keyway's authorization server shows for a client it does not know (`data-error="invalid_client"`) fails with
+ * `authorization-error` and the OAuth error `invalid_client`, so that the client can register anew.
  *
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.2 | OAuth 2.1 §4.1.2}
  */
@@ -207,13 +222,20 @@ export interface TestUserOptions extends HeadlessOptions {
  * across authorizations, so a step-up does not sign in again) plus two answers: on a page whose form has a password
  * field it fills in the username (the form's `username` field, else its first text or email field) and password and
  * submits; on a page whose form has submit buttons it presses `decision=approve` (or `deny`), else the first button.
- * A sign-in that comes back with the login form again fails with the page's alert text; any other page fails with
- * `interaction-required`. It reads server-rendered forms with regular expressions, runs no script, and sends the
- * password to whatever page asks for it: give it test credentials only.
+ * A sign-in that comes back with the login form again fails with the page's alert text; the error page for an unknown
+ * client fails as {@link headless} does; any other page fails with `interaction-required`. It reads server-rendered
+ * forms with regular expressions, runs no script, and sends the password to whatever page asks for it: give it test
+ * credentials only. Give the client a store that lasts between runs, so that it registers once and reuses the
+ * registration: authorization servers limit dynamic registrations per address.
  *
  * @example
  * ```ts
- * const auth = createAuthClient({ userAgent: UserAgent.testUser({ username: "alice", password: "test password" }) })
+ * import { createAuthClient, UserAgent } from "@keyway/client/node"
+ *
+ * const auth = createAuthClient({
+ *   userAgent: UserAgent.testUser({ username: "alice", password: "test password" }),
+ *   store: { file: `${homedir()}/.my-tests/auth.json` },
+ * })
  * ```
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.1 | OAuth 2.1 §4.1.1}
  */

@@ -27,6 +27,8 @@ export * as DiscoveryCache from "./DiscoveryCache.js"
 export * as Extension from "./Extension.js"
 /** Client registration: pre-registered, client ID metadata documents, dynamic registration (RFC 7591). */
 export * as Registration from "./Registration.js"
+/** Token revocation at the authorization server (RFC 7009). */
+export * as Revocation from "./Revocation.js"
 /** Token endpoint requests and client authentication (OAuth 2.1 §3.2, RFC 7523). */
 export * as TokenEndpoint from "./TokenEndpoint.js"
 /** Token storage: memory, Web Storage (browsers), custom. */

@@ -1,5 +1,5 @@
 import { Pkce } from "@keyway/core"
-import { json, listen, rpc } from "@keyway/testing/peers"
+import { json, listen, rpc, startAuthorizationServer } from "@keyway/testing/peers"
 import { Effect, Layer } from "effect"
 import { describe, expect, it } from "vitest"
 import { AuthClient, createAuthClient } from "../src/AuthClient.js"
@@ -485,6 +485,70 @@ describe("the drop-in fetch", () => {
     const { client } = await world()
     const error = await rejection(client.tokens("mcp.example.com"))
     expect(error).toMatchObject({ step: "request", reason: "invalid-input", url: "mcp.example.com" })
+  })
+
+  it("answers when the caller's fetch keeps a clone of every response it never reads (a logging wrapper)", async () => {
+    const as = await startAuthorizationServer()
+    track(as.close)
+    let origin = ""
+    const challenge = (status: number, scope: string, error?: string) => ({
+      status,
+      headers: {
+        "content-type": "application/json",
+        "www-authenticate": `Bearer scope="${scope}"${error === undefined ? "" : `, error="${error}"`}`,
+      },
+      // A body the client never reads: with a clone kept, its cancellation settles only when the clone's does.
+      body: JSON.stringify({ error: error ?? "unauthorized", detail: "x".repeat(512) }),
+    })
+    const server = await listen((request, url, body) => {
+      // Only the root location: the path-specific one answers 404 with a body the client lets go of too.
+      if (url.pathname === "/.well-known/oauth-protected-resource") {
+        return json(200, { resource: `${origin}/mcp`, authorization_servers: [as.issuer] })
+      }
+      if (url.pathname !== "/mcp") return { status: 404, headers: { "content-type": "text/plain" }, body: "Not Found" }
+      const header = request.headers.authorization ?? ""
+      const issued = as.lookup(header.replace(/^Bearer /u, ""))
+      if (issued === undefined) return challenge(401, "tools:read")
+      const needed = body.includes('"name":"write"') ? "tools:read tools:write" : "tools:read"
+      if (!needed.split(" ").every((scope) => issued.scope.split(" ").includes(scope))) {
+        return challenge(403, needed, "insufficient_scope")
+      }
+      return json(200, { jsonrpc: "2.0", id: 1, result: {} })
+    })
+    track(server.close)
+    origin = server.origin
+    const kept: Array<Response> = []
+    const keeping = async (input: string | URL | Request, init?: RequestInit) => {
+      const response = await fetch(input, init)
+      kept.push(response.clone())
+      return response
+    }
+    const client = createAuthClient({ fetch: keeping, userAgent: headless({ fetch: keeping }) })
+    track(client.dispose)
+    const listed = await client.fetch(`${origin}/mcp`, post(rpc("tools/list")))
+    expect(listed.status).toBe(200)
+    const written = await client.fetch(`${origin}/mcp`, post(rpc("tools/call", { name: "write" })))
+    expect(written.status).toBe(200)
+    expect(as.authorizations.map((params) => params.get("scope"))).toEqual([
+      "tools:read offline_access",
+      "tools:read offline_access tools:write",
+    ])
+    // Every response went through the caller's fetch, which still holds an unread clone of each.
+    expect(kept.map((response) => `${response.status} ${new URL(response.url).pathname}`)).toEqual([
+      "401 /mcp",
+      "404 /.well-known/oauth-protected-resource/mcp",
+      "200 /.well-known/oauth-protected-resource",
+      "200 /.well-known/oauth-authorization-server",
+      "201 /register",
+      "302 /authorize",
+      "200 /token",
+      "200 /mcp",
+      "403 /mcp",
+      "404 /.well-known/oauth-protected-resource/mcp",
+      "302 /authorize",
+      "200 /token",
+      "200 /mcp",
+    ])
   })
 
   it("accessToken returns the held token without authorizing; unauthorized authorizes from a 401", async () => {

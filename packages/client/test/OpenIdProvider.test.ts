@@ -33,6 +33,7 @@ const startProvider = async () => {
     cookies: { keys: ["a test key that is long enough to sign the cookies"] },
     // RFC 8707 is on by default; the provider must be told about the MCP server the client names in `resource`.
     features: {
+      revocation: { enabled: true },
       resourceIndicators: {
         enabled: true,
         getResourceServerInfo: (_ctx, resource) => ({ scope: "", audience: resource, accessTokenFormat: "opaque" }),
@@ -99,5 +100,21 @@ describe("an OpenID provider (oidc-provider) as the authorization server", () =>
     const refreshed = await client.accessToken(serverUrl)
     expect(refreshed).not.toBe(tokens.access_token)
     expect(grants).toEqual(["authorization_code", "refresh_token"])
+  })
+
+  it("revokes the refresh token and the access token at the provider's revocation endpoint (RFC 7009)", async () => {
+    const issuer = await startProvider()
+    const serverUrl = await startResource(issuer)
+    const client = createAuthClient({
+      clients: [{ issuer, client_id: CLIENT_ID }],
+      userAgent: testUser({ username: "alice", password: "any password" }),
+    })
+    track(client.dispose)
+    const tokens = await client.authorize(serverUrl)
+    expect(tokens.refresh_token).toEqual(expect.any(String))
+    expect(await client.revoke(serverUrl)).toEqual(["refresh_token", "access_token"])
+    // 30 s is inside the 60 s refresh margin: the refresh is refused (invalid_grant), so no token is left to send.
+    expect(await client.accessToken(serverUrl)).toBeUndefined()
+    expect(await client.tokens(serverUrl)).toBeUndefined()
   })
 })

@@ -227,6 +227,111 @@ describe("registrations are bound to their authorization server", () => {
   })
 })
 
+describe("a registration kept from earlier", () => {
+  /** The error page Keyway's authorization server shows for an unknown client (it never redirects to it). */
+  const unknownClientPage = (as: () => AuthorizationServerPeer) => (url: URL) =>
+    as().clients.has(url.searchParams.get("client_id") ?? "")
+      ? undefined
+      : {
+          status: 400,
+          headers: { "content-type": "text/html; charset=utf-8" },
+          body: `<!doctype html><html><head><title>Authorization error</title></head><body><main><h1>This request cannot be completed</h1><div class="error" role="alert"><p><strong>Error:</strong> <code data-error="invalid_client">invalid_client</code></p><p data-error-description>the client_id is not known to this server</p></div></main></body></html>`,
+        }
+
+  it("is reused by another client instance on the same store (a restart): one registration for two authorizations", async () => {
+    const { as, rs } = await world()
+    const backend = memory()
+    const first = createAuthClient({ userAgent: headless(), store: backend })
+    track(first.dispose)
+    expect((await first.fetch(rs.url, initialize)).status).toBe(200)
+    await first.logout(rs.url)
+    const second = createAuthClient({ userAgent: headless(), store: backend })
+    track(second.dispose)
+    expect((await second.fetch(rs.url, initialize)).status).toBe(200)
+    expect(as.authorizations).toHaveLength(2)
+    expect(as.registrations).toHaveLength(1)
+    expect(as.authorizations[1]?.get("client_id")).toBe(as.authorizations[0]?.get("client_id"))
+  })
+
+  it("is replaced when the authorization endpoint no longer knows it (invalid_client): registers once more and authorizes", async () => {
+    let peer: AuthorizationServerPeer | undefined
+    const { as, rs, client } = await world({ as: { authorizeReply: unknownClientPage(() => peer!) } })
+    peer = as
+    expect((await client.fetch(rs.url, initialize)).status).toBe(200)
+    const forgotten = (await client.tokens(rs.url))?.client_id ?? ""
+    as.clients.delete(forgotten)
+    await client.logout(rs.url)
+    expect((await client.fetch(rs.url, initialize)).status).toBe(200)
+    expect(as.registrations).toHaveLength(2)
+    expect(as.authorizations.map((params) => params.get("client_id") === forgotten)).toEqual([true, true, false])
+    expect((await client.tokens(rs.url))?.client_id).toBe(as.authorizations[2]?.get("client_id"))
+  })
+
+  it("is replaced when the token endpoint refuses it (invalid_client), at the cost of one more authorization", async () => {
+    let peer: AuthorizationServerPeer | undefined
+    let lost: string | undefined
+    const { as, rs, client } = await world({
+      client: {
+        // The authorization server loses the registration between the authorization and the code exchange, once.
+        fetch: async (input, init) => {
+          const body = typeof init?.body === "string" ? new URLSearchParams(init.body) : undefined
+          if (lost === undefined && body?.get("grant_type") === "authorization_code") {
+            lost = body.get("client_id") ?? ""
+            peer?.clients.delete(lost)
+          }
+          return fetch(input, init)
+        },
+      },
+    })
+    peer = as
+    expect((await client.fetch(rs.url, initialize)).status).toBe(200)
+    expect(as.registrations).toHaveLength(2)
+    expect(as.tokenRequests.map((request) => request.params.get("client_id") === lost)).toEqual([true, false])
+    expect(as.authorizations).toHaveLength(2)
+  })
+
+  it("is replaced when a refresh finds the registration gone (invalid_client), and the request goes through", async () => {
+    let peer: AuthorizationServerPeer | undefined
+    const { as, rs, client } = await world({ as: { authorizeReply: unknownClientPage(() => peer!) } })
+    peer = as
+    expect((await client.fetch(rs.url, initialize)).status).toBe(200)
+    const held = await client.tokens(rs.url)
+    // The authorization server lost its state: the registration and the token it issued.
+    as.clients.delete(held?.client_id ?? "")
+    as.tokens.get(held?.access_token ?? "")!.revoked = true
+    expect((await client.fetch(rs.url, post(rpc("tools/list")))).status).toBe(200)
+    // The token is refused (401 invalid_token), the refresh too (invalid_client): a new registration, a new grant.
+    expect(as.tokenRequests.map((request) => request.grant)).toEqual([
+      "authorization_code",
+      "refresh_token",
+      "authorization_code",
+    ])
+    expect(rs.requests.map((request) => request.status)).toEqual([401, 200, 401, 200])
+    expect(as.registrations).toHaveLength(2)
+    expect((await client.tokens(rs.url))?.client_id).not.toBe(held?.client_id)
+  })
+
+  it("a configured client the server does not know is not replaced: the refusal is the caller's to fix", async () => {
+    let peer: AuthorizationServerPeer | undefined
+    const { as, rs, client } = await world({
+      as: { authorizeReply: unknownClientPage(() => peer!) },
+      client: (server) => ({ clients: [{ issuer: server.issuer, client_id: "-not-registered" }] }),
+    })
+    peer = as
+    const error = await rejection(client.fetch(rs.url, initialize))
+    expect(error).toMatchObject({
+      step: "authorization",
+      reason: "authorization-error",
+      error: "invalid_client",
+      status: 400,
+      url: `${as.issuer}/authorize`,
+      message: `${as.issuer}/authorize answered HTTP 400 invalid_client: the client_id is not known to this server; the authorization server does not know the client`,
+    })
+    expect(as.registrations).toHaveLength(0)
+    expect(as.authorizations).toHaveLength(1)
+  })
+})
+
 describe("client ID metadata documents", () => {
   it("builds a valid document whose client_id is its URL", () => {
     const document = buildClientMetadataDocument({

@@ -139,6 +139,25 @@ describe("two-phase for web apps", () => {
     expect(replay).toMatchObject({ step: "callback", reason: "state-mismatch", url: REDIRECT })
   })
 
+  it("complete forgets a registration the token endpoint refuses (invalid_client), so the next begin registers anew", async () => {
+    const { as, rs, client } = await world({ client: { userAgent: twoPhase({ redirectUri: REDIRECT }) } })
+    const begun = await client.begin(rs.url)
+    const callback = (await fetch(begun.url, { redirect: "manual" })).headers.get("location") ?? ""
+    const lost = new URL(begun.url).searchParams.get("client_id") ?? ""
+    as.clients.delete(lost)
+    const error = await rejection(client.complete(callback))
+    expect(error).toMatchObject({
+      step: "token",
+      reason: "oauth-error",
+      error: "invalid_client",
+      status: 401,
+      message: `the token endpoint ${as.issuer}/token answered HTTP 401 invalid_client: unknown client`,
+    })
+    const again = await client.begin(rs.url)
+    expect(as.registrations).toHaveLength(2)
+    expect(new URL(again.url).searchParams.get("client_id")).not.toBe(lost)
+  })
+
   it("survives a restart between the phases with a file store", async () => {
     const dir = await mkdtemp(join(tmpdir(), "keyway-two-phase-"))
     track(() => rm(dir, { recursive: true, force: true }))

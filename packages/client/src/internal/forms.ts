@@ -91,3 +91,15 @@ export const titleOf = (page: string): string | undefined => {
   const match = /<title>([\s\S]*?)<\/title>/iu.exec(page)
   return match?.[1] === undefined ? undefined : textOf(match[1])
 }
+
+/**
+ * The OAuth error an authorization server's error page shows in machine-readable form, as Keyway's authorization
+ * server marks it (`data-error="<code>"` on the element with the code, `data-error-description` on the one with the
+ * description); undefined on any other page.
+ */
+export const pageErrorOf = (page: string): { readonly error: string; readonly description: string } | undefined => {
+  const code = /\sdata-error="([a-z_]+)"/u.exec(page)?.[1]
+  if (code === undefined) return undefined
+  const description = /<([a-z0-9]+)\b[^>]*\sdata-error-description\b[^>]*>([\s\S]*?)<\/\1>/iu.exec(page)?.[2]
+  return { error: code, description: description === undefined ? "" : textOf(description) }
+}

@@ -51,6 +51,15 @@ export const send = (
       }),
   })
 
+/**
+ * Lets go of a body that will not be read, without waiting for it: when the caller's fetch kept a clone of the
+ * response (a logging wrapper), the body is one branch of a tee, whose cancellation settles only once the other
+ * branch is cancelled too, which may be never. Nothing waits on it, so nothing hangs on it.
+ */
+export const discard = (response: Response): void => {
+  response.body?.cancel().catch(() => undefined)
+}
+
 /** Reads a response body as JSON; anything else is a typed error naming the URL and the content type received. */
 export const readJson = (step: Step, url: string, response: Response): Effect.Effect<unknown, AuthError> =>
   Effect.tryPromise({

@@ -11,6 +11,8 @@ import {
   type PlainAuthClient,
   type CreateOptions as WebCreateOptions,
 } from "../AuthClient.js"
+import { InvalidClientOptions } from "../ClientConfig.js"
+import { problemOf } from "../internal/options.js"
 import type { Backend } from "../TokenStore.js"
 import { file } from "./TokenStore.js"
 import { browser } from "./UserAgent.js"
@@ -29,7 +31,8 @@ export interface CreateOptions extends Omit<WebCreateOptions, "store"> {
 
 /**
  * Builds a client for any number of MCP servers, with Node.js defaults: the user agent is the system browser with
- * a loopback listener (`UserAgent.browser()`), and `store: { file }` keeps state in one owner-only JSON file.
+ * a loopback listener (`UserAgent.browser()`), and `store: { file }` keeps state in one owner-only JSON file. Throws
+ * {@link InvalidClientOptions} when an option is one it does not take or of the wrong shape.
  *
  * @example
  * ```ts
@@ -41,6 +44,8 @@ export interface CreateOptions extends Omit<WebCreateOptions, "store"> {
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization | MCP authorization}
  */
 export const createAuthClient = (options: CreateOptions = {}): PlainAuthClient => {
+  const problem = problemOf(options, "@keyway/client/node")
+  if (problem !== undefined) throw new InvalidClientOptions(problem)
   const { store, userAgent, ...rest } = options
   return createWebAuthClient({
     ...rest,
