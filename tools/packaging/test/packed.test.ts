@@ -36,6 +36,13 @@ const devVersion = (dir: string, name: string) => {
 const TYPES_NODE = devVersion(".", "@types/node")
 const sizes: Record<string, unknown> = {}
 
+/** The home folder the test-user example keeps its state in (~/.my-tests), never the real one. */
+const testUserHome = () => {
+  const home = join(work, "home-test-user")
+  mkdirSync(home, { recursive: true })
+  return home
+}
+
 /** The example files each project runs, copied in from the packages (the READMEs show the same files). */
 const copyExample = (from: string, project: string, as: string) =>
   copyFileSync(join(ROOT, from), join(projectDir(project), as))
@@ -270,7 +277,7 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
     const resource = await stack("express.ts")
     const ran = await run(process.execPath, ["test-user.ts", resource], {
       cwd: projectDir("client"),
-      env: exampleEnv(),
+      env: exampleEnv({ HOME: testUserHome() }),
     })
     expect(ran.stderr).toBe("")
     expect(ran.stdout).toBe('200 {"hello":"alice"}\n')
@@ -293,7 +300,7 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
     const resource = await stack("node.ts")
     const ran = await run(process.execPath, ["test-user.ts", resource], {
       cwd: projectDir("client"),
-      env: exampleEnv(),
+      env: exampleEnv({ HOME: testUserHome() }),
     })
     expect(ran.stdout).toBe('200 {"hello":"alice"}\n')
   })
