@@ -1,7 +1,7 @@
 /**
  * The audit log: one JSON object per line for every security event (sign-ins, consents, clients, tokens, refresh-token
  * reuse, signing keys), appended to a file only its owner can read. Events carry names, IDs, scopes and outcomes; a
- * secret, a code or a token never reaches them (the events are built without them, see `logging.ts`).
+ * secret, a code or a token never reaches them: the server reports its events without them (`Operations.SecurityEvent`).
  *
  * @module
  */

@@ -4,10 +4,10 @@
  *
  * @module
  */
+import type { Operations } from "@keyway/authorization-server"
 import { Metrics } from "@keyway/http"
 import { listen, type RunningServer } from "@keyway/http/node"
 import { Metric } from "effect"
-import type { AuditEvent } from "./logging.js"
 
 const requests = Metric.counter("keyway_http_requests_total", {
   description: "HTTP requests answered, by endpoint and status",
@@ -62,13 +62,13 @@ export class ServerMetrics {
   }
 
   /** One security event. */
-  readonly event = (event: AuditEvent): void => {
-    if (event.event === "token_issued" || event.event === "token_refreshed") {
-      this.#registry.add(tokensIssued, { grant_type: String(event.grant_type) })
+  readonly event = (event: Operations.SecurityEvent): void => {
+    if (event.event === "token_issued") {
+      this.#registry.add(tokensIssued, { grant_type: event.grant_type })
     } else if (event.event === "refresh_token_reuse_detected") {
       this.#registry.add(reuse)
     } else if (event.event === "login_failed") {
-      this.#registry.add(loginFailures, { reason: String(event.reason) })
+      this.#registry.add(loginFailures, { reason: event.reason })
     }
   }
 

@@ -27,7 +27,7 @@ import {
   type RateLimitsConfig,
 } from "./config.js"
 import { isPostgres, redactConnectionString } from "./internal/database.js"
-import { defaultLog, type Log, withObservation } from "./logging.js"
+import { defaultLog, type Log, securityEventReceiver, withObservation } from "./logging.js"
 import { ServerMetrics, serveMetrics } from "./metrics.js"
 import { hashUsers, liveUsers } from "./users.js"
 
@@ -237,15 +237,12 @@ export const startAuthorizationServer = async (
       storage,
       ...(config.extensions === undefined ? {} : { extensions: extensionsOf(config.extensions, log) }),
       ...(metrics === undefined ? {} : { onStorageOperation: metrics.storage }),
-      onSecurityEvent: (event) => {
-        if (event.event === "key_rotated") {
-          const from = new Date(Number(event.activates_at) * 1000).toISOString()
-          log(
-            `signing key created: ${String(event.kid)}, signs from ${from}${event.reason === undefined ? "" : ` (${String(event.reason)})`}`,
-          )
-        }
-        audit?.write(event)
-      },
+      // Log lines, metrics and the audit log all come from the events the endpoints report.
+      onSecurityEvent: securityEventReceiver({
+        log,
+        ...(metrics === undefined ? {} : { metrics: metrics.event }),
+        ...(audit === undefined ? {} : { audit: audit.write }),
+      }),
       ...(tracing === undefined ? {} : { tracing }),
       warn: (message) => log(message.replace(/^\[keyway\] /, "warning: ")),
     })
@@ -280,14 +277,6 @@ export const startAuthorizationServer = async (
   const observed = withObservation(server.handler, issuer, {
     log,
     ...(metrics === undefined ? {} : { request: metrics.request }),
-    ...(metrics === undefined && audit === undefined
-      ? {}
-      : {
-          audit: (event) => {
-            metrics?.event(event)
-            audit?.write(event)
-          },
-        }),
   })
   // Health checks are answered before the request log, which they would flood.
   handler = (request) => health(request, server) ?? observed(request)

@@ -230,10 +230,12 @@ describe("metrics and the audit log", () => {
       "server login_failed",
       "server login_succeeded",
       "server consent_given",
+      "server code_issued",
       "server token_issued",
-      "server token_refreshed",
-      "server token_refreshed",
+      "server token_issued",
+      "server token_issued",
       "server refresh_token_reuse_detected",
+      "server token_refused",
       "server token_revoked",
       "server login_succeeded",
       "server consent_revoked",
@@ -241,8 +243,9 @@ describe("metrics and the audit log", () => {
       "admin key_rotated",
     ])
     expect(events[1]).toMatchObject({ username: "alice", reason: "wrong_credentials", client_id: clientId })
-    expect(events[4]).toMatchObject({ grant_type: "authorization_code", client_id: clientId, scope: "notes:read" })
-    expect(events[10]).toMatchObject({ event: "consent_revoked", subject: "alice", client_id: clientId })
+    expect(events[5]).toMatchObject({ grant_type: "authorization_code", client_id: clientId, scope: "notes:read" })
+    expect(events[6]).toMatchObject({ grant_type: "refresh_token", client_id: clientId, subject: "alice" })
+    expect(events[12]).toMatchObject({ event: "consent_revoked", subject: "alice", client_id: clientId })
     // No secret used in the test reaches the audit log.
     for (const secret of [
       PASSWORD,

@@ -2,6 +2,7 @@ import { stat } from "node:fs/promises"
 import { join } from "node:path"
 import { DatabaseSync } from "node:sqlite"
 import { UserAuthenticator } from "@keyway/authorization-server"
+import { Pkce } from "@keyway/core"
 import { describe, expect, it } from "vitest"
 import { type AppConfig, type RunningAuthorizationServer, startAuthorizationServer } from "../src/index.js"
 import { testCleanups } from "./support/cleanup.js"
@@ -184,19 +185,20 @@ describe("logs", () => {
 
     const about = `client ${JSON.stringify(clientId)}, scope "notes:read", resource ${RESOURCE}`
     const events = log.filter((line) => !/^(GET|POST) /.test(line))
-    const refreshedLine = `token refreshed: grant refresh_token, client ${JSON.stringify(clientId)}, scope "notes:read", expires in 300 s, with a refresh token`
-    expect(events.slice(-10)).toEqual([
+    const refreshedLine = `token refreshed: grant refresh_token, subject "alice", ${about}, expires in 300 s, with a refresh token`
+    expect(events.slice(-11)).toEqual([
       `client registered: ${JSON.stringify(clientId)} ("Notes CLI"), auth none, redirect URIs ${REDIRECT_URI}`,
       'login failed: "alice" (wrong username or password)',
       `login ok: "alice" (${about})`,
-      `consent granted: ${about}`,
-      `authorization code issued: ${about}`,
-      `token issued: grant authorization_code, ${about}, expires in 300 s, with a refresh token`,
+      `consent granted: user "alice", ${about}`,
+      `authorization code issued: user "alice", ${about}`,
+      `token issued: grant authorization_code, subject "alice", ${about}, expires in 300 s, with a refresh token`,
       refreshedLine,
       refreshedLine,
       refreshedLine,
+      `refresh token reuse detected: subject "alice", client ${JSON.stringify(clientId)}; the token's whole family is revoked`,
       "token request refused: invalid_grant (the refresh token was already used; its whole family is now revoked), " +
-        `grant refresh_token, client ${JSON.stringify(clientId)}`,
+        `grant "refresh_token", client ${JSON.stringify(clientId)}`,
     ])
     expect(log.filter((line) => /^(GET|POST) /.test(line)).map((line) => line.replace(/ \d+ms$/, ""))).toEqual([
       "POST /register 201",
@@ -236,11 +238,80 @@ describe("logs of refusals", () => {
     const clientId = await registerClient(as.issuer)
     await expect(codeFlow(as.issuer, { clientId, decision: "deny" })).rejects.toThrow("no code after consent (303)")
     expect(log).toContain(
-      `consent denied: client ${JSON.stringify(clientId)}, scope "notes:read", resource ${RESOURCE}`,
+      `consent denied: user "alice", client ${JSON.stringify(clientId)}, scope "notes:read", resource ${RESOURCE}`,
     )
     const unknown = await fetch(`${as.issuer}/authorize?client_id=nobody&response_type=code&state=secret-state`)
     expect(unknown.status).toBe(400)
-    expect(log).toContain('authorization request rejected on the error page (client "nobody")')
+    expect(log).toContain(
+      "authorization refused on the error page: invalid_client (the client_id is not known to this server), " +
+        'client "nobody", redirect URI (none sent)',
+    )
+    expect(log.join("\n")).not.toContain("secret-state")
+  })
+
+  it("say why an authorization request was refused, with the client ID and redirect URI it carried", async () => {
+    const log: Array<string> = []
+    const as = await start(base(await dir()), log)
+    const clientId = await registerClient(as.issuer)
+    const pkce = await Pkce.generate()
+    const authorize = async (params: Record<string, string | undefined>) => {
+      const url = new URL(`${as.issuer}/authorize`)
+      const all: Record<string, string | undefined> = {
+        response_type: "code",
+        client_id: clientId,
+        redirect_uri: REDIRECT_URI,
+        code_challenge: pkce.challenge,
+        code_challenge_method: "S256",
+        resource: RESOURCE,
+        scope: "notes:read",
+        state: "secret-state",
+        ...params,
+      }
+      for (const [name, value] of Object.entries(all)) if (value !== undefined) url.searchParams.set(name, value)
+      return (await fetch(url, { redirect: "manual" })).status
+    }
+    const client = JSON.stringify(clientId)
+    const sent = JSON.stringify(REDIRECT_URI)
+    for (const [params, status, line] of [
+      [
+        { redirect_uri: "http://127.0.0.1:8080/elsewhere" },
+        400,
+        "authorization refused on the error page: invalid_request (redirect_uri does not match any URI registered " +
+          `for this client), client ${client}, redirect URI "http://127.0.0.1:8080/elsewhere"`,
+      ],
+      [
+        { client_id: 'forged"\nPOST /token 200 1ms' },
+        400,
+        "authorization refused on the error page: invalid_client (the client_id is not known to this server), " +
+          `client "forged\\"\\nPOST /token 200 1ms", redirect URI ${sent}`,
+      ],
+      [
+        { code_challenge: undefined },
+        302,
+        `authorization refused: invalid_request (code_challenge is required (PKCE)), client ${client}, redirect URI ${sent}`,
+      ],
+      [
+        { code_challenge_method: "plain" },
+        302,
+        "authorization refused: invalid_request (code_challenge_method plain is not supported; use S256), " +
+          `client ${client}, redirect URI ${sent}`,
+      ],
+      [
+        { resource: "http://127.0.0.1:9999/mcp" },
+        302,
+        "authorization refused: invalid_target (this server does not issue tokens for that resource), " +
+          `client ${client}, redirect URI ${sent}`,
+      ],
+      [
+        { scope: "notes:admin" },
+        302,
+        "authorization refused: invalid_scope (scope notes:admin is not defined for this resource), " +
+          `client ${client}, redirect URI ${sent}`,
+      ],
+    ] as const) {
+      expect(await authorize(params)).toBe(status)
+      expect(log.at(-2)).toBe(line)
+    }
     expect(log.join("\n")).not.toContain("secret-state")
   })
 })

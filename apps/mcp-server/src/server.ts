@@ -5,6 +5,7 @@
  * @module
  */
 import type { AddressInfo } from "node:net"
+import { SecureUrl } from "@keyway/core"
 import { Metrics } from "@keyway/http"
 import { listen, type RunningServer } from "@keyway/http/node"
 import { callerOf, protectMcp } from "@keyway/mcp-sdk-server"
@@ -128,6 +129,23 @@ const notesServer = (notes: Notes, log: (line: string) => void) => {
 const urlHost = (host: string): string => (host.includes(":") && !host.startsWith("[") ? `[${host}]` : host)
 
 /**
+ * The warning for a public URL on a loopback host (this machine) that names another port than the one the server
+ * listens on: a client that uses it reaches another server or none, and the `resource` of the metadata is not the URL
+ * the client used, a common cause of a client failing. Undefined when there is nothing to warn about.
+ */
+const publicUrlWarning = (publicUrl: string, port: number): string | undefined => {
+  const url = URL.parse(publicUrl)
+  if (url === null || !SecureUrl.isLoopbackHost(url.hostname)) return undefined
+  const named = url.port === "" ? (url.protocol === "https:" ? 443 : 80) : Number(url.port)
+  if (named === port) return undefined
+  return (
+    `warning: the public URL ${publicUrl} names port ${named} of this machine, but the server listens on port ${port}: ` +
+    `clients that use it reach another server or none (unless a proxy on port ${named} forwards to this one), and ` +
+    "the resource in the protected resource metadata is not the URL they used"
+  )
+}
+
+/**
  * Starts the notes server. Every request needs `notes:read`; `write_note` and `delete_note` need `notes:write` too,
  * so a client holding a read-only token gets `403 insufficient_scope` naming `notes:read notes:write` (step-up).
  * The protected resource metadata (RFC 9728) is served at `/.well-known/oauth-protected-resource<path>`.
@@ -226,7 +244,11 @@ export const startMcpServer = async (config: McpServerConfig): Promise<RunningMc
     )
     return response
   }
-  log(`listening on ${url}, authorization server ${config.authorizationServer}`)
+  log(
+    `listening on http://${urlHost(host)}:${port}, public URL ${url}, authorization server ${config.authorizationServer}`,
+  )
+  const warning = publicUrlWarning(url, port)
+  if (warning !== undefined) log(warning)
   if (metricsListener !== undefined) log(`metrics on ${metricsListener.url}/metrics`)
   let closing: Promise<void> | undefined
   return {

@@ -20,8 +20,9 @@ const ISSUER = "http://127.0.0.1:9"
 describe("keyway-mcp-server", () => {
   it("starts, challenges without a token, serves its metadata, and stops with 0 on SIGTERM", async () => {
     const child = run(["--authorization-server", ISSUER, "--port", "0", "--path", "/notes/mcp"])
-    const [, url] = await waitForStderr(child, /listening on (\S+), authorization server /)
+    const [, listening, url] = await waitForStderr(child, /listening on (\S+), public URL (\S+), authorization server /)
     expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/notes\/mcp$/)
+    expect(`${listening}/notes/mcp`).toBe(url)
     const origin = new URL(url ?? "").origin
     const response = await fetch(url ?? "", {
       method: "POST",

@@ -89,10 +89,10 @@ describe("official MCP SDK v2 client with its own OAuth support", () => {
     const id = JSON.stringify(provider.client?.client_id)
     expect(events).toEqual([
       `client registered: ${id} ("MCP SDK interop test"), auth none, redirect URIs ${REDIRECT_URI}`,
-      `consent granted: client ${id}, scope "notes:read", resource ${s.mcp.url}`,
-      `token issued: grant authorization_code, client ${id}, scope "notes:read", resource ${s.mcp.url}, expires in 300 s, with a refresh token`,
-      `consent granted: client ${id}, scope "notes:read notes:write", resource ${s.mcp.url}`,
-      `token issued: grant authorization_code, client ${id}, scope "notes:read notes:write", resource ${s.mcp.url}, expires in 300 s, with a refresh token`,
+      `consent granted: user "alice", client ${id}, scope "notes:read", resource ${s.mcp.url}`,
+      `token issued: grant authorization_code, subject "alice", client ${id}, scope "notes:read", resource ${s.mcp.url}, expires in 300 s, with a refresh token`,
+      `consent granted: user "alice", client ${id}, scope "notes:read notes:write", resource ${s.mcp.url}`,
+      `token issued: grant authorization_code, subject "alice", client ${id}, scope "notes:read notes:write", resource ${s.mcp.url}, expires in 300 s, with a refresh token`,
     ])
   })
 })

@@ -2,9 +2,10 @@ import { mkdtemp, rm } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { startAuthorizationServer } from "@keyway/app-authorization-server"
+import { freePort } from "@keyway/testing"
 import { Client, InsufficientScopeError, StreamableHTTPClientTransport } from "@modelcontextprotocol/client"
 import { afterEach, describe, expect, it } from "vitest"
-import { NOTE_SCOPES } from "../src/index.js"
+import { NOTE_SCOPES, startMcpServer } from "../src/index.js"
 import { OTHER_USER, obtainToken, rpc, type Stack, startStack, USER } from "./support/stack.js"
 
 const cleanups: Array<() => Promise<void>> = []
@@ -176,5 +177,52 @@ describe("notes MCP server", () => {
       `Bearer resource_metadata="${metadataUrl(s.mcp.url)}", scope="notes:read", error="invalid_token", ` +
         'error_description="The access token is malformed"',
     )
+  })
+})
+
+describe("the start-up log", () => {
+  const AS = "http://127.0.0.1:9"
+  const startLogged = async (options: { readonly port?: number; readonly publicUrl?: string }) => {
+    const log: Array<string> = []
+    const server = await startMcpServer({ authorizationServer: AS, port: 0, ...options, log: (line) => log.push(line) })
+    cleanups.push(server.close)
+    return { server, log }
+  }
+
+  it("names the address it listens on and its public URL", async () => {
+    const { server, log } = await startLogged({})
+    expect(log).toEqual([
+      `listening on http://127.0.0.1:${server.port}, public URL http://127.0.0.1:${server.port}/mcp, authorization server ${AS}`,
+    ])
+  })
+
+  it("warns when a loopback public URL names another port than the one it listens on", async () => {
+    for (const publicUrl of ["http://localhost:1/mcp", "http://[::1]:1/mcp", "http://127.0.0.1:1/mcp"]) {
+      const { server, log } = await startLogged({ publicUrl })
+      expect(log).toEqual([
+        `listening on http://127.0.0.1:${server.port}, public URL ${publicUrl}, authorization server ${AS}`,
+        `warning: the public URL ${publicUrl} names port 1 of this machine, but the server listens on port ` +
+          `${server.port}: clients that use it reach another server or none (unless a proxy on port 1 forwards to ` +
+          "this one), and the resource in the protected resource metadata is not the URL they used",
+      ])
+    }
+    // Without a port, the URL names its scheme's default.
+    const { server, log } = await startLogged({ publicUrl: "http://localhost/mcp" })
+    expect(log[1]).toBe(
+      `warning: the public URL http://localhost/mcp names port 80 of this machine, but the server listens on port ` +
+        `${server.port}: clients that use it reach another server or none (unless a proxy on port 80 forwards to ` +
+        "this one), and the resource in the protected resource metadata is not the URL they used",
+    )
+  })
+
+  it("does not warn for a loopback public URL on its own port, nor for a public URL on another host", async () => {
+    const port = await freePort()
+    for (const publicUrl of [`http://localhost:${port}/mcp`, "https://mcp.example.com/mcp"]) {
+      const { log } = await startLogged({ port, publicUrl })
+      expect(log).toEqual([
+        `listening on http://127.0.0.1:${port}, public URL ${publicUrl}, authorization server ${AS}`,
+      ])
+      await cleanups.pop()?.()
+    }
   })
 })

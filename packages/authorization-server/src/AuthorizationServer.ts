@@ -451,8 +451,9 @@ export interface AuthorizationServerOptions extends ServerOptions {
   /** Called after every storage operation with its name, duration and outcome (see `Operations.StorageObserver`). */
   readonly onStorageOperation?: StorageObserverFn
   /**
-   * Receives the security events the server decides itself (a signing key created, a consent revoked on the account
-   * page; see `Operations.SecurityEvent`), for an audit log.
+   * Receives the security events the server decides itself (sign-ins, consents, codes, refused authorization
+   * requests, tokens issued or refused, registrations, revocations, signing keys; see `Operations.SecurityEvent`), each
+   * reported by its endpoint with the values it parsed, for an audit log and readable logs.
    */
   readonly onSecurityEvent?: SecurityEventFn
   /**

@@ -5,6 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest"
 import { type AuthorizationServerInstance, createAuthorizationServer } from "../src/AuthorizationServer.js"
 import { ConfigError, resolve } from "../src/Config.js"
 import { listen, type RunningServer } from "../src/NodeServer.js"
+import type { SecurityEvent } from "../src/Operations.js"
 import type { UpstreamOptions } from "../src/proxy/UpstreamProvider.js"
 import { alicePasswordHash, csrfOf, MCP, PASSWORD, SECRET } from "./support/server.js"
 
@@ -43,6 +44,8 @@ interface Running {
 
 let upstream: Running
 let proxy: Running
+/** The proxy's security events. */
+let proxyEvents: Array<SecurityEvent> = []
 const started: Array<Running> = []
 
 /** Two real servers on loopback: the upstream (identity provider) and the proxy fronting it. */
@@ -80,10 +83,12 @@ const startPair = async (upstreamName = "127.0.0.1", overrides: Partial<Upstream
       },
     ],
   })
+  proxyEvents = []
   const proxyAs = createAuthorizationServer({
     issuer: proxyServer.url,
     development: { allowHttpLoopbackIssuer: true, allowHttpLoopbackUpstream: true },
     warn: () => undefined,
+    onSecurityEvent: (event) => proxyEvents.push(event),
     registration: true,
     resources: [
       { uri: MCP, name: "Example MCP", scopes: { "tools:read": "List the tools", "tools:call": "Call tools for you" } },
@@ -468,6 +473,46 @@ describe("proxy mode: per-client consent before the upstream sign-in", () => {
     })
     expect(upstream.seen.filter((p) => p === "/authorize")).toEqual([])
     expect(browser.names().some((n) => n.startsWith("keyway_upstream_"))).toBe(false)
+  })
+
+  it("reports the consent with the user who signed in upstream, the codes, a denial and a forged sign-in", async () => {
+    const clientId = await register("Cool MCP Client")
+    const browser = new Jar()
+    const upstreamBrowser = new Jar()
+    await fullFlow(clientId, browser, upstreamBrowser)
+    // Approved before in this browser: straight upstream, and the code says the consent was remembered.
+    const again = await get((await mcpRequest(clientId)).url, browser)
+    const callback = await signInUpstream(again.headers.get("location")!, upstreamBrowser)
+    expect((await get(callback.href, browser)).status).toBe(302)
+    // Denied at the proxy: nobody signed in yet, so no user is named.
+    const denying = new Jar()
+    const request = await mcpRequest(clientId)
+    await approveAtProxy(denying, request.query, await (await get(request.url, denying)).text(), "deny")
+    // A sign-in response that did not come from the upstream: the refusal the MCP client gets.
+    const forging = new Jar()
+    const forged = await mcpRequest(clientId)
+    const approved = await approveAtProxy(forging, forged.query, await (await get(forged.url, forging)).text())
+    const callbackUrl = new URL(`${proxy.as.issuer}/upstream/callback`)
+    callbackUrl.searchParams.set("code", "stolen")
+    callbackUrl.searchParams.set("state", new URL(approved.headers.get("location")!).searchParams.get("state")!)
+    callbackUrl.searchParams.set("iss", "https://evil.example")
+    expect((await get(callbackUrl.href, forging)).status).toBe(302)
+
+    const asked = { client_id: clientId, resource: MCP, scope: "tools:read" }
+    expect(proxyEvents.filter((e) => e.event !== "client_registered")).toEqual([
+      { event: "consent_given", subject: UPSTREAM_SUBJECT, ...asked },
+      { event: "code_issued", subject: UPSTREAM_SUBJECT, ...asked, consent: "given" },
+      { event: "code_issued", subject: UPSTREAM_SUBJECT, ...asked, consent: "remembered" },
+      { event: "consent_denied", ...asked },
+      {
+        event: "authorization_rejected",
+        error: "server_error",
+        description: "the sign-in response did not come from the configured upstream (iss mismatch, RFC 9207)",
+        client_id: clientId,
+        redirect_uri: CLIENT_REDIRECT,
+        answered: "redirect",
+      },
+    ])
   })
 
   it("validates the MCP client's request as without a proxy (no consent page for a bad redirect_uri)", async () => {

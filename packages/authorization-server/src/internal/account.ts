@@ -168,7 +168,10 @@ export const accountLoginPost = (
   Effect.gen(function* () {
     const paths = accountPaths(base)
     const ok = yield* posted(config, sessions, request)
-    if (ok === undefined) return csrfRefused()
+    if (ok === undefined) {
+      yield* emit({ event: "login_failed", reason: "csrf" })
+      return csrfRefused()
+    }
     const username = ok.form.get("username") ?? ""
     const fresh = yield* signIn(
       config,

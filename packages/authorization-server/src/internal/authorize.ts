@@ -16,6 +16,7 @@ import {
 import { type FoundClient, findClient, type MetadataDocuments } from "./clients.js"
 import { nowSeconds } from "./clock.js"
 import { randomToken } from "./crypto.js"
+import { emit } from "./events.js"
 import { mediaType, parseForm, readBody } from "./http.js"
 import { type LoginLimit, loginGate, waitText } from "./limits.js"
 import { consentPage, csrfRefused, errorPage, loginPage } from "./pages.js"
@@ -84,7 +85,7 @@ export const check = (config: ResolvedConfig, query: string) =>
   })
 
 /** Turns a failed check into its answer: an error page, or a redirect with `error`, `state` and `iss` (RFC 9207). */
-export const errorFor = (config: ResolvedConfig, failure: PageError | RedirectError, status: 302 | 303): Response =>
+const errorFor = (config: ResolvedConfig, failure: PageError | RedirectError, status: 302 | 303): Response =>
   failure._tag === "PageError"
     ? failure.retryAfter === undefined
       ? errorPage(400, failure.error, failure.description)
@@ -99,12 +100,55 @@ export const errorFor = (config: ResolvedConfig, failure: PageError | RedirectEr
         status,
       )
 
-/** Issues the code for `subject` and redirects to the client with `code`, `state` and `iss`. */
+/**
+ * Reports an authorization request refused, with the `client_id` and `redirect_uri` its query carried (each only when
+ * sent once: a repeated one is itself the refusal).
+ */
+export const rejected = (query: string, error: string, description: string, answered: "page" | "redirect") => {
+  const params = new URLSearchParams(query)
+  const sent = (name: string) => {
+    const values = params.getAll(name)
+    return values.length === 1 && values[0] !== undefined ? { [name]: values[0] } : {}
+  }
+  return emit({
+    event: "authorization_rejected",
+    error,
+    description,
+    ...sent("client_id"),
+    ...sent("redirect_uri"),
+    answered,
+  })
+}
+
+/** Reports a failed check of the authorization request in `query` (see {@link rejected}) and answers it. */
+export const reject = (
+  config: ResolvedConfig,
+  query: string,
+  failure: PageError | RedirectError,
+  status: 302 | 303,
+): Effect.Effect<Response> =>
+  Effect.as(
+    rejected(query, failure.error, failure.description, failure._tag === "PageError" ? "page" : "redirect"),
+    errorFor(config, failure, status),
+  )
+
+/** What a valid authorization request asks for, as security events name it. */
+export const asked = (request: ValidAuthorizationRequest) => ({
+  client_id: request.client.clientId,
+  resource: request.resource.uri,
+  scope: request.scopes.join(" "),
+})
+
+/**
+ * Issues the code for `subject` and redirects to the client with `code`, `state` and `iss`; `consent` says whether
+ * the user consented just now or before, for the security event.
+ */
 export const issueCode = (
   config: ResolvedConfig,
   request: ValidAuthorizationRequest,
   subject: string,
   authTime: number,
+  consent: "given" | "remembered",
   status: 302 | 303,
   headers: Record<string, string> = {},
 ) =>
@@ -128,6 +172,7 @@ export const issueCode = (
       ...(request.nonce === undefined ? {} : { nonce: request.nonce }),
       ...(request.confirmation === undefined ? {} : { confirmation: request.confirmation }),
     })
+    yield* emit({ event: "code_issued", subject, ...asked(request), consent })
     return redirect(
       redirectWith(request.redirectUri, { code, state: request.state, iss: config.issuer }),
       status,
@@ -135,9 +180,15 @@ export const issueCode = (
     )
   })
 
-const approve = (config: ResolvedConfig, request: ValidAuthorizationRequest, session: Session, status: 302 | 303) =>
+const approve = (
+  config: ResolvedConfig,
+  request: ValidAuthorizationRequest,
+  session: Session,
+  consent: "given" | "remembered",
+  status: 302 | 303,
+) =>
   Effect.flatMap(session.authTime === undefined ? nowSeconds : Effect.succeed(session.authTime), (authTime) =>
-    issueCode(config, request, session.subject ?? "", authTime, status),
+    issueCode(config, request, session.subject ?? "", authTime, consent, status),
   )
 
 const renderConsent = (
@@ -177,7 +228,7 @@ export const authorizeGet = (
     const url = new URL(request.url)
     const query = url.search.slice(1)
     const checked = yield* check(config, query)
-    if (Result.isFailure(checked)) return errorFor(config, checked.failure, 302)
+    if (Result.isFailure(checked)) return yield* reject(config, query, checked.failure, 302)
     const valid = checked.success
     let session = yield* sessions.read(request)
     if (session?.subject === undefined) {
@@ -198,7 +249,7 @@ export const authorizeGet = (
       valid.resource.uri,
       valid.scopes,
     )
-    if (remembered && !unverifiable(config, valid)) return yield* approve(config, valid, session, 302)
+    if (remembered && !unverifiable(config, valid)) return yield* approve(config, valid, session, "remembered", 302)
     return renderConsent(config, sessions, valid, session, query)
   })
 
@@ -220,11 +271,17 @@ export const sameOrigin = (config: ResolvedConfig, request: Request): boolean =>
 }
 
 /**
- * The common start of every form POST of the authorization pages: a form body, the same origin, a valid CSRF token
- * (and a signed-in user when `signedIn`), then the authorization request it carries validated again. Answers with
- * the refusal or error page, or hands back what the page handler needs.
+ * The common start of every form POST of the authorization pages (`page`): a form body, the same origin, a valid
+ * CSRF token (and a signed-in user when `signedIn`), then the authorization request it carries validated again.
+ * Answers with the refusal or error page, or hands back what the page handler needs.
  */
-export const postedForm = (config: ResolvedConfig, sessions: Sessions, request: Request, signedIn = false) =>
+export const postedForm = (
+  config: ResolvedConfig,
+  sessions: Sessions,
+  request: Request,
+  page: "login" | "consent",
+  signedIn = false,
+) =>
   Effect.gen(function* () {
     const form = yield* readForm(config, request)
     const session = yield* sessions.read(request)
@@ -234,11 +291,14 @@ export const postedForm = (config: ResolvedConfig, sessions: Sessions, request: 
       !sameOrigin(config, request) ||
       !sessions.checkCsrf(session, form.get("csrf_token"))
     ) {
+      yield* emit(
+        page === "login" ? { event: "login_failed", reason: "csrf" } : { event: "consent_refused", reason: "csrf" },
+      )
       return csrfRefused()
     }
     const query = form.get("request") ?? ""
     const checked = yield* check(config, query)
-    if (Result.isFailure(checked)) return errorFor(config, checked.failure, 303)
+    if (Result.isFailure(checked)) return yield* reject(config, query, checked.failure, 303)
     return { form, session, query, valid: checked.success }
   })
 
@@ -262,23 +322,29 @@ export const signIn = (
   username: string,
   password: string,
   refuse: (failure: SignInFailure) => Response,
+  about: { readonly client_id?: string; readonly resource?: string; readonly scope?: string } = {},
 ): Effect.Effect<Session | Response, StorageError, UserAuthenticator> =>
   Effect.gen(function* () {
+    const clientId = about.client_id === undefined ? {} : { client_id: about.client_id }
     const locked = (retryAfter: number, limit: LoginLimit) =>
-      refuse({
-        error: `Too many failed sign-in attempts ${limit === "rateLimits.login.account" ? "for this account" : "from this address"} (${limit}). Try again in ${waitText(retryAfter)}.`,
-        status: 429,
-        headers: { "Retry-After": String(retryAfter) },
-      })
+      Effect.as(
+        emit({ event: "login_failed", reason: "rate_limited", username, ...clientId, retry_after: retryAfter }),
+        refuse({
+          error: `Too many failed sign-in attempts ${limit === "rateLimits.login.account" ? "for this account" : "from this address"} (${limit}). Try again in ${waitText(retryAfter)}.`,
+          status: 429,
+          headers: { "Retry-After": String(retryAfter) },
+        }),
+      )
     const gate = yield* loginGate(config, limiter, request, username)
-    if (!gate.allowed) return locked(gate.retryAfter, gate.limit)
+    if (!gate.allowed) return yield* locked(gate.retryAfter, gate.limit)
     const user = yield* UserAuthenticator.use((a) => a.authenticate({ username, password }))
     if (user === undefined) {
-      return gate.lockIfFailed > 0
-        ? locked(gate.lockIfFailed, gate.lockedBy)
-        : refuse({ error: "Wrong username or password.", status: 401 })
+      if (gate.lockIfFailed > 0) return yield* locked(gate.lockIfFailed, gate.lockedBy)
+      yield* emit({ event: "login_failed", reason: "wrong_credentials", username, ...clientId })
+      return refuse({ error: "Wrong username or password.", status: 401 })
     }
     yield* gate.succeeded
+    yield* emit({ event: "login_succeeded", username, subject: user.subject, ...about })
     return yield* sessions.create(user)
   })
 
@@ -294,19 +360,27 @@ export const loginPost = (
   limiter: RateLimiterService,
 ): Effect.Effect<Response, StorageError, ClientStore | UserAuthenticator | MetadataDocuments> =>
   Effect.gen(function* () {
-    const posted = yield* postedForm(config, sessions, request)
+    const posted = yield* postedForm(config, sessions, request, "login")
     if (posted instanceof Response) return posted
     const { form, session, query, valid } = posted
     const username = form.get("username") ?? ""
-    const fresh = yield* signIn(config, sessions, limiter, request, username, form.get("password") ?? "", (failure) =>
-      loginPage({
-        action: config.endpoints.login,
-        csrf: sessions.csrfToken(session!),
-        request: query,
-        clientName: valid.client.clientName ?? valid.client.clientId,
-        username,
-        ...failure,
-      }),
+    const fresh = yield* signIn(
+      config,
+      sessions,
+      limiter,
+      request,
+      username,
+      form.get("password") ?? "",
+      (failure) =>
+        loginPage({
+          action: config.endpoints.login,
+          csrf: sessions.csrfToken(session!),
+          request: query,
+          clientName: valid.client.clientName ?? valid.client.clientId,
+          username,
+          ...failure,
+        }),
+      asked(valid),
     )
     if (fresh instanceof Response) return fresh
     return redirect(`${config.endpoints.authorization}?${query}`, 303, { "Set-Cookie": sessions.cookie(fresh) })
@@ -319,12 +393,13 @@ export const consentPost = (
   request: Request,
 ): Effect.Effect<Response, StorageError, ClientStore | GrantStore | MetadataDocuments> =>
   Effect.gen(function* () {
-    const posted = yield* postedForm(config, sessions, request, true)
+    const posted = yield* postedForm(config, sessions, request, "consent", true)
     if (posted instanceof Response) return posted
     const { form, session, valid } = posted
     if (session?.subject === undefined) return csrfRefused()
     const decision = form.get("decision")
     if (decision !== "approve") {
+      yield* emit({ event: "consent_denied", subject: session.subject, ...asked(valid) })
       return redirect(
         redirectWith(valid.redirectUri, {
           error: "access_denied",
@@ -343,5 +418,6 @@ export const consentPost = (
       scopes: [...valid.scopes].sort(),
       granted_at: yield* nowSeconds,
     })
-    return yield* approve(config, valid, session, 303)
+    yield* emit({ event: "consent_given", subject: session.subject, ...asked(valid) })
+    return yield* approve(config, valid, session, "given", 303)
   })

@@ -1,19 +1,125 @@
 import { Context, Effect } from "effect"
 
 /**
- * A security event the server itself decides, for an audit log: names, IDs and outcomes, never a secret or a token.
- * `key_rotated` when a signing key is created (on schedule, on demand, or because none could sign); `consent_revoked`
- * when a user revokes an app on the account page.
+ * A security event, reported by the endpoint that decided it with the values it parsed itself: names, IDs, scopes,
+ * error codes and outcomes, never a password, secret, code or token. Values that come from a request (a username, a
+ * `client_id` or `redirect_uri` as sent) are reported as sent, unvalidated: quote or escape them before display.
+ *
+ * - `key_rotated`: a signing key created (on schedule, on demand, or because none could sign; then `reason`).
+ * - `client_registered`, `registration_refused`: dynamic client registration (RFC 7591 §3.2).
+ * - `login_succeeded`, `login_failed`: a sign-in on the login page of an authorization request (with its client,
+ *   resource and scope) or on the account page (without them); a failure says why (`reason`).
+ * - `consent_given`, `consent_denied`, `consent_refused`: the consent page (refused: the form failed its CSRF check).
+ * - `consent_revoked`: a user revoked an app on the account page.
+ * - `code_issued`: an authorization code sent to the client, after consent given now or remembered (OAuth 2.1 §4.1.2).
+ * - `authorization_rejected`: an authorization request refused (OAuth 2.1 §4.1.2.1), on the error page (`page`: the
+ *   client or redirect URI cannot be trusted) or by redirect to the client, with the `client_id` and `redirect_uri` the
+ *   request carried.
+ * - `token_issued`: an access token issued at the token endpoint, for every grant (`refresh_token` included).
+ * - `token_refused`: a token request refused (OAuth 2.1 §3.2.4), with the grant type and client it named.
+ * - `refresh_token_reuse_detected`: a rotated-out refresh token presented again; its family is revoked (OAuth 2.1
+ *   §4.3.1).
+ * - `token_revoked`: a revocation request a client made (RFC 7009 §2).
  *
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-7 | OAuth 2.1 §7 (security considerations)}
  */
-export interface SecurityEvent {
-  readonly event: "key_rotated" | "consent_revoked"
-  readonly [field: string]: string | number | boolean | ReadonlyArray<string> | undefined
-}
+export type SecurityEvent =
+  | {
+      readonly event: "key_rotated"
+      readonly kid: string
+      /** When the key starts signing, in seconds since the epoch. */
+      readonly activates_at: number
+      readonly reason?: string
+    }
+  | {
+      readonly event: "client_registered"
+      readonly client_id: string
+      readonly client_name?: string
+      readonly token_endpoint_auth_method: string
+      readonly redirect_uris: ReadonlyArray<string>
+    }
+  | { readonly event: "registration_refused"; readonly error: string; readonly description: string }
+  | {
+      readonly event: "login_succeeded"
+      /** The username as typed. */
+      readonly username: string
+      /** The user it signed in. */
+      readonly subject: string
+      /** The authorization request's client, resource and scope; absent on the account page. */
+      readonly client_id?: string
+      readonly resource?: string
+      readonly scope?: string
+    }
+  | {
+      readonly event: "login_failed"
+      /** Wrong username or password; too many failed attempts (`retry_after` seconds); the form's CSRF check. */
+      readonly reason: "wrong_credentials" | "rate_limited" | "csrf"
+      /** The username as typed; absent when the form failed its CSRF check. */
+      readonly username?: string
+      readonly client_id?: string
+      readonly retry_after?: number
+    }
+  | {
+      readonly event: "consent_given" | "consent_denied"
+      readonly subject?: string
+      readonly client_id: string
+      readonly resource: string
+      readonly scope: string
+    }
+  | { readonly event: "consent_refused"; readonly reason: "csrf" }
+  | {
+      readonly event: "consent_revoked"
+      readonly subject: string
+      readonly client_id: string
+      /** The IDs of the grants revoked with the consent. */
+      readonly revoked_grants: ReadonlyArray<string>
+    }
+  | {
+      readonly event: "code_issued"
+      readonly subject: string
+      readonly client_id: string
+      readonly resource: string
+      readonly scope: string
+      /** Consent `given` just now, or `remembered` from before. */
+      readonly consent: "given" | "remembered"
+    }
+  | {
+      readonly event: "authorization_rejected"
+      /** The OAuth error code, and its description as the client or the user sees it. */
+      readonly error: string
+      readonly description: string
+      /** The `client_id` and `redirect_uri` the request carried (each absent when it carried none). */
+      readonly client_id?: string
+      readonly redirect_uri?: string
+      /** `page`: shown on the server's error page; `redirect`: sent back to the client's redirect URI. */
+      readonly answered: "page" | "redirect"
+    }
+  | {
+      readonly event: "token_issued"
+      readonly grant_type: string
+      readonly client_id: string
+      /** The user, the client (client credentials) or the workload the token is for. */
+      readonly subject: string
+      readonly resource: string
+      readonly scope: string
+      /** The access token's lifetime, in seconds. */
+      readonly expires_in: number
+      readonly refresh_token_issued: boolean
+    }
+  | {
+      readonly event: "token_refused"
+      readonly error: string
+      readonly description: string
+      /** The `grant_type` and the client the request named, when it could be read. */
+      readonly grant_type?: string
+      readonly client_id?: string
+    }
+  | { readonly event: "refresh_token_reuse_detected"; readonly client_id: string; readonly subject: string }
+  | { readonly event: "token_revoked"; readonly client_id: string; readonly token_type_hint?: string }
 
 /**
- * Receives each {@link SecurityEvent}.
+ * Receives each {@link SecurityEvent}, synchronously, while the endpoint answers: a receiver should not throw, and
+ * should hand slow work (a remote log) to a queue of its own.
  *
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-7 | OAuth 2.1 §7}
  */

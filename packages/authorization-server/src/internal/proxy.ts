@@ -3,11 +3,12 @@ import { Clock, Effect, Result } from "effect"
 import type { ResolvedConfig } from "../Config.js"
 import type { StorageError } from "../storage/Errors.js"
 import { type ClientStore, GrantStore } from "../storage/Storage.js"
-import { check, errorFor, issueCode, postedForm, redirect, unverifiable } from "./authorize.js"
+import { asked, check, issueCode, postedForm, redirect, reject, rejected, unverifiable } from "./authorize.js"
 import { redirectWith, type ValidAuthorizationRequest } from "./authorizeRequest.js"
 import type { MetadataDocuments } from "./clients.js"
 import { nowSeconds } from "./clock.js"
 import { randomToken, sha256 } from "./crypto.js"
+import { emit } from "./events.js"
 import { readCookie } from "./http.js"
 import { consentPage, errorPage } from "./pages.js"
 import { PENDING_SECONDS, type Pending, type ProxyState } from "./proxyCookies.js"
@@ -76,13 +77,9 @@ const startUpstream = (
     const upstream = state.upstream.options
     const metadata = yield* state.upstream.metadata.pipe(Effect.result)
     if (Result.isFailure(metadata)) {
-      return toClient(
-        config,
-        request,
-        "temporarily_unavailable",
-        "the upstream authorization server cannot be reached",
-        status,
-      )
+      const description = "the upstream authorization server cannot be reached"
+      yield* rejected(query, "temporarily_unavailable", description, "redirect")
+      return toClient(config, request, "temporarily_unavailable", description, status)
     }
     const upstreamState = randomToken(32)
     const verifier = Pkce.generateVerifier()
@@ -164,7 +161,7 @@ export const proxyAuthorizeGet = (
   Effect.gen(function* () {
     const query = new URL(request.url).search.slice(1)
     const checked = yield* check(config, query)
-    if (Result.isFailure(checked)) return errorFor(config, checked.failure, 302)
+    if (Result.isFailure(checked)) return yield* reject(config, query, checked.failure, 302)
     const valid = checked.success
     const key = browserKey(state, request)
     // As without a proxy: an unverifiable client is shown the consent page every time.
@@ -188,10 +185,12 @@ export const proxyConsentPost = (
   request: Request,
 ): Effect.Effect<Response, StorageError, Needs> =>
   Effect.gen(function* () {
-    const posted = yield* postedForm(config, sessions, request)
+    const posted = yield* postedForm(config, sessions, request, "consent")
     if (posted instanceof Response) return posted
     const { form, query, valid } = posted
     if (form.get("decision") !== "approve") {
+      // The user is not known yet: they sign in upstream only after consenting.
+      yield* emit({ event: "consent_denied", ...asked(valid) })
       return toClient(config, valid, "access_denied", "the user denied the request", 303)
     }
     const existing = browserKey(state, request)
@@ -256,17 +255,20 @@ export const upstreamCallback = (
     if (!fresh) return callbackError("this sign-in response was already used; start again from your application", clear)
     const checked = yield* check(config, pending.q)
     if (Result.isFailure(checked)) {
-      const response = errorFor(config, checked.failure, 302)
+      const response = yield* reject(config, pending.q, checked.failure, 302)
       for (const cookie of clear) response.headers.append("Set-Cookie", cookie)
       return response
     }
     const valid = checked.success
     const fail = (error: string, description: string) =>
-      toClient(config, valid, error, description, 302, { "Set-Cookie": clear[0]! })
+      Effect.as(
+        rejected(pending.q, error, description, "redirect"),
+        toClient(config, valid, error, description, 302, { "Set-Cookie": clear[0]! }),
+      )
 
     const metadata = yield* state.upstream.metadata.pipe(Effect.result)
     if (Result.isFailure(metadata)) {
-      return fail("temporarily_unavailable", "the upstream authorization server cannot be reached")
+      return yield* fail("temporarily_unavailable", "the upstream authorization server cannot be reached")
     }
     const iss = params.get("iss")
     if (
@@ -274,7 +276,7 @@ export const upstreamCallback = (
         ? iss !== state.upstream.options.issuer
         : metadata.success.authorization_response_iss_parameter_supported === true
     ) {
-      return fail(
+      return yield* fail(
         "server_error",
         "the sign-in response did not come from the configured upstream (iss mismatch, RFC 9207)",
       )
@@ -282,10 +284,10 @@ export const upstreamCallback = (
     const error = params.get("error")
     if (error !== null) {
       const mapped = mapUpstreamError(error)
-      return fail(mapped.error, mapped.description)
+      return yield* fail(mapped.error, mapped.description)
     }
     const code = params.get("code")
-    if (code === null || code === "") return fail("server_error", "the upstream sign-in response has no code")
+    if (code === null || code === "") return yield* fail("server_error", "the upstream sign-in response has no code")
     const nowMillis = yield* Clock.currentTimeMillis
     const identity = yield* Effect.tryPromise({
       try: async () => {
@@ -300,7 +302,7 @@ export const upstreamCallback = (
       },
       catch: (e) => (e instanceof UpstreamFailure ? e.message : "the upstream sign-in could not be completed"),
     }).pipe(Effect.result)
-    if (Result.isFailure(identity)) return fail("server_error", identity.failure)
+    if (Result.isFailure(identity)) return yield* fail("server_error", identity.failure)
     const { subject } = identity.success
     const authTime = identity.success.authTime ?? Math.floor(nowMillis / 1000)
     if (pending.m === "remembered") {
@@ -319,6 +321,8 @@ export const upstreamCallback = (
         scopes: [...valid.scopes].sort(),
         granted_at: yield* nowSeconds,
       })
+      yield* emit({ event: "consent_given", subject, ...asked(valid) })
     }
-    return yield* issueCode(config, valid, subject, authTime, 302, { "Set-Cookie": clear[0]! })
+    const consent = pending.m === "remembered" ? "remembered" : "given"
+    return yield* issueCode(config, valid, subject, authTime, consent, 302, { "Set-Cookie": clear[0]! })
   })

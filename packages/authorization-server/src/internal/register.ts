@@ -7,6 +7,7 @@ import { ClientStore, type NewClient, type TokenEndpointAuthMethod } from "../st
 import { isApplicationType, type JwkSetProblem, jwkSetProblem } from "./clientMetadata.js"
 import { nowSeconds } from "./clock.js"
 import { randomToken } from "./crypto.js"
+import { emit } from "./events.js"
 import { BodyTooLargeFailure } from "./formEndpoint.js"
 import { CORS_HEADERS, json, mediaType, oauthError, payloadTooLarge, readBody } from "./http.js"
 import { isPrivateUseScheme, redirectProblemText, redirectUriProblem } from "./redirect.js"
@@ -227,13 +228,32 @@ export const registerEndpoint = (
         ...(secret === undefined ? {} : { client_secret: secret }),
       })
       .pipe(Effect.catchTag("ClientAlreadyExists", () => fail("server_error", "client_id collision, retry")))
+    yield* emit({
+      event: "client_registered",
+      client_id: clientId,
+      ...(registration.client_name === undefined ? {} : { client_name: registration.client_name }),
+      token_endpoint_auth_method: method,
+      redirect_uris: redirectUris,
+    })
     return json(
       { ...registered, ...(secret === undefined ? {} : { client_secret: secret }) },
       { status: 201, headers: CORS_HEADERS },
     )
   }).pipe(
     Effect.catchTags({
-      OAuthError: (e) => Effect.succeed(oauthError(e)),
-      BodyTooLargeFailure: () => Effect.succeed(payloadTooLarge("invalid_client_metadata", config.maxBodyBytes)),
+      OAuthError: (e) =>
+        Effect.as(
+          emit({ event: "registration_refused", error: e.error, description: e.error_description ?? "" }),
+          oauthError(e),
+        ),
+      BodyTooLargeFailure: () =>
+        Effect.as(
+          emit({
+            event: "registration_refused",
+            error: "invalid_client_metadata",
+            description: `the body exceeds ${config.maxBodyBytes} bytes`,
+          }),
+          payloadTooLarge("invalid_client_metadata", config.maxBodyBytes),
+        ),
     }),
   )

@@ -8,6 +8,7 @@ import { type Client, type ClientStore, GrantStore } from "../storage/Storage.js
 import { verifyAccessToken } from "./accessToken.js"
 import type { MetadataDocuments } from "./clients.js"
 import { nowSeconds } from "./clock.js"
+import { emit } from "./events.js"
 import { answerFailures, readForm } from "./formEndpoint.js"
 import { CORS_HEADERS } from "./http.js"
 import { authenticateWithinLimits } from "./limits.js"
@@ -61,5 +62,12 @@ export const revokeEndpoint = (
     } else if (!(yield* revokeRefresh(client, token, now))) {
       yield* revokeAccess(config, client, token, now)
     }
+    const hint = form.get("token_type_hint")
+    // Whether anything was revoked stays unsaid, as in the answer (RFC 7009 §2.2).
+    yield* emit({
+      event: "token_revoked",
+      client_id: client.client_id,
+      ...(hint === undefined ? {} : { token_type_hint: hint }),
+    })
     return new Response(null, { status: 200, headers: { ...CORS_HEADERS, "Cache-Control": "no-store" } })
   }).pipe(answerFailures(config, "revocation"))

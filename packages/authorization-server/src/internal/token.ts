@@ -1,4 +1,4 @@
-import { CanonicalUri, Grant, OAuthError, Pkce, Scope } from "@keyway/core"
+import { CanonicalUri, ClientAuth, Grant, OAuthError, Pkce, Scope } from "@keyway/core"
 import { Effect, Option, Result } from "effect"
 import type { ResolvedConfig, Resource } from "../Config.js"
 import type { GrantContext, GrantHandler, Issue, TokenBinding } from "../Extension.js"
@@ -7,11 +7,12 @@ import { TokenSigner } from "../Signing.js"
 import type { StorageError } from "../storage/Errors.js"
 import { type Client, type ClientStore, GrantStore } from "../storage/Storage.js"
 import { verifyOwnJwt } from "./accessToken.js"
-import { identifiesClient } from "./clientAuth.js"
+import { type ClientAuthFailure, identifiesClient } from "./clientAuth.js"
 import type { MetadataDocuments } from "./clients.js"
 import { nowSeconds } from "./clock.js"
 import { randomToken } from "./crypto.js"
-import { answerFailures, readForm } from "./formEndpoint.js"
+import { emit } from "./events.js"
+import { answerFailures, type BodyTooLargeFailure, readForm } from "./formEndpoint.js"
 import { CORS_HEADERS, json } from "./http.js"
 import { addressOf, authenticateWithinLimits, limitIdentity, limitPublicToken } from "./limits.js"
 
@@ -165,15 +166,29 @@ const authorizationCodeGrant = (
             }),
       })
       .pipe(Effect.catchTags(codeErrors))
+    yield* emit({
+      event: "token_issued",
+      grant_type: Grant.AUTHORIZATION_CODE,
+      client_id: client.client_id,
+      subject: record.subject,
+      resource: record.resource,
+      scope: record.scope,
+      expires_in: config.accessTokenTtl,
+      refresh_token_issued: refreshToken !== undefined,
+    })
     return tokenResponse(binding, access.token, config.accessTokenTtl, record.scope, refreshToken, idToken)
   })
 
-const refreshErrors = {
+/** The answers to a refresh token that cannot be used; reuse is reported as a security event too. */
+const refreshErrors = (token: { readonly client_id: string; readonly subject: string }) => ({
   RefreshTokenNotFound: () => err("invalid_grant", "the refresh token is invalid"),
   RefreshTokenExpired: () => err("invalid_grant", "the refresh token has expired"),
   RefreshTokenRevoked: () => err("invalid_grant", "the refresh token has been revoked"),
-  RefreshTokenReused: () => err("invalid_grant", "the refresh token was already used; its whole family is now revoked"),
-}
+  RefreshTokenReused: () =>
+    emit({ event: "refresh_token_reuse_detected", client_id: token.client_id, subject: token.subject }).pipe(
+      Effect.andThen(err("invalid_grant", "the refresh token was already used; its whole family is now revoked")),
+    ),
+})
 
 const refreshGrant = (
   config: ResolvedConfig,
@@ -203,10 +218,11 @@ const refreshGrant = (
     const resourceParam = form.get("resource")
     if (Option.isNone(found)) return yield* err("invalid_grant", "the refresh token is invalid")
     const current = found.value
+    const unusable = refreshErrors(current)
     // A request that fails a check answers first what presenting the token means (a rotated-out token is reuse and
     // revokes the family; a revoked or expired one says so), as a refresh would.
     const refuse = (failure: Effect.Effect<never, OAuthError.OAuthError>) =>
-      grants.getRefresh(presented, now).pipe(Effect.catchTags(refreshErrors), Effect.andThen(failure))
+      grants.getRefresh(presented, now).pipe(Effect.catchTags(unusable), Effect.andThen(failure))
     if (current.client_id !== client.client_id) {
       return yield* refuse(err("invalid_grant", "the refresh token was issued to another client"))
     }
@@ -260,11 +276,21 @@ const refreshGrant = (
       })
       .pipe(
         Effect.catchTags({
-          ...refreshErrors,
+          ...unusable,
           RefreshTokenClientMismatch: () => err("invalid_grant", "the refresh token was issued to another client"),
           GrantRevoked: () => err("invalid_grant", "the grant has been revoked"),
         }),
       )
+    yield* emit({
+      event: "token_issued",
+      grant_type: Grant.REFRESH_TOKEN,
+      client_id: client.client_id,
+      subject: current.subject,
+      resource: current.resource,
+      scope,
+      expires_in: config.accessTokenTtl,
+      refresh_token_issued: refreshed.refresh_token !== undefined,
+    })
     return tokenResponse(binding, access.token, config.accessTokenTtl, scope, refreshed.refresh_token)
   })
 
@@ -359,11 +385,39 @@ const resourceOf = (
 }
 
 /**
+ * Reports a refused token request with the grant type and the client it named (HTTP Basic's user name, else the
+ * form's `client_id`), as read before anything was checked; a storage failure is the server's, not a refusal.
+ */
+const reportRefusal =
+  (config: ResolvedConfig, request: Request, form: ReadonlyMap<string, string> | undefined) =>
+  (
+    failure: OAuthError.OAuthError | ClientAuthFailure | BodyTooLargeFailure | RateLimited | StorageError,
+  ): Effect.Effect<void> => {
+    if (failure._tag === "StorageError" || failure._tag === "RateLimited") return Effect.void
+    const authorization = request.headers.get("authorization")
+    const clientId =
+      (authorization === null ? undefined : ClientAuth.decodeClientSecretBasic(authorization)?.clientId) ??
+      form?.get("client_id")
+    const grantType = form?.get("grant_type")
+    return emit({
+      event: "token_refused",
+      ...(failure._tag === "OAuthError"
+        ? { error: failure.error, description: failure.error_description ?? "" }
+        : failure._tag === "ClientAuthFailure"
+          ? { error: failure.code, description: failure.description }
+          : { error: "invalid_request", description: `the body exceeds ${config.maxBodyBytes} bytes` }),
+      ...(grantType === undefined || grantType === "" ? {} : { grant_type: grantType }),
+      ...(clientId === undefined || clientId === "" ? {} : { client_id: clientId }),
+    })
+  }
+
+/**
  * The token endpoint (OAuth 2.1 §3.2): form body only, size-capped, one authentication method, the extensions'
  * token-request hooks, then the grant handler registered for `grant_type`. Within the abuse limits (see
  * {@link authenticateWithinLimits}): a client that authenticates spends its own allowance; a public client or a grant
  * without a client is counted per client address, a refresh also per family, before the hooks and the grant (a
- * refresh once its family is known, in the same check).
+ * refresh once its family is known, in the same check). What it issues or refuses is reported as a security event
+ * (not a request refused by a limit: the metrics count those).
  */
 export const tokenEndpoint = (
   config: ResolvedConfig,
@@ -371,7 +425,17 @@ export const tokenEndpoint = (
   limiter: RateLimiterService,
 ): Effect.Effect<Response, StorageError, ClientStore | GrantStore | TokenSigner | MetadataDocuments> =>
   Effect.gen(function* () {
-    const form = yield* readForm(config, request)
+    const form = yield* readForm(config, request).pipe(Effect.tapError(reportRefusal(config, request, undefined)))
+    return yield* grant(config, request, form, limiter).pipe(Effect.tapError(reportRefusal(config, request, form)))
+  }).pipe(answerFailures(config, "token"))
+
+const grant = (
+  config: ResolvedConfig,
+  request: Request,
+  form: ReadonlyMap<string, string>,
+  limiter: RateLimiterService,
+) =>
+  Effect.gen(function* () {
     const grantType = form.get("grant_type")
     const extension =
       grantType === undefined
@@ -439,6 +503,18 @@ export const tokenEndpoint = (
       resource: (value) => resourceOf(config, value),
       issue: (issue: Issue) =>
         signAccessToken(config, binding, issue).pipe(
+          Effect.tap(() =>
+            emit({
+              event: "token_issued",
+              grant_type: grantType,
+              client_id: issue.clientId,
+              subject: issue.subject,
+              resource: issue.resource,
+              scope: issue.scope,
+              expires_in: config.accessTokenTtl,
+              refresh_token_issued: false,
+            }),
+          ),
           Effect.map((access) => tokenResponse(binding, access.token, config.accessTokenTtl, issue.scope, undefined)),
           Effect.provideContext(services),
         ),
@@ -456,4 +532,4 @@ export const tokenEndpoint = (
       limitIdentity: (issuer, subject) => limitIdentity(config, limiter, issuer, subject),
     }
     return yield* handler.handle(context)
-  }).pipe(answerFailures(config, "token"))
+  })
