@@ -877,8 +877,9 @@ export function* mergeDuplicateGrants(t: Tables): Work<number> {
     yield* count(`UPDATE ${t.grants} SET scope = $2, auth_time = $3, authorized_at = $4 WHERE grant_id = $1`, [
       grant_id,
       Scope.format(all.reduce<ReadonlyArray<string>>((scopes, r) => Scope.union(scopes, str(r, "scope")), [])),
-      Math.max(...all.map((r) => num(r, "auth_time"))),
-      Math.max(...all.map((r) => optNum(r, "authorized_at") ?? num(r, "created_at"))),
+      // A reduce, not a spread: a group may hold more grants than a call takes arguments.
+      all.reduce((latest, r) => Math.max(latest, num(r, "auth_time")), 0),
+      all.reduce((latest, r) => Math.max(latest, optNum(r, "authorized_at") ?? num(r, "created_at")), 0),
     ])
     for (const other of others) {
       const params = [grant_id, str(other, "grant_id")]
