@@ -154,11 +154,15 @@ const json = (value: unknown) => `${JSON.stringify(value, null, 2)}\n`
 // Effect's Clock, as everywhere time is read.
 const nowSeconds = Effect.map(Clock.currentTimeMillis, (millis) => Math.floor(millis / 1000))
 
+/** The access-token lifetime of a configuration, in seconds. */
+const accessTokenTtl = (config: AppConfig): number =>
+  config.lifetimes?.accessToken ?? Config.defaults.lifetimes.accessToken
+
 /** The library's rotation policy of a configuration (what `keys` commands need). */
 const policyOf = (config: AppConfig) => ({
   ...Config.defaults.signingKeys,
   ...config.signingKeys,
-  accessTokenTtl: config.lifetimes?.accessToken ?? Config.defaults.lifetimes.accessToken,
+  accessTokenTtl: accessTokenTtl(config),
   algorithm: "ES256" as const,
 })
 
@@ -335,9 +339,14 @@ const execute = (
           return yield* Effect.fail(new InputError(`no grant ${argument} (or it is revoked already)`))
         }
         record({ event: "grants_revoked", grant_ids: revoked, user: values.user, client_id: values.client })
-        return asJson
-          ? json({ revoked })
-          : `revoked ${revoked.length} grant(s)${revoked.map((g) => `\n  ${g}`).join("")}\n`
+        if (asJson) return json({ revoked })
+        // A resource server that verifies JWTs itself learns nothing of the revocation; say so, with the bound.
+        const stillValid =
+          revoked.length === 0
+            ? ""
+            : `JWT access tokens already issued stay usable until they expire (at most ${accessTokenTtl(config)} seconds: ` +
+              "lifetimes.accessToken) unless the resource server introspects them\n"
+        return `revoked ${revoked.length} grant(s)${revoked.map((g) => `\n  ${g}`).join("")}\n${stillValid}`
       }
       case "keys list": {
         const now = yield* nowSeconds

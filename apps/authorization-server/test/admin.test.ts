@@ -67,6 +67,7 @@ const scenario = async (database: Partial<AppConfig>) => {
     ...database,
     users: [{ username: "alice", password: PASSWORD }],
     resources: [{ uri: RESOURCE, scopes: SCOPES }],
+    lifetimes: { accessToken: 900 },
   }
   const file = join(await dir(), "keyway.json")
   await writeFile(file, JSON.stringify(config))
@@ -112,7 +113,12 @@ const scenario = async (database: Partial<AppConfig>) => {
   expect(grants.map((g) => [g.subject, g.client_id, g.scope])).toEqual([["alice", clientId, "notes:read"]])
   expect(await adminJson(file, "grants", "list", "--client", "someone-else")).toEqual([])
   const grantId = grants[0]?.grant_id ?? ""
-  expect(await adminJson(file, "grants", "revoke", grantId)).toEqual({ revoked: [grantId] })
+  // The operator learns that access tokens verified as JWTs outlive the revocation, and for how long at most.
+  expect(await admin(file, "grants", "revoke", grantId)).toEqual({
+    code: 0,
+    stdout: `revoked 1 grant(s)\n  ${grantId}\nJWT access tokens already issued stay usable until they expire (at most 900 seconds: lifetimes.accessToken) unless the resource server introspects them\n`,
+    stderr: "",
+  })
   expect(await (await introspect(issuer, clientId, added.client_secret, tokens.access_token)).json()).toEqual({
     active: false,
   })
@@ -308,9 +314,10 @@ describe("admin users against a live server", () => {
     )
     await codeFlow(issuer, { clientId, username: "bob", password: "bob-second-password" })
 
+    // Bob's two sign-ins to one client at one resource are one grant.
     expect(await adminWithInput(file, "", "users", "remove", "bob")).toEqual({
       code: 0,
-      stdout: "removed user bob; revoked 2 grant(s)\n",
+      stdout: "removed user bob; revoked 1 grant(s)\n",
       stderr: "",
     })
     await expect(codeFlow(issuer, { clientId, username: "bob", password: "bob-second-password" })).rejects.toThrow(

@@ -198,10 +198,16 @@ export const rotateClientSecret: (
 })
 
 /**
- * Revokes the grants not revoked yet that match (one grant by id, or all of a subject and/or client): their codes,
- * refresh tokens and unexpired access-token ids, which introspection then reports inactive. Returns the revoked ids.
+ * Revokes the grants not revoked yet that match (one grant by id, or all of a subject and/or client): their unused
+ * codes, every refresh-token family (whichever authorization of the grant opened it) and their unexpired access-token
+ * ids, which introspection then reports inactive. Returns the revoked ids.
+ *
+ * JWT access tokens already issued stay usable until they expire, at most the access-token lifetime
+ * (`lifetimes.accessToken`, 300 seconds by default), at a resource server that verifies them itself (signature and
+ * `exp`, RFC 9068 §4): only one that introspects them (RFC 7662) sees the revocation at once.
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc7009.html#section-2.1 | RFC 7009 §2.1}
+ * @see {@link https://www.rfc-editor.org/rfc/rfc7662.html#section-2.2 | RFC 7662 §2.2}
  */
 export const revokeGrants: (
   which: { readonly grantId: string } | GrantFilter,

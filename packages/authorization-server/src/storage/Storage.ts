@@ -221,10 +221,14 @@ export class ClientStore extends Context.Service<
 // ---------------------------------------------------------------------------------------------------------------------
 
 /**
- * One authorization: a user's approval for one client, one resource and a scope. Codes, access tokens and the
- * refresh-token family issued from it all carry its id, so one revocation reaches them all.
+ * A user's approval for one client at one resource: one live grant per subject, client and resource. Each later
+ * authorization of the same three widens it (its scope becomes the union, as an MCP client asks for the scopes it had
+ * and those challenged on a step-up) instead of opening another. Codes, access tokens and every refresh-token family
+ * issued under it carry its id, so one revocation reaches them all; a revoked grant is never widened again, and the
+ * next authorization opens a new one.
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc6749.html#section-1.3 | RFC 6749 §1.3}
+ * @see {@link https://modelcontextprotocol.io/specification/2026-07-28/basic/authorization#step-up-authorization-flow | MCP 2026-07-28 Step-Up Authorization Flow}
  */
 export interface Grant {
   readonly grant_id: string
@@ -232,16 +236,18 @@ export interface Grant {
   readonly subject: string
   /** The canonical URI of the one resource the grant is for (RFC 8707). */
   readonly resource: string
-  /** Space-separated scope (RFC 6749 §3.3). */
+  /** Space-separated scope (RFC 6749 §3.3): every scope authorized so far, in the order first authorized. */
   readonly scope: string
+  /** The latest time the user authenticated for an authorization of this grant. */
   readonly auth_time: number
+  /** When the first authorization opened it. */
   readonly created_at: number
   readonly revoked_at?: number
 }
 
 /**
- * A grant as operators and users see it: the grant with when it was last used (the latest refresh token issued from
- * it, else its creation).
+ * A grant as operators and users see it: the grant with when it was last used (the latest of its last authorization
+ * and the latest refresh token issued from it).
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc6749.html#section-1.3 | RFC 6749 §1.3}
  */
@@ -439,7 +445,10 @@ export interface Refreshed {
  */
 export interface RefreshTokenStatus extends RefreshToken {
   readonly active: boolean
-  /** When the user of the token's grant authenticated (the access tokens' `auth_time`). */
+  /**
+   * When the user authenticated for the authorization that opened the token's family (the access tokens' `auth_time`),
+   * which later authorizations of its grant leave as it was.
+   */
   readonly auth_time: number
 }
 
@@ -476,7 +485,13 @@ export interface Consent {
 export class GrantStore extends Context.Service<
   GrantStore,
   {
-    /** Opens a new grant and stores its authorization code (hashed) in one transaction. */
+    /**
+     * Stores an authorization code (hashed) under the live grant of its subject, client and resource, in one
+     * transaction: the grant is opened when there is none, else its scope grows to the union of its scope and the
+     * code's and its `auth_time` to the later one; the remembered consent is widened to cover the grant's whole scope.
+     * A revoked grant is never reused. Concurrent calls, in any process, converge on one grant (a unique index on the
+     * live grants and an upsert against it). The code keeps its own scope: the tokens it yields carry that.
+     */
     readonly createCode: (code: NewAuthorizationCode) => Effect.Effect<AuthorizationCode, StorageError>
     /**
      * Redeems a code atomically: the first call returns it, every later call fails with `CodeAlreadyUsed` and
@@ -509,7 +524,7 @@ export class GrantStore extends Context.Service<
     /** Marks one access token revoked until `expires_at` (RFC 7009). */
     readonly revokeAccessToken: (jti: string, expiresAt: number) => Effect.Effect<void, StorageError>
     readonly isAccessTokenRevoked: (jti: string) => Effect.Effect<boolean, StorageError>
-    /** Starts a new refresh-token family under a live grant. */
+    /** Starts a new refresh-token family under a live grant, from the grant's `auth_time`. */
     readonly createRefresh: (
       token: NewRefreshToken,
     ) => Effect.Effect<RefreshToken, GrantNotFound | GrantRevoked | StorageError>
@@ -572,8 +587,8 @@ export class GrantStore extends Context.Service<
      */
     readonly revokeByRefreshToken: (token: string, now: number) => Effect.Effect<Option.Option<string>, StorageError>
     /**
-     * Revokes a grant: its unused codes, its refresh-token families, and its unexpired access-token ids (kept as
-     * revoked until they expire). Idempotent.
+     * Revokes a grant: its unused codes, all its refresh-token families (whichever authorization opened them), and its
+     * unexpired access-token ids (kept as revoked until they expire). Idempotent.
      */
     readonly revokeGrant: (grantId: string, now: number) => Effect.Effect<void, GrantNotFound | StorageError>
     /** The grants not revoked, optionally of one subject and/or client, oldest first. */
@@ -870,7 +885,8 @@ export type PostgresOptions = PostgresConnectionOptions | PostgresPoolOptions
  * under a transaction-level advisory lock (`pg_advisory_xact_lock`), so instances starting together migrate once and
  * an up-to-date schema is left as it is. Every multi-step change is one transaction, and the check-then-write
  * operations (`consumeCode`, `rotate`) lock the row they check (`SELECT ... FOR UPDATE`), so exactly one of any
- * number of concurrent callers, in any process, wins. The {@link RateLimiter} lives in the same database, so every
+ * number of concurrent callers, in any process, wins; concurrent `createCode` calls for one subject, client and
+ * resource meet on a unique index and converge on one grant. The {@link RateLimiter} lives in the same database, so every
  * instance counts in the same buckets. A pool created from `connectionString` ends when the layer's scope closes; a
  * pool passed in is left open.
  *

@@ -3,6 +3,7 @@
  * same suite. Each test gets a fresh, empty store from the factory.
  */
 import { randomBytes } from "node:crypto"
+import { Scope } from "@keyway/core"
 import { Effect, type Layer, Option, Result } from "effect"
 import { describe, expect, it } from "vitest"
 import {
@@ -88,23 +89,25 @@ const failure = <A, E, R>(program: Effect.Effect<A, E, R>): Effect.Effect<E, nev
   Effect.flip(program).pipe(Effect.catchCause(() => Effect.die(new Error("expected a typed failure"))))
 
 /** A code redeemed and tokens issued under its grant: the state most grant tests start from. */
-const issued = Effect.gen(function* () {
-  const grants = yield* GrantStore
-  const input = newCode()
-  const code = yield* grants.createCode(input)
-  yield* grants.consumeCode(input.code, NOW + 1)
-  const jti = secret()
-  yield* grants.recordAccessToken({ grant_id: code.grant_id, jti, expires_at: NOW + 600 })
-  const refreshToken = secret()
-  const refresh = yield* grants.createRefresh({
-    grant_id: code.grant_id,
-    token: refreshToken,
-    scope: input.scope,
-    issued_at: NOW + 1,
-    expires_at: NOW + 86_400,
+const issuedAs = (overrides: Partial<NewAuthorizationCode> = {}) =>
+  Effect.gen(function* () {
+    const grants = yield* GrantStore
+    const input = newCode(overrides)
+    const code = yield* grants.createCode(input)
+    yield* grants.consumeCode(input.code, NOW + 1)
+    const jti = secret()
+    yield* grants.recordAccessToken({ grant_id: code.grant_id, jti, expires_at: NOW + 600 })
+    const refreshToken = secret()
+    const refresh = yield* grants.createRefresh({
+      grant_id: code.grant_id,
+      token: refreshToken,
+      scope: input.scope,
+      issued_at: NOW + 1,
+      expires_at: NOW + 86_400,
+    })
+    return { grants, input, code, jti, refreshToken, refresh }
   })
-  return { grants, input, code, jti, refreshToken, refresh }
-})
+const issued = issuedAs()
 
 export const storageContract = (name: string, factory: StoresFactory): void => {
   const run = runWith(factory)
@@ -353,13 +356,104 @@ export const storageContract = (name: string, factory: StoresFactory): void => {
         }),
       ))
 
-    it("opens a distinct grant for every code", () =>
+    it("keeps one live grant per subject, client and resource, its scope the union of every authorization", () =>
       run(
         Effect.gen(function* () {
           const grants = yield* GrantStore
-          const a = yield* grants.createCode(newCode())
-          const b = yield* grants.createCode(newCode())
-          expect(a.grant_id).not.toBe(b.grant_id)
+          const first = yield* grants.createCode(newCode({ scope: "files:read", auth_time: NOW - 50 }))
+          const stepUp = yield* grants.createCode(
+            newCode({ scope: "files:write files:read", auth_time: NOW - 20, issued_at: NOW + 10 }),
+          )
+          // An authorization with an older login (another browser) leaves the later auth_time.
+          const again = yield* grants.createCode(newCode({ scope: "admin", auth_time: NOW - 40, issued_at: NOW + 20 }))
+          expect([stepUp.grant_id, again.grant_id]).toEqual([first.grant_id, first.grant_id])
+          // Each code keeps the scope it was issued for; the grant holds them all.
+          expect([first.scope, stepUp.scope, again.scope]).toEqual(["files:read", "files:write files:read", "admin"])
+          const grant = {
+            grant_id: first.grant_id,
+            client_id: "client-a",
+            subject: "alice",
+            resource: "https://mcp.example.com/mcp",
+            scope: "files:read files:write admin",
+            auth_time: NOW - 20,
+            created_at: NOW,
+          }
+          expect(yield* grants.getGrant(first.grant_id)).toEqual(grant)
+          expect(yield* grants.listGrants({ subject: "alice" })).toEqual([{ ...grant, last_used_at: NOW + 20 }])
+          // Another subject, client or resource is another grant.
+          const others = [
+            yield* grants.createCode(newCode({ subject: "bob" })),
+            yield* grants.createCode(newCode({ client_id: "client-b" })),
+            yield* grants.createCode(newCode({ resource: "https://other.example.com/mcp" })),
+          ].map((c) => c.grant_id)
+          expect(new Set([first.grant_id, ...others]).size).toBe(4)
+          expect(yield* grants.listGrants()).toHaveLength(4)
+        }),
+      ))
+
+    it("widens the remembered consent to cover the grant's whole scope", () =>
+      run(
+        Effect.gen(function* () {
+          const grants = yield* GrantStore
+          const resource = "https://mcp.example.com/mcp"
+          yield* grants.grantConsent({
+            subject: "alice",
+            client_id: "client-a",
+            resource,
+            scopes: ["files:read"],
+            granted_at: NOW,
+          })
+          yield* grants.createCode(newCode({ scope: "files:read" }))
+          // Already covered: the remembered consent is left as it was.
+          expect(yield* grants.getConsent("alice", "client-a", resource)).toEqual(
+            Option.some({ subject: "alice", client_id: "client-a", resource, scopes: ["files:read"], granted_at: NOW }),
+          )
+          // Consent forgotten while the grant lives: the next authorization's consent covers the whole grant again.
+          expect(yield* grants.revokeConsent("alice", "client-a")).toBe(1)
+          yield* grants.createCode(newCode({ scope: "files:write", issued_at: NOW + 30 }))
+          expect(yield* grants.getConsent("alice", "client-a", resource)).toEqual(
+            Option.some({
+              subject: "alice",
+              client_id: "client-a",
+              resource,
+              scopes: ["files:read", "files:write"],
+              granted_at: NOW + 30,
+            }),
+          )
+        }),
+      ))
+
+    it("never revives a revoked grant: the next authorization opens a new one with its own scope", () =>
+      run(
+        Effect.gen(function* () {
+          const grants = yield* GrantStore
+          const before = newCode({ scope: "files:read files:write" })
+          const revoked = yield* grants.createCode(before)
+          yield* grants.revokeGrant(revoked.grant_id, NOW + 5)
+          const after = newCode({ scope: "files:read", issued_at: NOW + 10 })
+          const fresh = yield* grants.createCode(after)
+          expect(fresh.grant_id).not.toBe(revoked.grant_id)
+          expect(yield* grants.getGrant(fresh.grant_id)).toEqual({
+            grant_id: fresh.grant_id,
+            client_id: "client-a",
+            subject: "alice",
+            resource: "https://mcp.example.com/mcp",
+            scope: "files:read",
+            auth_time: NOW - 5,
+            created_at: NOW + 10,
+          })
+          expect((yield* grants.getGrant(revoked.grant_id)).revoked_at).toBe(NOW + 5)
+          expect((yield* grants.listGrants()).map((g) => g.grant_id)).toEqual([fresh.grant_id])
+          // A code issued before the revocation stays revoked; the new one works.
+          expect(yield* failure(grants.consumeCode(before.code, NOW + 11))).toEqual(
+            new GrantRevoked({ grant_id: revoked.grant_id }),
+          )
+          expect((yield* grants.consumeCode(after.code, NOW + 11)).grant_id).toBe(fresh.grant_id)
+          // The next authorization merges into the new grant, not the revoked one.
+          expect((yield* grants.createCode(newCode({ scope: "admin", issued_at: NOW + 12 }))).grant_id).toBe(
+            fresh.grant_id,
+          )
+          expect((yield* grants.getGrant(fresh.grant_id)).scope).toBe("files:read admin")
         }),
       ))
 
@@ -472,7 +566,7 @@ export const storageContract = (name: string, factory: StoresFactory): void => {
           const { grants, code, jti, refreshToken, refresh } = yield* issued
           const otherJti = secret()
           yield* grants.recordAccessToken({ grant_id: code.grant_id, jti: otherJti, expires_at: NOW + 900 })
-          const unrelated = yield* issued
+          const unrelated = yield* issuedAs({ subject: "bob" })
 
           yield* grants.revokeGrant(code.grant_id, NOW + 5)
           yield* grants.revokeGrant(code.grant_id, NOW + 7)
@@ -493,7 +587,9 @@ export const storageContract = (name: string, factory: StoresFactory): void => {
           const { grants, code } = yield* issued
           const bob = newCode({ subject: "bob", client_id: "client-b", issued_at: NOW + 10 })
           const bobCode = yield* grants.createCode(bob)
-          const revoked = yield* grants.createCode(newCode({ issued_at: NOW + 20 }))
+          const revoked = yield* grants.createCode(
+            newCode({ resource: "https://other.example.com/mcp", issued_at: NOW + 20 }),
+          )
           yield* grants.revokeGrant(revoked.grant_id, NOW + 21)
           const later = yield* grants.createRefresh({
             grant_id: code.grant_id,
@@ -905,6 +1001,93 @@ export const storageContract = (name: string, factory: StoresFactory): void => {
         }),
       ))
 
+    it("keeps the families of earlier authorizations working, each with its scope and auth_time; revoking the grant revokes them all", () =>
+      run(
+        Effect.gen(function* () {
+          const grants = yield* GrantStore
+          const first = newCode({ scope: "files:read", auth_time: NOW - 50 })
+          yield* grants.createCode(first)
+          const firstAccess = access()
+          const firstToken = secret()
+          const a = yield* grants.redeemCode({
+            code: first.code,
+            now: NOW + 1,
+            access_token: firstAccess,
+            refresh: { token: firstToken, expires_at: NOW + 86_400 },
+          })
+          const stepUp = newCode({ scope: "files:read files:write", auth_time: NOW + 5, issued_at: NOW + 10 })
+          yield* grants.createCode(stepUp)
+          const stepUpAccess = access()
+          const stepUpToken = secret()
+          const b = yield* grants.redeemCode({
+            code: stepUp.code,
+            now: NOW + 11,
+            access_token: stepUpAccess,
+            refresh: { token: stepUpToken, expires_at: NOW + 86_400 },
+          })
+          const grantId = a.code.grant_id
+          expect([b.code.grant_id, a.refresh?.grant_id, b.refresh?.grant_id]).toEqual([grantId, grantId, grantId])
+          expect(b.refresh?.family_id).not.toBe(a.refresh?.family_id)
+          // The earlier family refreshes on with its own scope and the auth_time of its own login.
+          expect(yield* grants.findRefresh(firstToken, NOW + 12)).toEqual(
+            Option.some({ ...a.refresh, active: true, auth_time: NOW - 50 }),
+          )
+          expect(yield* grants.findRefresh(stepUpToken, NOW + 12)).toEqual(
+            Option.some({ ...b.refresh, active: true, auth_time: NOW + 5 }),
+          )
+          const rotated = yield* rotateAs(grants, "client-a", firstToken, NOW + 20)
+          expect([rotated.token.family_id, rotated.token.scope]).toEqual([a.refresh?.family_id, "files:read"])
+          expect(
+            Option.map(yield* grants.findRefresh(rotated.refresh_token ?? "", NOW + 21), (t) => t.auth_time),
+          ).toEqual(Option.some(NOW - 50))
+          expect((yield* grants.getGrant(grantId)).scope).toBe("files:read files:write")
+
+          yield* grants.revokeGrant(grantId, NOW + 30)
+          expect(yield* failure(grants.getRefresh(rotated.refresh_token ?? "", NOW + 31))).toEqual(
+            new RefreshTokenRevoked({ family_id: a.refresh?.family_id ?? "", grant_id: grantId }),
+          )
+          expect(yield* failure(grants.getRefresh(stepUpToken, NOW + 31))).toEqual(
+            new RefreshTokenRevoked({ family_id: b.refresh?.family_id ?? "", grant_id: grantId }),
+          )
+          expect([yield* isRevoked(grants, firstAccess.jti), yield* isRevoked(grants, stepUpAccess.jti)]).toEqual([
+            true,
+            true,
+          ])
+        }),
+      ))
+
+    it("converges concurrent authorizations and redemptions of one subject, client and resource on one grant", () =>
+      run(
+        Effect.gen(function* () {
+          const grants = yield* GrantStore
+          const scopes = Array.from({ length: 20 }, (_, i) => `tool:${i}`)
+          const flows = yield* Effect.all(
+            scopes.map((scope, i) =>
+              Effect.gen(function* () {
+                const input = newCode({ scope, issued_at: NOW + i })
+                const created = yield* grants.createCode(input)
+                const redeemed = yield* grants.redeemCode({
+                  code: input.code,
+                  now: NOW + 30,
+                  access_token: access(),
+                  refresh: { token: secret() },
+                })
+                return [created.grant_id, redeemed.refresh?.grant_id]
+              }),
+            ),
+            { concurrency: "unbounded" },
+          )
+          const listed = yield* grants.listGrants()
+          expect(listed).toHaveLength(1)
+          const grant = listed[0]
+          expect(flows.flat()).toEqual(Array.from({ length: 40 }, () => grant?.grant_id))
+          expect([...Scope.parse(grant?.scope)].sort()).toEqual([...scopes].sort())
+          expect(
+            Option.map(yield* grants.getConsent("alice", "client-a", "https://mcp.example.com/mcp"), (c) => c.scopes),
+          ).toEqual(Option.some([...scopes].sort()))
+        }),
+      ))
+
     it("keeps a dynamically registered client from its first redemption on", () =>
       run(
         Effect.gen(function* () {
@@ -1196,7 +1379,7 @@ export const storageContract = (name: string, factory: StoresFactory): void => {
             expires_at: NOW + 1000,
           })
           // Grant B: a code never redeemed.
-          const grantB = (yield* grants.createCode(newCode({ expires_at: NOW + 100 }))).grant_id
+          const grantB = (yield* grants.createCode(newCode({ subject: "bob", expires_at: NOW + 100 }))).grant_id
           yield* grants.revokeAccessToken("x", NOW + 150)
           yield* grants.rememberJti("client-a", "assertion", NOW + 150)
 

@@ -158,9 +158,10 @@ const check = (layer: () => Layer.Layer<Stores, StorageError>) =>
         nonce: "n-1",
       })
 
+      // The two grants of alice, client-a and the resource are one now: the older (by id on a tie), g-code.
       const refresh = {
         family_id: "f-1",
-        grant_id: "g-refresh",
+        grant_id: "g-code",
         client_id: "client-a",
         subject: "alice",
         resource: RESOURCE,
@@ -180,7 +181,7 @@ const check = (layer: () => Layer.Layer<Stores, StorageError>) =>
         now: NOW + 2,
       })
       expect(yield* Effect.flip(grants.getRefresh(refreshToken, NOW + 3))).toEqual(
-        new RefreshTokenReused({ family_id: "f-1", grant_id: "g-refresh" }),
+        new RefreshTokenReused({ family_id: "f-1", grant_id: "g-code" }),
       )
       expect(yield* grants.isAccessTokenRevoked("jti-live")).toBe(true)
 

@@ -305,7 +305,8 @@ describe("postgres: migrations, pools, schemas", () => {
         yield* (yield* KeyStore).add(signingKey("new"))
         const expiring = newCode({ expires_at: NOW + 10 })
         yield* grants.createCode(expiring)
-        const live = newCode({ expires_at: NOW + 100 })
+        // Another user's, so the expiring code's grant is left empty.
+        const live = newCode({ subject: "bob", expires_at: NOW + 100 })
         yield* grants.createCode(live)
 
         expect(yield* purgeExpired(NOW + 9)).toEqual({ clients: 0, grants: 0, keys: 0, rateLimits: 0 })

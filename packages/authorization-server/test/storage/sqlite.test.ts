@@ -357,9 +357,10 @@ describe("sqlite: group commit", () => {
         yield* Effect.addFinalizer(() => Effect.sync(seen.close))
         const committedAtAnswer: Array<[boolean, number]> = []
         yield* Effect.all(
-          Array.from({ length: 20 }, () =>
+          Array.from({ length: 20 }, (_, i) =>
             grants
-              .createCode(newCode())
+              // Twenty users: twenty grants.
+              .createCode(newCode({ subject: `user-${i}` }))
               .pipe(
                 Effect.tap((code) =>
                   Effect.sync(() => committedAtAnswer.push([seen.hasGrant(code.grant_id), seen.grantCount()])),

@@ -6,7 +6,8 @@ import { createHash } from "node:crypto"
 import { Effect } from "effect"
 import { StorageError } from "../Errors.js"
 import { type PostgresClient, type PostgresOptions, type PostgresPool, postgresSchemaName } from "../Storage.js"
-import { type Driver, driveAsync, message, type Row, type Statement } from "./sql.js"
+import { bareTables, type Driver, driveAsync, type Migration, message, type Row, type Statement } from "./sql.js"
+import { oneLiveGrantPerAuthorization } from "./store.js"
 
 /** Anything that runs one statement: the pool (autocommit) or a client inside a transaction. */
 interface Queryable {
@@ -18,7 +19,7 @@ interface Queryable {
  * tables without it. Text columns that are sorted on use the "C" collation so every server orders them the same way
  * (byte order), whatever the database's locale. Never edit a released entry.
  */
-export const MIGRATIONS: ReadonlyArray<{ readonly version: number; readonly name: string; readonly sql: string }> = [
+export const MIGRATIONS: ReadonlyArray<Migration> = [
   {
     version: 1,
     name: "initial",
@@ -164,6 +165,22 @@ export const MIGRATIONS: ReadonlyArray<{ readonly version: number; readonly name
       ALTER TABLE refresh_families ADD COLUMN confirmation text;
     `,
   },
+  {
+    version: 5,
+    name: "one-grant-per-authorization",
+    // One live grant per subject, client and resource, whose scope grows with each authorization. authorized_at: when
+    // the latest authorization merged into a grant was given (its last use when no refresh token came after).
+    // refresh_families.auth_time: the authentication a family comes from, kept when later authorizations move the
+    // grant's. The live grants sharing those three are then merged into one and the unique index created
+    // (oneLiveGrantPerAuthorization, written once for both databases).
+    sql: `
+      ALTER TABLE grants ADD COLUMN authorized_at bigint;
+      UPDATE grants SET authorized_at = created_at;
+      ALTER TABLE refresh_families ADD COLUMN auth_time bigint;
+      UPDATE refresh_families SET auth_time = (SELECT g.auth_time FROM grants g WHERE g.grant_id = refresh_families.grant_id);
+    `,
+    work: oneLiveGrantPerAuthorization,
+  },
 ]
 
 const quote = (identifier: string): string => `"${identifier.replaceAll('"', '""')}"`
@@ -227,6 +244,14 @@ const transaction = async <A>(pool: PostgresPool, f: (client: Queryable) => Prom
   }
 }
 
+/** Runs statements of a unit of work on the pool (autocommit) or on one client (inside its transaction). */
+const executor =
+  (q: Queryable) =>
+  async (statement: Statement): Promise<unknown> => {
+    const result = await q.query(statement.sql, [...statement.params])
+    return statement.kind === "rows" ? result.rows : (result.rowCount ?? 0)
+  }
+
 /** The two 32-bit keys of the advisory lock that serialises migrations of one schema. */
 const migrationLock = (schema: string): readonly [number, number] => [
   0x4b57_4159, // "KWAY"
@@ -255,6 +280,8 @@ const migrate = (pool: PostgresPool, schema: string, t: Tables, now: number): Pr
     await c.query(`SET LOCAL search_path TO ${quote(schema)}`)
     for (const m of pending) {
       await c.query(m.sql)
+      // On the schema's search path, as the SQL above.
+      if (m.work !== undefined) await driveAsync(m.work(bareTables), executor(c))
       await c.query(`INSERT INTO ${t.migrations} (version, name, applied_at) VALUES ($1, $2, $3)`, [
         m.version,
         m.name,
@@ -299,25 +326,17 @@ export const open = async (options: PostgresOptions, now: number): Promise<Datab
 }
 
 /** A driver over an open database. */
-export const driver = ({ pool, t }: Database): Driver => {
-  const executor =
-    (q: Queryable) =>
-    async (statement: Statement): Promise<unknown> => {
-      const result = await q.query(statement.sql, [...statement.params])
-      return statement.kind === "rows" ? result.rows : (result.rowCount ?? 0)
-    }
-  return {
-    tables: t,
-    lock: (mode, of) => `FOR ${mode === "update" ? "UPDATE" : "SHARE"}${of === undefined ? "" : ` OF ${of}`}`,
-    // node-postgres sends a JavaScript array as a PostgreSQL array.
-    textArray: (values) => values,
-    run: (operation, mode, work) =>
-      Effect.tryPromise({
-        try: () =>
-          mode === "transaction"
-            ? transaction(pool, (client) => driveAsync(work(), executor(client)))
-            : driveAsync(work(), executor(pool)),
-        catch: (error) => new StorageError({ operation, message: message(error) }),
-      }),
-  }
-}
+export const driver = ({ pool, t }: Database): Driver => ({
+  tables: t,
+  lock: (mode, of) => `FOR ${mode === "update" ? "UPDATE" : "SHARE"}${of === undefined ? "" : ` OF ${of}`}`,
+  // node-postgres sends a JavaScript array as a PostgreSQL array.
+  textArray: (values) => values,
+  run: (operation, mode, work) =>
+    Effect.tryPromise({
+      try: () =>
+        mode === "transaction"
+          ? transaction(pool, (client) => driveAsync(work(), executor(client)))
+          : driveAsync(work(), executor(pool)),
+      catch: (error) => new StorageError({ operation, message: message(error) }),
+    }),
+})

@@ -45,6 +45,18 @@ export function* count(sql: string, params: ReadonlyArray<Param> = []): Work<num
  */
 export type Mode = "transaction" | "autocommit"
 
+/**
+ * One schema change, applied once, in one transaction with the others pending: `sql` first (the dialect's own text,
+ * several statements), then `work` when present, statements in the shared dialect over the bare table names (a change
+ * of data that needs more than SQL, written once for both databases).
+ */
+export interface Migration {
+  readonly version: number
+  readonly name: string
+  readonly sql: string
+  readonly work?: (tables: Tables) => Work<unknown>
+}
+
 /** The qualified names of Keyway's tables. */
 export interface Tables {
   readonly clients: string

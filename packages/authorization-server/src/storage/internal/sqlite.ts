@@ -14,10 +14,20 @@ import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlit
 import { Effect } from "effect"
 import { StorageError } from "../Errors.js"
 import type { SqliteOptions } from "../Storage.js"
-import { bareTables, type Driver, driveSync, type Mode, message, type Statement, type Work } from "./sql.js"
+import {
+  bareTables,
+  type Driver,
+  driveSync,
+  type Migration,
+  type Mode,
+  message,
+  type Statement,
+  type Work,
+} from "./sql.js"
+import { oneLiveGrantPerAuthorization } from "./store.js"
 
 /** Schema changes, applied in order, each once, each in its own transaction. Never edit a released entry. */
-export const MIGRATIONS: ReadonlyArray<{ readonly version: number; readonly name: string; readonly sql: string }> = [
+export const MIGRATIONS: ReadonlyArray<Migration> = [
   {
     version: 1,
     name: "initial",
@@ -160,6 +170,22 @@ export const MIGRATIONS: ReadonlyArray<{ readonly version: number; readonly name
       ALTER TABLE refresh_families ADD COLUMN confirmation TEXT;
     `,
   },
+  {
+    version: 5,
+    name: "one-grant-per-authorization",
+    // One live grant per subject, client and resource, whose scope grows with each authorization. authorized_at: when
+    // the latest authorization merged into a grant was given (its last use when no refresh token came after).
+    // refresh_families.auth_time: the authentication a family comes from, kept when later authorizations move the
+    // grant's. The live grants sharing those three are then merged into one and the unique index created
+    // (oneLiveGrantPerAuthorization, written once for both databases).
+    sql: `
+      ALTER TABLE grants ADD COLUMN authorized_at INTEGER;
+      UPDATE grants SET authorized_at = created_at;
+      ALTER TABLE refresh_families ADD COLUMN auth_time INTEGER;
+      UPDATE refresh_families SET auth_time = (SELECT g.auth_time FROM grants g WHERE g.grant_id = refresh_families.grant_id);
+    `,
+    work: oneLiveGrantPerAuthorization,
+  },
 ]
 
 /** Runs `f` in one `BEGIN IMMEDIATE` transaction: the write lock is taken up front, so no upgrade deadlock. */
@@ -231,6 +257,7 @@ const migrate = (db: DatabaseSync, now: number) => {
       }
       if (current >= m.version) return
       db.exec(m.sql)
+      if (m.work !== undefined) driveSync(m.work(bareTables), executor(db))
       db.prepare("INSERT INTO keyway_migrations (version, name, applied_at) VALUES (?, ?, ?)").run(
         m.version,
         m.name,

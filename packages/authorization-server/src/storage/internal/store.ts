@@ -2,6 +2,7 @@
  * The stores, written once over the driver port: every method is one unit of work (a transaction when it reads and
  * then writes, or writes more than once), whatever the database.
  */
+import { Scope } from "@keyway/core"
 import { Duration, Effect, Exit, Option } from "effect"
 import {
   ClientAlreadyExists,
@@ -32,6 +33,7 @@ import type {
   GrantSummary,
   Jwk,
   KeyStore,
+  NewAuthorizationCode,
   NewClient,
   RefreshToken,
   RefreshTokenStatus,
@@ -52,7 +54,7 @@ import {
   updatedHash,
 } from "./common.js"
 import { StorageObserver } from "./observer.js"
-import { count, type Driver, type Mode, type Param, type Row, row, rows, type Work } from "./sql.js"
+import { count, type Driver, type Mode, type Param, type Row, row, rows, type Tables, type Work } from "./sql.js"
 
 // ---------------------------------------------------------------------------------------------------------------------
 // Row decoding
@@ -320,7 +322,8 @@ export const makeGrantStore = (driver: Driver): GrantStore["Service"] => {
   }
 
   const SELECT_REFRESH = `SELECT r.token_hash, r.family_id, r.scope, r.issued_at, r.expires_at, r.rotated_at, r.successor_salt,
-      f.grant_id, f.revoked_at AS family_revoked_at, f.confirmation, g.client_id, g.auth_time, g.subject, g.resource
+      f.grant_id, f.revoked_at AS family_revoked_at, f.confirmation, COALESCE(f.auth_time, g.auth_time) AS auth_time,
+      g.client_id, g.subject, g.resource
     FROM ${t.refreshTokens} r JOIN ${t.families} f ON f.family_id = r.family_id JOIN ${t.grants} g ON g.grant_id = f.grant_id
     WHERE r.token_hash = $1`
 
@@ -396,7 +399,8 @@ export const makeGrantStore = (driver: Driver): GrantStore["Service"] => {
     ])
   }
 
-  // Inside a transaction, with the grant's row from liveGrant: a new family and its first token.
+  // Inside a transaction, with the grant's row from liveGrant: a new family and its first token. The family keeps the
+  // auth_time of the authentication it comes from, since later authorizations merged into the grant move the grant's.
   function* openFamily(
     grant: Row,
     token: string,
@@ -404,15 +408,14 @@ export const makeGrantStore = (driver: Driver): GrantStore["Service"] => {
     issuedAt: number,
     expiresAt: number | undefined,
     confirmation: string | undefined,
+    authTime: number,
   ): Work<RefreshToken> {
     const family_id = crypto.randomUUID()
     const grant_id = str(grant, "grant_id")
-    yield* count(`INSERT INTO ${t.families} (family_id, grant_id, created_at, confirmation) VALUES ($1, $2, $3, $4)`, [
-      family_id,
-      grant_id,
-      issuedAt,
-      opt(confirmation),
-    ])
+    yield* count(
+      `INSERT INTO ${t.families} (family_id, grant_id, created_at, confirmation, auth_time) VALUES ($1, $2, $3, $4, $5)`,
+      [family_id, grant_id, issuedAt, opt(confirmation), authTime],
+    )
     yield* count(INSERT_REFRESH, [hashSecret(token), family_id, scope, issuedAt, opt(expiresAt)])
     return defined<RefreshToken>({
       family_id,
@@ -428,15 +431,68 @@ export const makeGrantStore = (driver: Driver): GrantStore["Service"] => {
   }
   const SELECT_CONSENT = `SELECT * FROM ${t.consents} WHERE subject = $1 AND client_id = $2 AND resource = $3`
 
+  // Inside a transaction: remembers consent, merged with what is remembered. Inserted when absent; otherwise merged
+  // under the row's lock, so concurrent grants (in any process) each add their scopes instead of overwriting one
+  // another.
+  function* rememberConsent(consent: Consent): Work<Consent> {
+    const key: ReadonlyArray<Param> = [consent.subject, consent.client_id, consent.resource]
+    const fresh = mergeConsent(undefined, consent)
+    const inserted = yield* count(
+      `INSERT INTO ${t.consents} (subject, client_id, resource, scopes, granted_at) VALUES ($1, $2, $3, $4, $5)
+       ON CONFLICT (subject, client_id, resource) DO NOTHING`,
+      [...key, driver.textArray(fresh.scopes), fresh.granted_at],
+    )
+    if (inserted === 1) return fresh
+    const current = yield* row(`${SELECT_CONSENT} ${driver.lock("update")}`, key)
+    const merged = mergeConsent(current === undefined ? undefined : consentFromRow(current), consent)
+    yield* count(
+      `UPDATE ${t.consents} SET scopes = $4, granted_at = $5 WHERE subject = $1 AND client_id = $2 AND resource = $3`,
+      [...key, driver.textArray(merged.scopes), merged.granted_at],
+    )
+    return merged
+  }
+
+  // Inside a transaction: the live grant of the code's subject, client and resource, opened when there is none, else
+  // widened to the union of its scope and the code's (MCP step-up asks clients for that union), with the later
+  // auth_time. A unique index on the live grants' (subject, client_id, resource) makes the insert and the merge one
+  // statement: concurrent authorizations, in any process, meet on the index and converge on one row, which stays
+  // locked until the commit; a revoked grant is outside the index, so it is never merged into (revived). Then the
+  // remembered consent is widened to cover the grant's whole scope. Returns the grant's id.
+  function* authorize(input: NewAuthorizationCode): Work<string> {
+    const opened = crypto.randomUUID()
+    const r = yield* row(
+      `INSERT INTO ${t.grants} AS g (grant_id, client_id, subject, resource, scope, auth_time, created_at, authorized_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
+       ON CONFLICT (subject, client_id, resource) WHERE revoked_at IS NULL DO UPDATE SET
+         auth_time = CASE WHEN excluded.auth_time > g.auth_time THEN excluded.auth_time ELSE g.auth_time END,
+         authorized_at = CASE WHEN excluded.authorized_at > g.authorized_at THEN excluded.authorized_at
+           ELSE g.authorized_at END
+       RETURNING grant_id, scope`,
+      [opened, input.client_id, input.subject, input.resource, input.scope, input.auth_time, input.issued_at],
+    )
+    if (r === undefined) throw new Error("the grant upsert returned no row")
+    const grant_id = str(r, "grant_id")
+    const held = str(r, "scope")
+    const scope = grant_id === opened ? held : Scope.format(Scope.union(held, input.scope))
+    if (scope !== held) yield* count(`UPDATE ${t.grants} SET scope = $2 WHERE grant_id = $1`, [grant_id, scope])
+    const scopes = Scope.parse(scope)
+    const remembered = yield* row(SELECT_CONSENT, [input.subject, input.client_id, input.resource])
+    if (!covers(remembered === undefined ? undefined : consentFromRow(remembered), scopes)) {
+      yield* rememberConsent({
+        subject: input.subject,
+        client_id: input.client_id,
+        resource: input.resource,
+        scopes: normaliseScopes(scopes),
+        granted_at: input.issued_at,
+      })
+    }
+    return grant_id
+  }
+
   return {
     createCode: (input) =>
       atomic("createCode")(function* () {
-        const grant_id = crypto.randomUUID()
-        yield* count(
-          `INSERT INTO ${t.grants} (grant_id, client_id, subject, resource, scope, auth_time, created_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-          [grant_id, input.client_id, input.subject, input.resource, input.scope, input.auth_time, input.issued_at],
-        )
+        const grant_id = yield* authorize(input)
         yield* count(
           `INSERT INTO ${t.codes} (code_hash, grant_id, client_id, redirect_uri, code_challenge,
            code_challenge_method, resource, scope, subject, auth_time, issued_at, expires_at, nonce, redirect_uri_sent,
@@ -497,6 +553,7 @@ export const makeGrantStore = (driver: Driver): GrantStore["Service"] => {
             redemption.now,
             redemption.refresh.expires_at,
             redemption.refresh.confirmation,
+            code.auth_time,
           )
         }
         // A dynamically registered client that completed an authorization is no longer an unused registration.
@@ -541,7 +598,15 @@ export const makeGrantStore = (driver: Driver): GrantStore["Service"] => {
         const grant = yield* liveGrant(input.grant_id)
         if (grant instanceof Error) return Effect.fail(grant)
         return Effect.succeed(
-          yield* openFamily(grant, input.token, input.scope, input.issued_at, input.expires_at, input.confirmation),
+          yield* openFamily(
+            grant,
+            input.token,
+            input.scope,
+            input.issued_at,
+            input.expires_at,
+            input.confirmation,
+            num(grant, "auth_time"),
+          ),
         )
       }),
     getRefresh: (token, now) =>
@@ -703,30 +768,18 @@ export const makeGrantStore = (driver: Driver): GrantStore["Service"] => {
           found.map(
             (r): GrantSummary => ({
               ...grantFromRow(r),
-              last_used_at: Math.max(num(r, "created_at"), optNum(r, "last_refresh_at") ?? 0),
+              last_used_at: Math.max(
+                num(r, "created_at"),
+                optNum(r, "authorized_at") ?? 0,
+                optNum(r, "last_refresh_at") ?? 0,
+              ),
             }),
           ),
         )
       }),
     grantConsent: (consent) =>
       atomic("grantConsent")(function* () {
-        const key: ReadonlyArray<Param> = [consent.subject, consent.client_id, consent.resource]
-        const fresh = mergeConsent(undefined, consent)
-        // Insert when absent; otherwise merge under the row's lock, so concurrent grants (in any process) each add
-        // their scopes instead of overwriting one another.
-        const inserted = yield* count(
-          `INSERT INTO ${t.consents} (subject, client_id, resource, scopes, granted_at) VALUES ($1, $2, $3, $4, $5)
-           ON CONFLICT (subject, client_id, resource) DO NOTHING`,
-          [...key, driver.textArray(fresh.scopes), fresh.granted_at],
-        )
-        if (inserted === 1) return Effect.succeed(fresh)
-        const current = yield* row(`${SELECT_CONSENT} ${driver.lock("update")}`, key)
-        const merged = mergeConsent(current === undefined ? undefined : consentFromRow(current), consent)
-        yield* count(
-          `UPDATE ${t.consents} SET scopes = $4, granted_at = $5 WHERE subject = $1 AND client_id = $2 AND resource = $3`,
-          [...key, driver.textArray(merged.scopes), merged.granted_at],
-        )
-        return Effect.succeed(merged)
+        return Effect.succeed(yield* rememberConsent(consent))
       }),
     getConsent: (subject, clientId, resource) =>
       single("getConsent")(function* () {
@@ -791,6 +844,63 @@ export const makeGrantStore = (driver: Driver): GrantStore["Service"] => {
         return Effect.succeed(removed)
       }),
   }
+}
+
+/**
+ * The data step of the migration to one live grant per subject, client and resource: the live grants that share those
+ * three are merged into the oldest (ties broken by id), whose scope becomes the union of theirs in the order they
+ * were created, whose `auth_time` and `authorized_at` the latest of theirs; their codes, access-token ids and refresh
+ * families are moved to it and the emptied grants deleted, so every token keeps working and revoking the survivor
+ * reaches all of them. Revoked grants are left as they are. Families must already carry their own `auth_time`. Finds
+ * nothing to merge the second time. Returns how many grants were merged away.
+ */
+export function* mergeDuplicateGrants(t: Tables): Work<number> {
+  const live = yield* rows(
+    `SELECT g.grant_id, g.subject, g.client_id, g.resource, g.scope, g.auth_time, g.created_at, g.authorized_at
+     FROM ${t.grants} g WHERE g.revoked_at IS NULL AND EXISTS (
+       SELECT 1 FROM ${t.grants} o WHERE o.revoked_at IS NULL AND o.subject = g.subject AND o.client_id = g.client_id
+         AND o.resource = g.resource AND o.grant_id <> g.grant_id)
+     ORDER BY g.created_at, g.grant_id`,
+  )
+  const groups = new Map<string, Array<Row>>()
+  for (const r of live) {
+    const key = JSON.stringify([str(r, "subject"), str(r, "client_id"), str(r, "resource")])
+    const group = groups.get(key)
+    if (group === undefined) groups.set(key, [r])
+    else group.push(r)
+  }
+  let merged = 0
+  for (const [survivor, ...others] of groups.values()) {
+    if (survivor === undefined) continue
+    const all = [survivor, ...others]
+    const grant_id = str(survivor, "grant_id")
+    yield* count(`UPDATE ${t.grants} SET scope = $2, auth_time = $3, authorized_at = $4 WHERE grant_id = $1`, [
+      grant_id,
+      Scope.format(all.reduce<ReadonlyArray<string>>((scopes, r) => Scope.union(scopes, str(r, "scope")), [])),
+      // A reduce, not a spread: a group may hold more grants than a call takes arguments.
+      all.reduce((latest, r) => Math.max(latest, num(r, "auth_time")), 0),
+      all.reduce((latest, r) => Math.max(latest, optNum(r, "authorized_at") ?? num(r, "created_at")), 0),
+    ])
+    for (const other of others) {
+      const params = [grant_id, str(other, "grant_id")]
+      yield* count(`UPDATE ${t.families} SET grant_id = $1 WHERE grant_id = $2`, params)
+      yield* count(`UPDATE ${t.codes} SET grant_id = $1 WHERE grant_id = $2`, params)
+      yield* count(`UPDATE ${t.accessTokens} SET grant_id = $1 WHERE grant_id = $2`, params)
+      yield* count(`DELETE FROM ${t.grants} WHERE grant_id = $1`, [str(other, "grant_id")])
+      merged++
+    }
+  }
+  return merged
+}
+
+/**
+ * The data and index steps of the migration to one live grant per subject, client and resource: the duplicates merged
+ * ({@link mergeDuplicateGrants}), then the unique index on the live grants that `createCode` upserts against.
+ */
+export function* oneLiveGrantPerAuthorization(t: Tables): Work<number> {
+  const merged = yield* mergeDuplicateGrants(t)
+  yield* count(`CREATE UNIQUE INDEX grants_live ON ${t.grants} (subject, client_id, resource) WHERE revoked_at IS NULL`)
+  return merged
 }
 
 // ---------------------------------------------------------------------------------------------------------------------
