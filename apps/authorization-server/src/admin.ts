@@ -484,6 +484,8 @@ const users = async (
   const password = async () => {
     const value = await readPassword(`Password for ${username}: `)
     if (value === "") throw new InputError("password: must not be empty")
+    const problem = Config.passwordProblem(value)
+    if (problem !== undefined) throw new InputError(`password: ${problem}`)
     return UserAuthenticator.hashPassword(value)
   }
   switch (command) {

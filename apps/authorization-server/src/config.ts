@@ -9,7 +9,7 @@ import { dirname, resolve } from "node:path"
 import { parseArgs } from "node:util"
 import type { Upstream } from "@keyway/authorization-server"
 import { Config, Storage } from "@keyway/authorization-server"
-import { SecureUrl } from "@keyway/core"
+import { Grant, SecureUrl } from "@keyway/core"
 import {
   type ClientCredentialsGrantOptions,
   optionsSchema as clientCredentialsSchema,
@@ -103,7 +103,13 @@ export type DevelopmentConfig = Pick<Config.DevelopmentOptions, "allowHttpLoopba
 export interface AppConfig
   extends Pick<
     Config.ConfigOptions,
-    "defaultResource" | "lifetimes" | "signingKeys" | "maintenance" | "sessionSecret" | "rememberConsentFor"
+    | "defaultResource"
+    | "lifetimes"
+    | "signingKeys"
+    | "maintenance"
+    | "sessionSecret"
+    | "rememberConsentFor"
+    | "previousIssuer"
   > {
   /**
    * Abuse limits: the library's `rateLimits` in the forms a JSON file can hold, `false` to turn them all off; instead
@@ -212,10 +218,16 @@ const database = nonEmpty.superRefine((value, ctx) => {
 
 const library = Config.configSchema.shape
 
+// A clear-text password as long as a password used alone must be (Config.passwordProblem).
+const password = nonEmpty.superRefine((value, ctx) => {
+  const problem = Config.passwordProblem(value)
+  if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem })
+})
+
 // The library's user with its password in either form, instead of the hash alone and a subject of its own.
 const userSchema = Config.userSchema
   .pick({ username: true, displayName: true })
-  .extend({ password: nonEmpty.optional(), passwordHash: Config.userSchema.shape.passwordHash.optional() })
+  .extend({ password: password.optional(), passwordHash: Config.userSchema.shape.passwordHash.optional() })
   .refine((u) => (u.password === undefined) !== (u.passwordHash === undefined), {
     message: "needs exactly one of password and passwordHash",
   })
@@ -223,12 +235,36 @@ const userSchema = Config.userSchema
 const anArray = { error: "must be an array" }
 const anObject = { error: "must be an object" }
 
+// The grant types beyond the authorization code and refresh token grants, each served by one member of `extensions`
+// (and what that member needs).
+const grantExtensions: Readonly<Record<string, { readonly field: keyof ExtensionsConfig; readonly needs: string }>> = {
+  [Grant.CLIENT_CREDENTIALS]: { field: "clientCredentials", needs: "{} turns it on with its defaults" },
+  [Grant.JWT_BEARER]: { field: "workloadIdentity", needs: "with the issuers whose workload JWTs it trusts" },
+}
+
+/** Why a client may not list grant type `g` with these extensions, or undefined when it may. */
+const grantProblem = (
+  g: string,
+  extensions: { readonly [K in keyof ExtensionsConfig]?: unknown } | undefined,
+): string | undefined => {
+  if (g === Grant.AUTHORIZATION_CODE || g === Grant.REFRESH_TOKEN) return undefined
+  const served = grantExtensions[g]
+  if (served === undefined) {
+    const known = Object.entries(grantExtensions).map(([grant, { field }]) => `${grant} with extensions.${field}`)
+    return `${g} is not a grant type this server serves (${[Grant.AUTHORIZATION_CODE, Grant.REFRESH_TOKEN, ...known].join(", ")})`
+  }
+  return extensions?.[served.field] === undefined
+    ? `${g} needs extensions.${served.field}, which is not configured (${served.needs})`
+    : undefined
+}
+
 /** The zod schema of {@link AppConfig}: unknown fields are refused so that typos do not go unnoticed. */
 export const appConfigSchema = z
   .strictObject(
     {
       // Derived from host and port when absent.
       issuer: library.issuer.optional(),
+      previousIssuer: library.previousIssuer,
       host: nonEmpty.optional(),
       port: port.optional(),
       dataDir: nonEmpty.optional(),
@@ -283,6 +319,13 @@ export const appConfigSchema = z
     { error: "must be a JSON object" },
   )
   .superRefine((config, ctx) => {
+    for (const [i, client] of (config.clients ?? []).entries()) {
+      for (const g of client.grantTypes ?? []) {
+        const problem = grantProblem(g, config.extensions)
+        if (problem !== undefined)
+          ctx.addIssue({ code: "custom", path: ["clients", i, "grantTypes"], message: problem })
+      }
+    }
     if (config.databaseSchema !== undefined && !isPostgres(config.database)) {
       ctx.addIssue({
         code: "custom",

@@ -8,7 +8,7 @@ import { mkdir } from "node:fs/promises"
 import { dirname, join, resolve } from "node:path"
 import {
   type AuthorizationServer,
-  type Config,
+  Config,
   createAuthorizationServer,
   type Extension,
   NodeServer,
@@ -167,7 +167,8 @@ const describeError = (e: unknown): string =>
 
 /**
  * Starts the server. The configuration is validated first ({@link ConfigFileError} naming the field); an issuer the
- * library refuses (http on a non-loopback host, a bad resource URI, ...) is a {@link ConfigFileError} too.
+ * library refuses (http on a non-loopback host, a bad resource URI, ...) is a {@link ConfigFileError} too, and so is
+ * a database that serves another issuer. A port that cannot be listened on is a plain error (the environment's).
  */
 export const startAuthorizationServer = async (
   input: AppConfig,
@@ -212,6 +213,7 @@ export const startAuthorizationServer = async (
   try {
     server = createAuthorizationServer({
       issuer,
+      ...(config.previousIssuer === undefined ? {} : { previousIssuer: config.previousIssuer }),
       resources: config.resources,
       users: passwords,
       ...(authenticate === undefined ? {} : { authenticate }),
@@ -258,7 +260,8 @@ export const startAuthorizationServer = async (
     audit?.close()
     await http.close()
     await server.close()
-    throw e
+    // A database that serves another issuer is a configuration mistake; a database that fails is not.
+    throw e instanceof Config.ConfigError ? new ConfigFileError(`invalid configuration: ${e.message}`) : e
   }
   let metricsListener: Awaited<ReturnType<typeof serveMetrics>> | undefined
   if (config.metrics !== undefined && metrics !== undefined) {
@@ -271,7 +274,8 @@ export const startAuthorizationServer = async (
       audit?.close()
       await http.close()
       await server.close()
-      throw new ConfigFileError(`invalid configuration: metrics: cannot listen: ${describeError(e)}`)
+      // The environment's doing (a port in use, an address not on this machine), like the public port's: exit code 1.
+      throw new Error(`metrics: cannot listen: ${describeError(e)}`)
     }
   }
   const observed = withObservation(server.handler, issuer, {

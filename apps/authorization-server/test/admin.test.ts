@@ -339,6 +339,18 @@ describe("admin users against a live server", () => {
       stdout: "",
       stderr: `${prefix}password: must not be empty\n`,
     })
+    const tooShort = `${prefix}password: must be at least 15 characters long (NIST SP 800-63B-4 §3.1.1.2, a password used alone); a few unrelated words make one easy to remember\n`
+    expect(await adminWithInput(file, "fourteen chars\n", "users", "add", "carol")).toEqual({
+      code: 2,
+      stdout: "",
+      stderr: tooShort,
+    })
+    expect(await adminWithInput(file, "fourteen chars\n", "users", "passwd", "alice")).toEqual({
+      code: 2,
+      stdout: "",
+      stderr: tooShort,
+    })
+    expect(await adminJson(file, "users", "list")).toEqual([{ username: "alice" }])
     expect(await adminWithInput(file, "x\n", "users", "passwd", "carol")).toEqual({
       code: 2,
       stdout: "",

@@ -1,4 +1,5 @@
 import { writeFile } from "node:fs/promises"
+import { createServer, type Server } from "node:net"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { type CliProcess, spawnCli, waitForStderr } from "@keyway/testing"
@@ -103,6 +104,86 @@ describe("keyway-authorization-server", () => {
     expect(await child.exit).toBe(2)
     expect(child.stderr).toBe(
       "keyway-authorization-server: invalid configuration: KEYWAY_SESSION_SECRET must be at least 32 random characters (got 16)\n",
+    )
+  })
+
+  /** The line the CLI ends with when it fails (after the timed log lines). */
+  const lastLine = (child: CliProcess) => child.stderr.trimEnd().split("\n").at(-1)
+
+  it("exits with 2 when the data directory serves another issuer, naming both and the fix", async () => {
+    const dataDir = await dir()
+    const file = await configFile({
+      users: [{ username: "alice", password: PASSWORD }],
+      resources: [{ uri: RESOURCE, scopes: SCOPES }],
+    })
+    const first = run(["--config", file, "--port", "0", "--data-dir", dataDir, "--issuer", "http://localhost:9001"])
+    await waitForStderr(first, /listening on /)
+    first.process.kill("SIGTERM")
+    expect(await first.exit).toBe(0)
+
+    const second = run(["--config", file, "--port", "0", "--data-dir", dataDir, "--issuer", "http://localhost:9002"])
+    expect(await second.exit).toBe(2)
+    expect(lastLine(second)).toBe(
+      "keyway-authorization-server: invalid configuration: storage: the database serves the issuer http://localhost:9001 " +
+        "(its clients, signing keys and tokens are that issuer's), not http://localhost:9002: give http://localhost:9002 " +
+        "a database of its own (another data directory, SQLite file, or PostgreSQL database or schema), or, to move the " +
+        "database to http://localhost:9002, start once with previousIssuer set to http://localhost:9001",
+    )
+    expect(second.stderr).not.toContain("listening on")
+
+    // The documented move: previousIssuer in the file, for one start (or more: once moved it changes nothing).
+    const moving = await configFile({
+      users: [{ username: "alice", password: PASSWORD }],
+      resources: [{ uri: RESOURCE, scopes: SCOPES }],
+      previousIssuer: "http://localhost:9001",
+    })
+    const third = run(["--config", moving, "--port", "0", "--data-dir", dataDir, "--issuer", "http://localhost:9002"])
+    await waitForStderr(third, /listening on \S+, issuer http:\/\/localhost:9002;/)
+    third.process.kill("SIGTERM")
+    expect(await third.exit).toBe(0)
+  })
+
+  it.each([
+    [
+      "a client grant type whose extension is not configured",
+      {
+        clients: [
+          { clientId: "nightly", clientSecret: "s".repeat(32), redirectUris: [], grantTypes: ["client_credentials"] },
+        ],
+      },
+      "clients[0].grantTypes: client_credentials needs extensions.clientCredentials, which is not configured ({} turns it on with its defaults)",
+    ],
+    [
+      "a user password under 15 characters",
+      { users: [{ username: "alice", password: "fourteen chars" }] },
+      "users[0].password: must be at least 15 characters long (NIST SP 800-63B-4 §3.1.1.2, a password used alone); a few unrelated words make one easy to remember",
+    ],
+  ])("exits with 2 for %s, naming the field", async (_name, fields, problem) => {
+    const file = await configFile({
+      users: [{ username: "alice", password: PASSWORD }],
+      resources: [{ uri: RESOURCE, scopes: SCOPES }],
+      ...fields,
+    })
+    const child = run(["--config", file, "--port", "0", "--data-dir", await dir()])
+    expect(await child.exit).toBe(2)
+    expect(child.stderr).toBe(`keyway-authorization-server: invalid configuration in ${file}:\n  ${problem}\n`)
+  })
+
+  it("exits with 1 when the metrics port is taken: the environment, not the configuration", async () => {
+    const occupied: Server = createServer()
+    await new Promise<void>((resolve) => occupied.listen(0, "127.0.0.1", resolve))
+    defer(() => new Promise<void>((resolve) => occupied.close(() => resolve())))
+    const address = occupied.address()
+    const port = typeof address === "object" && address !== null ? address.port : 0
+    const file = await configFile({
+      users: [{ username: "alice", password: PASSWORD }],
+      resources: [{ uri: RESOURCE, scopes: SCOPES }],
+      metrics: { port },
+    })
+    const child = run(["--config", file, "--port", "0", "--data-dir", await dir()])
+    expect(await child.exit).toBe(1)
+    expect(lastLine(child)).toBe(
+      `keyway-authorization-server: metrics: cannot listen: listen EADDRINUSE: address already in use 127.0.0.1:${port}`,
     )
   })
 

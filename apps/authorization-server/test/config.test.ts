@@ -15,12 +15,12 @@ import {
   UsageError,
 } from "../src/index.js"
 import { testCleanups } from "./support/cleanup.js"
-import { RESOURCE, SCOPES } from "./support/flow.js"
+import { PASSWORD, RESOURCE, SCOPES } from "./support/flow.js"
 
 const { dir } = testCleanups()
 
 const minimal = {
-  users: [{ username: "alice", password: "pw" }],
+  users: [{ username: "alice", password: PASSWORD }],
   resources: [{ uri: RESOURCE, scopes: SCOPES }],
 }
 
@@ -56,7 +56,7 @@ describe("parseConfig", () => {
     ["unknown top-level field", { ...minimal, prot: 80 }, 'unknown field "prot"'],
     [
       "unknown nested fields",
-      { ...minimal, users: [{ username: "a", password: "b", pass: 1, role: "x" }] },
+      { ...minimal, users: [{ username: "a", password: PASSWORD, pass: 1, role: "x" }] },
       'users[0]: unknown fields "pass", "role"',
     ],
     [
@@ -66,13 +66,18 @@ describe("parseConfig", () => {
     ],
     [
       "user with both",
-      { ...minimal, users: [{ username: "alice", password: "a", passwordHash: "b" }] },
+      { ...minimal, users: [{ username: "alice", password: PASSWORD, passwordHash: "b" }] },
       "users[0]: needs exactly one of password and passwordHash",
     ],
     [
       "empty username",
-      { ...minimal, users: [{ username: "", password: "a" }] },
+      { ...minimal, users: [{ username: "", password: PASSWORD }] },
       "users[0].username: must not be empty",
+    ],
+    [
+      "a clear-text password under 15 characters",
+      { ...minimal, users: [{ username: "alice", password: "fourteen chars" }] },
+      "users[0].password: must be at least 15 characters long (NIST SP 800-63B-4 §3.1.1.2, a password used alone); a few unrelated words make one easy to remember",
     ],
     ["port as a string", { ...minimal, port: "9000" }, "port: must be a number"],
     ["port too large", { ...minimal, port: 70000 }, "port: must be from 0 to 65535"],
@@ -405,6 +410,7 @@ describe("parseConfig: extensions", () => {
       ...minimal,
       clients: [machine],
       extensions: {
+        clientCredentials: {},
         dpop: { algorithms: ["ES256", "EdDSA"], window: 30, required: ["nightly"], nonce: { period: 120 } },
       },
     }
@@ -412,7 +418,7 @@ describe("parseConfig: extensions", () => {
   })
 
   it.each([
-    ["an unknown extension", { mtls: {} }, 'extensions: unknown field "mtls"'],
+    ["an unknown extension", { clientCredentials: {}, mtls: {} }, 'extensions: unknown field "mtls"'],
     [
       "a symmetric DPoP algorithm",
       { dpop: { algorithms: ["HS256"] } },
@@ -435,6 +441,45 @@ describe("parseConfig: extensions", () => {
     ],
   ])("refuses %s, naming the field", (_name, extensions, message) => {
     expect(problems({ ...minimal, clients: [machine], extensions })).toBe(
+      `invalid configuration in test.json:\n  ${message}`,
+    )
+  })
+  const servedBy =
+    "(authorization_code, refresh_token, client_credentials with extensions.clientCredentials, urn:ietf:params:oauth:grant-type:jwt-bearer with extensions.workloadIdentity)"
+
+  it.each([
+    [
+      "the client credentials grant without extensions.clientCredentials",
+      [machine],
+      { dpop: {} },
+      "clients[0].grantTypes: client_credentials needs extensions.clientCredentials, which is not configured ({} turns it on with its defaults)",
+    ],
+    [
+      "the JWT bearer grant without extensions.workloadIdentity",
+      [{ clientId: "-agent", redirectUris: [], grantTypes: ["urn:ietf:params:oauth:grant-type:jwt-bearer"] }, machine],
+      { clientCredentials: {} },
+      "clients[0].grantTypes: urn:ietf:params:oauth:grant-type:jwt-bearer needs extensions.workloadIdentity, which is not configured (with the issuers whose workload JWTs it trusts)",
+    ],
+    [
+      "the token exchange grant, which no extension of the app serves",
+      [machine, { ...machine, clientId: "exchanger", grantTypes: ["urn:ietf:params:oauth:grant-type:token-exchange"] }],
+      { clientCredentials: {} },
+      `clients[1].grantTypes: urn:ietf:params:oauth:grant-type:token-exchange is not a grant type this server serves ${servedBy}`,
+    ],
+    [
+      "a grant type OAuth 2.1 removed",
+      [
+        {
+          clientId: "legacy",
+          redirectUris: ["https://legacy.example.com/cb"],
+          grantTypes: ["authorization_code", "password"],
+        },
+      ],
+      undefined,
+      `clients[0].grantTypes: password is not a grant type this server serves ${servedBy}`,
+    ],
+  ])("refuses %s, naming the extension to configure", (_name, clients, extensions, message) => {
+    expect(problems({ ...minimal, clients, ...(extensions === undefined ? {} : { extensions }) })).toBe(
       `invalid configuration in test.json:\n  ${message}`,
     )
   })
@@ -480,6 +525,11 @@ describe("parseConfig and the library's resolve", () => {
       "signingKeys.rotateEvery: must be longer than publishAhead (600 s)",
     ],
     ["a resource without scopes", { resources: [{ uri: RESOURCE }] }, "resources[0].scopes: is required"],
+    [
+      "a resource with no scopes",
+      { resources: [{ uri: RESOURCE, scopes: {} }] },
+      "resources[0].scopes: must name at least one scope (each with the description shown on the consent page): a client can be granted only scopes a resource defines",
+    ],
     [
       "an unknown client field",
       { clients: [{ clientId: "c", redirectUris: ["https://c.example.com/cb"], secret: "x" }] },
@@ -746,9 +796,34 @@ describe("startAuthorizationServer refuses", () => {
     )
   })
 
+  it.each([
+    [
+      "a client scope no resource defines",
+      { clients: [{ clientId: "c", redirectUris: ["http://127.0.0.1/cb"], scope: "notes:read notes:delete" }] },
+      "clients[0].scope: notes:delete is not a scope of any resource (they define notes:read notes:write); add it to a resource's scopes, or remove it from client c's scope",
+    ],
+    [
+      "two resources that differ only by a trailing slash",
+      {
+        resources: [
+          { uri: RESOURCE, scopes: SCOPES },
+          { uri: `${RESOURCE}/`, scopes: SCOPES },
+        ],
+      },
+      `resources[1].uri: ${RESOURCE}/ differs from resources[0].uri (${RESOURCE}) only by a trailing slash, which clients do not keep apart; configure the MCP server once, by its canonical URI (without the slash)`,
+    ],
+  ])("%s, with the library's reason", async (_name, value, message) => {
+    const error = await startAuthorizationServer(
+      { ...minimal, ...value, port: 0, dataDir: await dir() },
+      { log: () => undefined },
+    ).catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(ConfigFileError)
+    expect((error as Error).message).toBe(`invalid configuration: ${message}`)
+  })
+
   it("a resource URI that is not canonical", async () => {
     const error = await startAuthorizationServer(
-      { ...minimal, port: 0, resources: [{ uri: "not a url", scopes: {} }], dataDir: await dir() },
+      { ...minimal, port: 0, resources: [{ uri: "not a url", scopes: SCOPES }], dataDir: await dir() },
       { log: () => undefined },
     ).catch((e: unknown) => e)
     expect(error).toBeInstanceOf(ConfigFileError)

@@ -102,13 +102,13 @@ describe("startAuthorizationServer", () => {
   it("signs users in with a configured passwordHash, and configured clients work", async () => {
     const as = await start({
       ...base(await dir()),
-      users: [{ username: "bob", passwordHash: await UserAuthenticator.hashPassword("bob's password") }],
+      users: [{ username: "bob", passwordHash: await UserAuthenticator.hashPassword("bob's long password") }],
       clients: [{ clientId: "keyway-cli", clientName: "Keyway CLI", redirectUris: [REDIRECT_URI] }],
     })
     const tokens = await codeFlow(as.issuer, {
       clientId: "keyway-cli",
       username: "bob",
-      password: "bob's password",
+      password: "bob's long password",
       scope: "notes:read notes:write",
     })
     expect(tokens.scope).toBe("notes:read notes:write")

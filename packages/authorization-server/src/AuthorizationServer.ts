@@ -52,6 +52,7 @@ import {
   ClientStore,
   type Consent,
   GrantStore,
+  IssuerRecord,
   type KeyStore,
   layerMemory,
   layerPostgres,
@@ -333,7 +334,8 @@ export class AuthorizationServer extends Context.Service<
   /**
    * The server over storage and user-authentication services. Pre-registered clients are written to the
    * {@link ClientStore}; a signing key is generated when the {@link KeyStore} has none. Unusable options fail the layer
-   * with {@link ConfigError}. For as long as the layer's scope is open, two background jobs run at the time of Effect's
+   * with {@link ConfigError}, and so does a database whose {@link IssuerRecord} names another issuer (checked before
+   * anything is written). For as long as the layer's scope is open, two background jobs run at the time of Effect's
    * `Clock`: key upkeep and scheduled rotation ({@link rotationJob}, every `signingKeys.checkEvery`) and the purge of
    * expired records ({@link purgeJob}, every `maintenance.purgeEvery` unless off).
    *
@@ -355,6 +357,14 @@ export class AuthorizationServer extends Context.Service<
         }
         const clients = yield* ClientStore
         const now = yield* nowSeconds
+        // Before anything is written: a database that serves another issuer is left as it is.
+        const record = yield* Effect.serviceOption(IssuerRecord)
+        if (Option.isSome(record)) {
+          const served = yield* record.value.claim(config.issuer, now, config.previousIssuer)
+          if (served !== undefined && served !== config.issuer && served !== config.previousIssuer) {
+            return yield* new ConfigError({ message: issuerTaken(served, config.issuer) })
+          }
+        }
         for (const c of config.clients) yield* clients.upsert(staticClient(c, now))
         // A client removed from the configuration must stop working, also in a database that outlives the process.
         const configured = new Set(config.clients.map((c) => c.clientId))
@@ -407,6 +417,12 @@ export class AuthorizationServer extends Context.Service<
       Layer.provide(metadataDocumentsLayer(options)),
     )
 }
+
+// Why a database that serves `served` cannot serve `issuer`, and the two ways out.
+const issuerTaken = (served: string, issuer: string): string =>
+  `storage: the database serves the issuer ${served} (its clients, signing keys and tokens are that issuer's), not ${issuer}: ` +
+  `give ${issuer} a database of its own (another data directory, SQLite file, or PostgreSQL database or schema), ` +
+  `or, to move the database to ${issuer}, start once with previousIssuer set to ${served}`
 
 /**
  * Where the plain face keeps its data.

@@ -5,8 +5,8 @@
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13 | OAuth 2.1}
  * @module
  */
-import { CanonicalUri, SecureUrl } from "@keyway/core"
-import { Effect, Schema } from "effect"
+import { CanonicalUri, Grant, Scope, SecureUrl } from "@keyway/core"
+import { Effect, Result, Schema } from "effect"
 import { z } from "zod"
 import type { ResolverOptions } from "./cimd/ClientMetadataResolver.js"
 import type { PolicyFunction, PolicyOptions } from "./cimd/TrustPolicy.js"
@@ -277,6 +277,14 @@ export interface RateLimitOptions {
 export interface ConfigOptions {
   /** The issuer identifier: an https URL without query or fragment. */
   readonly issuer: string
+  /**
+   * Moves a database to a new issuer (a new domain, say). A SQLite or PostgreSQL database records the issuer it
+   * serves on its first start and refuses to start for another one, since its clients, keys and tokens are that
+   * issuer's. Starting once with the issuer the database served here records `issuer` in its place, so its clients,
+   * consents, refresh tokens and signing keys carry over; access tokens issued before still name the previous issuer.
+   * A database that already serves `issuer` is left as it is, so the option can stay until every instance has moved.
+   */
+  readonly previousIssuer?: string
   readonly resources: ReadonlyArray<ResourceOptions>
   /** The resource used when an authorization request has no `resource` parameter (older clients). */
   readonly defaultResource?: string
@@ -356,6 +364,8 @@ export interface Resource {
 export interface ResolvedConfig {
   readonly issuer: string
   readonly issuerUrl: URL
+  /** The issuer a database may be moved from (see {@link ConfigOptions.previousIssuer}), in the issuer's form. */
+  readonly previousIssuer: string | undefined
   readonly resources: ReadonlyMap<string, Resource>
   readonly defaultResource: string | undefined
   readonly users: ReadonlyArray<UserOptions>
@@ -495,18 +505,35 @@ export const defaults = {
 
 /**
  * The bounds {@link resolve} enforces beyond "a positive number": the longest authorization-code lifetime (OAuth 2.1
- * recommends at most a minute) and the shortest secret (client secrets and `sessionSecret`: the store hashes secrets
- * with unsalted SHA-256, safe only for high-entropy values).
+ * recommends at most a minute), the shortest secret (client secrets and `sessionSecret`: the store hashes secrets
+ * with unsalted SHA-256, safe only for high-entropy values) and the shortest user password (see
+ * {@link passwordProblem}).
  *
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.2 | OAuth 2.1 §4.1.2}
  * @see {@link https://www.rfc-editor.org/rfc/rfc6749.html#section-10.10 | RFC 6749 §10.10 (credentials entropy)}
+ * @see {@link https://pages.nist.gov/800-63-4/sp800-63b.html#password | NIST SP 800-63B-4 §3.1.1.2 (password verifiers)}
  */
 export const limits = {
   /** Seconds. */
   authorizationCodeMax: 60,
   /** Characters. */
   secretMinLength: 32,
+  /** Characters (Unicode code points): a password used alone, as the login page uses it. */
+  passwordMinLength: 15,
 } as const
+
+/**
+ * What is wrong with a user's new password, or `undefined` when it is long enough: a password that is the only
+ * factor must have at least {@link limits}`.passwordMinLength` (15) characters, each Unicode code point counting as
+ * one (after NFC normalisation, as it is hashed). `UserAuthenticator.hashPassword` applies it, and so should every
+ * other place that takes a new password; passwords hashed before keep signing in.
+ *
+ * @see {@link https://pages.nist.gov/800-63-4/sp800-63b.html#password | NIST SP 800-63B-4 §3.1.1.2 (password verifiers)}
+ */
+export const passwordProblem = (password: string): string | undefined =>
+  [...password.normalize("NFC")].length < limits.passwordMinLength
+    ? `must be at least ${limits.passwordMinLength} characters long (NIST SP 800-63B-4 §3.1.1.2, a password used alone); a few unrelated words make one easy to remember`
+    : undefined
 
 /**
  * Whether `publishAhead` can work with `rotateEvery` (a missing value takes its default): a new key must start
@@ -560,7 +587,12 @@ export const resourceSchema = z.strictObject(
   {
     uri: nonEmpty,
     name: aString.optional(),
-    scopes: z.record(z.string(), aString, { error: "must be an object mapping each scope to its description" }),
+    scopes: z
+      .record(z.string(), aString, { error: "must be an object mapping each scope to its description" })
+      .refine(
+        (scopes) => Object.keys(scopes).length > 0,
+        "must name at least one scope (each with the description shown on the consent page): a client can be granted only scopes a resource defines",
+      ),
   },
   anObject,
 )
@@ -809,6 +841,7 @@ export const upstreamSchema = z.strictObject(
 export const configSchema = z.object(
   {
     issuer: nonEmpty,
+    previousIssuer: nonEmpty.optional(),
     resources: z.array(resourceSchema, anArray).min(1, "must name at least one MCP server"),
     defaultResource: nonEmpty.optional(),
     users: z.array(userSchema, anArray).optional(),
@@ -914,11 +947,21 @@ export const resolve = (options: ConfigOptions): ResolvedConfig => {
     throw new ConfigError({ message: `issuer must use https, got ${issuerUrl.protocol}` })
   }
   // RFC 8414 compares issuers as strings: keep the configured form, without a trailing slash at the root.
-  const issuer = options.issuer.endsWith("/") ? options.issuer.slice(0, -1) : options.issuer
+  const withoutRootSlash = (value: string) => (value.endsWith("/") ? value.slice(0, -1) : value)
+  const issuer = withoutRootSlash(options.issuer)
   const base = issuer
+  const previousIssuer = options.previousIssuer === undefined ? undefined : withoutRootSlash(options.previousIssuer)
+  if (previousIssuer === issuer) {
+    throw new ConfigError({
+      message: `previousIssuer: is the issuer itself (${issuer}); set it to the issuer a database served before, or remove it`,
+    })
+  }
 
   const resources = new Map<string, Resource>()
-  for (const r of options.resources) {
+  // Where each resource was given, by its canonical URI and by that URI without a trailing slash.
+  const given = new Map<string, number>()
+  const slashless = new Map<string, number>()
+  for (const [i, r] of options.resources.entries()) {
     let uri: string
     try {
       uri = CanonicalUri.parse(r.uri)
@@ -927,10 +970,24 @@ export const resolve = (options: ConfigOptions): ResolvedConfig => {
         message: `resource ${JSON.stringify(r.uri)} is not a valid canonical URI: ${(e as Error).message}`,
       })
     }
-    if (resources.has(uri)) throw new ConfigError({ message: `resource ${uri} is configured twice` })
+    const first = given.get(uri)
+    if (first !== undefined) {
+      throw new ConfigError({
+        message: `resources[${i}].uri: ${r.uri} is the same MCP server as resources[${first}].uri (${options.resources[first]?.uri}): both are ${uri} in canonical form; configure it once, with every scope it defines`,
+      })
+    }
+    const key = withoutTrailingSlash(uri)
+    const twin = slashless.get(key)
+    if (twin !== undefined) {
+      throw new ConfigError({
+        message: `resources[${i}].uri: ${uri} differs from resources[${twin}].uri (${options.resources[twin]?.uri}) only by a trailing slash, which clients do not keep apart; configure the MCP server once, by its canonical URI (without the slash)`,
+      })
+    }
+    given.set(uri, i)
+    slashless.set(key, i)
     const scopes = new Map<string, string>()
     for (const [name, description] of Object.entries(r.scopes)) {
-      if (!/^[\x21\x23-\x5B\x5D-\x7E]+$/.test(name))
+      if (!Scope.isScopeToken(name))
         throw new ConfigError({ message: `scope ${JSON.stringify(name)} of ${uri} is not a valid scope token` })
       scopes.set(name, description)
     }
@@ -954,14 +1011,24 @@ export const resolve = (options: ConfigOptions): ResolvedConfig => {
     "refresh_token",
     ...extensions.flatMap((e) => (e.grants ?? []).map((g) => g.grantType)),
   ])
+  // The scopes a client may be limited to: those of the resources, and `openid` when ID tokens are on.
+  const definedScopes = new Set([...resources.values()].flatMap((r) => [...r.scopes.keys()]))
+  if (options.openid === true) definedScopes.add("openid")
   const clientIds = new Set<string>()
-  for (const c of options.clients ?? []) {
+  for (const [i, c] of (options.clients ?? []).entries()) {
     if (clientIds.has(c.clientId)) throw new ConfigError({ message: `client ${c.clientId} is configured twice` })
     clientIds.add(c.clientId)
     for (const g of c.grantTypes ?? []) {
-      if (!grantTypes.has(g)) {
+      if (!grantTypes.has(g))
+        throw new ConfigError({ message: `clients[${i}].grantTypes: ${grantProblem(g, grantTypes)}` })
+    }
+    if (c.scope !== undefined) {
+      const scope = Scope.validate(c.scope)
+      if (Result.isFailure(scope)) throw new ConfigError({ message: `clients[${i}].scope: ${scope.failure.message}` })
+      const unknown = scope.success.filter((s) => !definedScopes.has(s))
+      if (unknown.length > 0) {
         throw new ConfigError({
-          message: `client ${c.clientId}: grant type ${g} is not supported (supported: ${[...grantTypes].join(", ")}; others need the extension that adds them)`,
+          message: `clients[${i}].scope: ${unknown.join(" ")} ${unknown.length === 1 ? "is not a scope" : "are not scopes"} of any resource (they define ${[...definedScopes].join(" ")}); add ${unknown.length === 1 ? "it" : "them"} to a resource's scopes, or remove ${unknown.length === 1 ? "it" : "them"} from client ${c.clientId}'s scope`,
         })
       }
     }
@@ -1014,6 +1081,7 @@ export const resolve = (options: ConfigOptions): ResolvedConfig => {
   return {
     issuer,
     issuerUrl,
+    previousIssuer,
     resources,
     defaultResource,
     users: options.users ?? [],
@@ -1058,6 +1126,29 @@ export const resolve = (options: ConfigOptions): ResolvedConfig => {
     rateLimits: resolveRateLimits(options.rateLimits),
     extensions,
   }
+}
+
+/** A canonical URI without the slash ending its path, if any (the query, when there is one, kept). */
+const withoutTrailingSlash = (uri: string): string => {
+  const query = uri.indexOf("?")
+  const path = query === -1 ? uri : uri.slice(0, query)
+  return path.endsWith("/") ? `${path.slice(0, -1)}${uri.slice(path.length)}` : uri
+}
+
+// The grant types Keyway's extension packages serve, and what to add to `extensions` for each.
+const grantExtensions: Readonly<Record<string, string>> = {
+  [Grant.CLIENT_CREDENTIALS]: "clientCredentialsGrant() from @keyway/ext-client-credentials/authorization-server",
+  [Grant.JWT_BEARER]:
+    "workloadIdentityGrant() from @keyway/ext-workload-identity/authorization-server (workloads) or identityAssertionGrant() from @keyway/ext-enterprise-managed/authorization-server (enterprise-managed authorization)",
+  [Grant.TOKEN_EXCHANGE]: "identityAssertionIssuer() from @keyway/ext-enterprise-managed/authorization-server",
+}
+
+/** Why a client may not list grant type `g`, given the grant types this configuration serves. */
+const grantProblem = (g: string, served: ReadonlySet<string>): string => {
+  const extension = grantExtensions[g]
+  return extension === undefined
+    ? `${g} is not a grant type this server serves (${[...served].join(", ")}); an extension that registers it must be added to extensions`
+    : `${g} is served by an extension that is not configured: add ${extension} to extensions`
 }
 
 const windowRule = (option: false | WindowLimitOptions | undefined, fallback: WindowRule): WindowRule | false =>

@@ -7,7 +7,7 @@
  */
 import { randomBytes, scrypt, timingSafeEqual } from "node:crypto"
 import { Context, Effect, Layer } from "effect"
-import type { UserOptions } from "./Config.js"
+import { ConfigError, passwordProblem, type UserOptions } from "./Config.js"
 
 /** An authenticated resource owner. */
 export interface User {
@@ -47,11 +47,16 @@ const derive = (password: string, salt: Buffer, n: number, r: number, p: number)
   )
 
 /**
- * Hashes a password for {@link UserOptions}: `scrypt$N$r$p$salt$hash` (base64url salt and hash).
+ * Hashes a new password for {@link UserOptions}: `scrypt$N$r$p$salt$hash` (base64url salt and hash). A password
+ * shorter than `Config.limits.passwordMinLength` (15 characters) is refused with a {@link ConfigError} (see
+ * `Config.passwordProblem`); passwords hashed before still verify.
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc7914.html | RFC 7914 (scrypt)}
+ * @see {@link https://pages.nist.gov/800-63-4/sp800-63b.html#password | NIST SP 800-63B-4 §3.1.1.2 (password verifiers)}
  */
 export const hashPassword = async (password: string): Promise<string> => {
+  const problem = passwordProblem(password)
+  if (problem !== undefined) throw new ConfigError({ message: `password: ${problem}` })
   const salt = randomBytes(16)
   const key = await derive(password, salt, N, R, P)
   return `scrypt$${N}$${R}$${P}$${salt.toString("base64url")}$${key.toString("base64url")}`

@@ -140,7 +140,7 @@ describe("plain face", () => {
       issuer: "http://localhost:9",
       development: { allowHttpLoopbackIssuer: true },
       warn: (message) => warnings.push(message),
-      resources: [{ uri: MCP, scopes: {} }],
+      resources: [{ uri: MCP, scopes: { "tools:read": "List the tools" } }],
     })
     cleanups.push(() => as.close())
     expect(warnings).toHaveLength(1)
@@ -160,7 +160,10 @@ describe("plain face", () => {
 
   it("refuses an http issuer without the development flag", () => {
     expect(() =>
-      createAuthorizationServer({ issuer: "http://127.0.0.1:9", resources: [{ uri: MCP, scopes: {} }] }),
+      createAuthorizationServer({
+        issuer: "http://127.0.0.1:9",
+        resources: [{ uri: MCP, scopes: { "tools:read": "List the tools" } }],
+      }),
     ).toThrow(/allowHttpLoopbackIssuer/)
   })
 })
@@ -239,7 +242,9 @@ describe("SQLite storage", () => {
     const bytes = readFileSync(path).toString("latin1") + readFileSync(`${path}-wal`, { flag: "a+" }).toString("latin1")
     for (const secret of [SECRET, tokens.refresh_token, code]) expect(bytes).not.toContain(secret)
 
-    const second = await startServer({ storage: { type: "sqlite", path } })
+    // Each start listens on another port, so under another issuer: previousIssuer moves the database along, with its
+    // keys, clients and refresh tokens.
+    const second = await startServer({ storage: { type: "sqlite", path }, previousIssuer: first.issuer })
     cleanups.push(() => second.close())
     const keys = ((await (await fetch(`${second.issuer}/jwks`)).json()) as { keys: Array<{ kid: string }> }).keys
     expect(keys.map((k) => k.kid)).toEqual([kid])
@@ -255,6 +260,7 @@ describe("SQLite storage", () => {
     // A client removed from the configuration is removed from the database at the next start.
     const third = await startServer({
       storage: { type: "sqlite", path },
+      previousIssuer: second.issuer,
       clients: [{ clientId: "only-one", redirectUris: ["https://one.example.com/cb"] }],
     })
     cleanups.push(() => third.close())

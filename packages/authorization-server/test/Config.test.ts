@@ -44,7 +44,7 @@ describe("configuration", () => {
     ["no resources", { resources: [] }, /at least one/],
     [
       "an invalid resource",
-      { resources: [{ uri: "https://x.example.com#f", scopes: {} }] },
+      { resources: [{ uri: "https://x.example.com#f", scopes: { read: "Read" } }] },
       /not a valid canonical URI/,
     ],
     [
@@ -61,11 +61,6 @@ describe("configuration", () => {
       "a client with grants and no redirect URI",
       { clients: [{ clientId: "c", redirectUris: [] }] },
       /client c needs at least one redirect URI/,
-    ],
-    [
-      "a duplicate resource",
-      { resources: [base.resources[0], { uri: "https://mcp.example.com/mcp", scopes: {} }] },
-      /configured twice/,
     ],
     ["a default resource that is not configured", { defaultResource: "https://other.example.com" }, /defaultResource/],
     [
@@ -99,6 +94,142 @@ describe("configuration", () => {
       expect(() => resolve({ ...base, ...override } as never)).toThrow(message)
     })
   }
+
+  /** The message both faces refuse `options` with: the plain face's thrown error and the layer's typed failure. */
+  const refusedByBothFaces = async (options: Record<string, unknown>): Promise<string> => {
+    const plain = thrown(() => createAuthorizationServer({ ...base, ...options } as never))
+    expect(plain).toBeInstanceOf(ConfigError)
+    const exit = await Effect.runPromiseExit(
+      Layer.build(
+        AuthorizationServer.layer({ ...base, ...options } as never).pipe(
+          Layer.provide(Layer.merge(layerMemory, UserAuthenticator.layerUsers([]))),
+        ),
+      ).pipe(Effect.scoped),
+    )
+    if (Exit.isSuccess(exit)) throw new Error("the layer was built")
+    expect(Cause.hasDies(exit.cause)).toBe(false)
+    const failure = Cause.squash(exit.cause)
+    expect(failure).toBeInstanceOf(ConfigError)
+    expect((failure as ConfigError).message).toBe((plain as ConfigError).message)
+    return (plain as ConfigError).message
+  }
+  const client = { clientId: "c", redirectUris: ["https://c.example.com/cb"] }
+  const twoScopes = { read: "Read", write: "Write" }
+
+  it.each<[string, Record<string, unknown>, string]>([
+    [
+      "a client scope that no resource defines",
+      {
+        resources: [
+          { uri: "https://a.example.com/mcp", scopes: twoScopes },
+          { uri: "https://b.example.com/mcp", scopes: { admin: "Administer" } },
+        ],
+        clients: [
+          { ...client, scope: "read admin" },
+          { ...client, clientId: "d", scope: "write delete" },
+        ],
+      },
+      "clients[1].scope: delete is not a scope of any resource (they define read write admin); add it to a resource's scopes, or remove it from client d's scope",
+    ],
+    [
+      "client scopes that no resource defines",
+      { clients: [{ ...client, scope: "read write  delete" }] },
+      "clients[0].scope: write delete are not scopes of any resource (they define read); add them to a resource's scopes, or remove them from client c's scope",
+    ],
+    [
+      "openid in a client scope without openid",
+      { clients: [{ ...client, scope: "openid read" }] },
+      "clients[0].scope: openid is not a scope of any resource (they define read); add it to a resource's scopes, or remove it from client c's scope",
+    ],
+    [
+      "a malformed client scope",
+      { clients: [{ ...client, scope: 'read "write"' }] },
+      'clients[0].scope: Invalid scope "read \\"write\\"": character "\\"" (U+0022) at position 5 is not allowed in a scope token',
+    ],
+    [
+      "a resource with no scopes",
+      { resources: [base.resources[0], { uri: "https://other.example.com/mcp", scopes: {} }] },
+      "resources[1].scopes: must name at least one scope (each with the description shown on the consent page): a client can be granted only scopes a resource defines",
+    ],
+    [
+      "two resources that differ only by a trailing slash",
+      { resources: [base.resources[0], { uri: "https://mcp.example.com/mcp/", scopes: twoScopes }] },
+      "resources[1].uri: https://mcp.example.com/mcp/ differs from resources[0].uri (https://MCP.example.com/mcp) only by a trailing slash, which clients do not keep apart; configure the MCP server once, by its canonical URI (without the slash)",
+    ],
+    [
+      "two resources that differ only by a trailing slash before the query",
+      {
+        resources: [
+          { uri: "https://mcp.example.com/-/mcp/?tenant=a", scopes: twoScopes },
+          { uri: "https://mcp.example.com/-/mcp?tenant=a", scopes: twoScopes },
+        ],
+      },
+      "resources[1].uri: https://mcp.example.com/-/mcp?tenant=a differs from resources[0].uri (https://mcp.example.com/-/mcp/?tenant=a) only by a trailing slash, which clients do not keep apart; configure the MCP server once, by its canonical URI (without the slash)",
+    ],
+    [
+      "two spellings of one canonical URI",
+      { resources: [base.resources[0], { uri: "https://mcp.example.com:443/./mcp", scopes: twoScopes }] },
+      "resources[1].uri: https://mcp.example.com:443/./mcp is the same MCP server as resources[0].uri (https://MCP.example.com/mcp): both are https://mcp.example.com/mcp in canonical form; configure it once, with every scope it defines",
+    ],
+    [
+      "a root resource with and without its slash",
+      {
+        resources: [
+          { uri: "https://mcp.example.com/", scopes: twoScopes },
+          { uri: "https://mcp.example.com", scopes: twoScopes },
+        ],
+      },
+      "resources[1].uri: https://mcp.example.com is the same MCP server as resources[0].uri (https://mcp.example.com/): both are https://mcp.example.com in canonical form; configure it once, with every scope it defines",
+    ],
+    [
+      "the client credentials grant without its extension",
+      { clients: [{ ...client, redirectUris: [], clientSecret: "s".repeat(32), grantTypes: ["client_credentials"] }] },
+      "clients[0].grantTypes: client_credentials is served by an extension that is not configured: add clientCredentialsGrant() from @keyway/ext-client-credentials/authorization-server to extensions",
+    ],
+    [
+      "the JWT bearer grant without an extension",
+      { clients: [{ ...client, grantTypes: ["authorization_code", "urn:ietf:params:oauth:grant-type:jwt-bearer"] }] },
+      "clients[0].grantTypes: urn:ietf:params:oauth:grant-type:jwt-bearer is served by an extension that is not configured: add workloadIdentityGrant() from @keyway/ext-workload-identity/authorization-server (workloads) or identityAssertionGrant() from @keyway/ext-enterprise-managed/authorization-server (enterprise-managed authorization) to extensions",
+    ],
+    [
+      "the token exchange grant without its extension",
+      { clients: [{ ...client, grantTypes: ["urn:ietf:params:oauth:grant-type:token-exchange"] }] },
+      "clients[0].grantTypes: urn:ietf:params:oauth:grant-type:token-exchange is served by an extension that is not configured: add identityAssertionIssuer() from @keyway/ext-enterprise-managed/authorization-server to extensions",
+    ],
+    [
+      "a grant type no extension serves",
+      { clients: [client, { ...client, clientId: "-p", grantTypes: ["password"] }] },
+      "clients[1].grantTypes: password is not a grant type this server serves (authorization_code, refresh_token); an extension that registers it must be added to extensions",
+    ],
+    [
+      "a previous issuer that is the issuer",
+      { previousIssuer: "https://as.example.com/" },
+      "previousIssuer: is the issuer itself (https://as.example.com); set it to the issuer a database served before, or remove it",
+    ],
+  ])("refuses %s, on both faces, naming the field and the fix", async (_, options, message) => {
+    expect(await refusedByBothFaces(options)).toBe(message)
+  })
+
+  it("accepts client scopes the resources define, openid when ID tokens are on, and distinct resources", () => {
+    const config = resolve({
+      ...base,
+      openid: true,
+      resources: [
+        { uri: "https://mcp.example.com/mcp", scopes: twoScopes },
+        { uri: "https://mcp.example.com/mcp/v2", scopes: { admin: "Administer" } },
+        { uri: "https://mcp.example.com/mcp/v2/?x", scopes: { admin: "Administer" } },
+      ],
+      clients: [{ ...client, scope: " read  admin openid " }],
+    })
+    expect([...config.resources.keys()]).toEqual([
+      "https://mcp.example.com/mcp",
+      "https://mcp.example.com/mcp/v2",
+      "https://mcp.example.com/mcp/v2/?x",
+    ])
+    expect(resolve({ ...base, previousIssuer: "https://old.example.com/" }).previousIssuer).toBe(
+      "https://old.example.com",
+    )
+  })
 
   it("fails the layer with ConfigError in its error channel, not as a defect", async () => {
     const exit = await Effect.runPromiseExit(

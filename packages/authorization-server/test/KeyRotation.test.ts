@@ -268,7 +268,8 @@ describe("signing-key rotation through the server", () => {
     const start = Math.floor(Date.now() / 1000)
     const often = { ...options, signingKeys: { ...options.signingKeys, checkEvery: 5 } }
     const a = track(await startEffectServer(layerSqlite({ path }), often, start))
-    const b = track(await startEffectServer(layerSqlite({ path }), often, start))
+    // Instances behind one issuer, as a database serves one.
+    const b = track(await startEffectServer(layerSqlite({ path }), { ...often, issuer: a.issuer }, start))
     expect(await b.jwksKids()).toEqual(await a.jwksKids())
     const [oldKid] = await a.jwksKids()
     expect((await a.keys()).length).toBe(1)
@@ -310,7 +311,8 @@ describe("signing-key rotation through the server", () => {
     const rotation = await first.rotate()
     await first.close()
 
-    const second = track(await startEffectServer(layerSqlite({ path }), options, start))
+    // Restarted behind the same issuer (on another port).
+    const second = track(await startEffectServer(layerSqlite({ path }), { ...options, issuer: first.issuer }, start))
     expect(sorted(await second.jwksKids())).toEqual(sorted([oldKid, rotation.kid]))
     expect(await second.rotate()).toEqual({ ...rotation, created: false })
     const jwks = (await (await fetch(`${second.issuer}/jwks`)).json()) as JSONWebKeySet
@@ -319,7 +321,9 @@ describe("signing-key rotation through the server", () => {
     servers.splice(0)
 
     // Down for an hour: on start the schedule sees the newest key is rotateEvery old and rotates at once.
-    const third = track(await startEffectServer(layerSqlite({ path }), options, start + 3600))
+    const third = track(
+      await startEffectServer(layerSqlite({ path }), { ...options, issuer: first.issuer }, start + 3600),
+    )
     await eventually(async () => (await third.keys()).length === 3, "rotation after restart")
     const keys = await third.keys()
     const fresh = keys.find((k) => k.kid !== oldKid && k.kid !== rotation.kid)

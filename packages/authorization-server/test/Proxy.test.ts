@@ -579,7 +579,7 @@ describe("proxy mode: identity function and unreachable upstream", () => {
 describe("proxy mode configuration", () => {
   const base = {
     issuer: "https://as.example.com",
-    resources: [{ uri: MCP, scopes: {} }],
+    resources: [{ uri: MCP, scopes: { "tools:read": "List the tools" } }],
     warn: () => undefined,
   }
   it("refuses an http upstream without the development option, and an unverifiable subject source", () => {

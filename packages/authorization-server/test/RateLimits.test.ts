@@ -69,7 +69,7 @@ const storages: ReadonlyArray<{
 /** The test clock starts here for every server, so that several instances agree on the time. */
 const START = 1_900_000_000
 
-const start = async (storage: Storage, overrides: Partial<Omit<ServerOptions, "issuer">> = {}) => {
+const start = async (storage: Storage, overrides: Partial<ServerOptions> = {}) => {
   const server = await startEffectServer(storage(), overrides, START)
   started.push(server)
   return server
@@ -746,12 +746,13 @@ for (const { name, fresh } of storages) {
 }
 
 for (const { name, fresh } of storages.filter((s) => s.name !== "memory")) {
+  // The instances stand behind one issuer (a database serves one), each answering on its own port.
   describe(`two instances sharing one store enforce one limit (${name})`, () => {
     it("token requests counted on either instance add up", async () => {
       const store = fresh()
       const options = { rateLimits: { token: { max: 3, window: 60 } } }
       const a = await start(store.open, options)
-      const b = await start(store.open, options)
+      const b = await start(store.open, { ...options, issuer: a.issuer })
       await expectInvalidGrant(await refresh(a, "public-app"))
       await expectInvalidGrant(await refresh(b, "public-app"))
       await expectInvalidGrant(await refresh(a, "public-app"))
@@ -769,7 +770,7 @@ for (const { name, fresh } of storages.filter((s) => s.name !== "memory")) {
       const store = fresh()
       const options = { rateLimits: { token: { max: 5, window: 60 } } }
       const a = await start(store.open, options)
-      const b = await start(store.open, options)
+      const b = await start(store.open, { ...options, issuer: a.issuer })
       const answers = await Promise.all(
         Array.from({ length: 20 }, (_, i) => refresh(i % 2 === 0 ? a : b, "public-app").then((r) => r.status)),
       )
@@ -780,7 +781,7 @@ for (const { name, fresh } of storages.filter((s) => s.name !== "memory")) {
     it("a sign-in locked on one instance is locked on the other", async () => {
       const store = fresh()
       const a = await start(store.open, accountOnly)
-      const b = await start(store.open, accountOnly)
+      const b = await start(store.open, { ...accountOnly, issuer: a.issuer })
       const form = await loginForm(a)
       await expectWrong(await signIn(a, form, "alice", "wrong"))
       await expectWrong(await signIn(b, form, "alice", "wrong"))

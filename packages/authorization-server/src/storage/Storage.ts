@@ -37,6 +37,7 @@ import {
   type RefreshTokenRevoked,
   StorageError,
 } from "./Errors.js"
+import { makeIssuerRecord } from "./internal/issuer.js"
 import { makeRateLimiter } from "./internal/rateLimits.js"
 import type { Driver } from "./internal/sql.js"
 import * as Store from "./internal/store.js"
@@ -60,8 +61,12 @@ const stores = (driver: Driver) =>
     Context.add(KeyStore, Store.makeKeyStore(driver)),
   )
 
-// The stores and the rate limiter in the database, shared by every instance that opens it.
-const allStores = (driver: Driver) => stores(driver).pipe(Context.add(RateLimiter, makeRateLimiter(driver)))
+// The stores, the rate limiter and the issuer record in the database, shared by every instance that opens it.
+const allStores = (driver: Driver) =>
+  stores(driver).pipe(
+    Context.add(RateLimiter, makeRateLimiter(driver)),
+    Context.add(IssuerRecord, IssuerRecord.of(makeIssuerRecord(driver))),
+  )
 
 // ---------------------------------------------------------------------------------------------------------------------
 // Clients
@@ -694,6 +699,34 @@ export class KeyStore extends Context.Service<
 }
 
 // ---------------------------------------------------------------------------------------------------------------------
+// Issuer
+// ---------------------------------------------------------------------------------------------------------------------
+
+/**
+ * The issuer a database serves. A database outlives the process and may be opened with any configuration, but its
+ * clients, consents, refresh tokens and signing keys belong to one issuer (the `iss` of every token it backs), so the
+ * authorization server claims it on start and refuses a database that serves another issuer. {@link layerSqlite} and
+ * {@link layerPostgres} provide it; memory storage, never shared nor reopened, does not need it.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-2 | RFC 8414 §2 (issuer)}
+ */
+export class IssuerRecord extends Context.Service<
+  IssuerRecord,
+  {
+    /**
+     * In one transaction: records `issuer` when the database serves none yet, or serves `previous` (a move to a new
+     * issuer); returns the issuer it served before the call, `undefined` for none. When that is neither `issuer` nor
+     * `previous`, nothing changed: the database is another issuer's.
+     */
+    readonly claim: (
+      issuer: string,
+      now: number,
+      previous: string | undefined,
+    ) => Effect.Effect<string | undefined, StorageError>
+  }
+>()("@keyway/authorization-server/IssuerRecord") {}
+
+// ---------------------------------------------------------------------------------------------------------------------
 // Layers
 // ---------------------------------------------------------------------------------------------------------------------
 
@@ -732,7 +765,7 @@ export interface SqliteOptions {
  * All three stores in one SQLite database through `node:sqlite`: WAL journal, `synchronous = FULL`, foreign keys,
  * a busy timeout, versioned migrations applied on open (a no-op for an up-to-date file), and every multi-step change
  * in one `BEGIN IMMEDIATE` transaction, so several processes can share the file; the {@link RateLimiter} in the same
- * file, so they share its limits too.
+ * file, so they share its limits too; and the {@link IssuerRecord}, so the file serves one issuer.
  *
  * On a file, the changes asked for in one turn of the event loop are committed together (`groupCommit`, on by
  * default): at the end of the turn they run in one transaction, each whole and in its own savepoint (one that fails
@@ -748,7 +781,7 @@ export interface SqliteOptions {
  *
  * @see {@link https://www.sqlite.org/lang_transaction.html | SQLite transactions}
  */
-export const layerSqlite = (options: SqliteOptions): Layer.Layer<Stores | RateLimiter, StorageError> =>
+export const layerSqlite = (options: SqliteOptions): Layer.Layer<Stores | RateLimiter | IssuerRecord, StorageError> =>
   Layer.effectContext(
     Effect.gen(function* () {
       // Loaded on demand so in-memory users never load node:sqlite.
@@ -781,8 +814,7 @@ export const layerSqlite = (options: SqliteOptions): Layer.Layer<Stores | RateLi
         // Runs before the WAL's descriptor and the connection close (finalizers run in reverse): the last group
         // commits, is flushed and answers.
         yield* Effect.addFinalizer(() => Effect.promise(() => (db.isOpen ? group.close() : Promise.resolve())))
-        const grouped = Sqlite.groupDriver(group)
-        return stores(grouped).pipe(Context.add(RateLimiter, makeRateLimiter(grouped)))
+        return allStores(Sqlite.groupDriver(group))
       }
       const counters = yield* Effect.acquireRelease(
         Effect.try({
@@ -795,7 +827,10 @@ export const layerSqlite = (options: SqliteOptions): Layer.Layer<Stores | RateLi
         }),
         (counters) => Effect.sync(() => counters !== db && counters.isOpen && counters.close()),
       )
-      return stores(Sqlite.driver(db)).pipe(Context.add(RateLimiter, makeRateLimiter(Sqlite.driver(counters))))
+      return stores(Sqlite.driver(db)).pipe(
+        Context.add(RateLimiter, makeRateLimiter(Sqlite.driver(counters))),
+        Context.add(IssuerRecord, IssuerRecord.of(makeIssuerRecord(Sqlite.driver(db)))),
+      )
     }),
   )
 
@@ -887,13 +922,15 @@ export type PostgresOptions = PostgresConnectionOptions | PostgresPoolOptions
  * operations (`consumeCode`, `rotate`) lock the row they check (`SELECT ... FOR UPDATE`), so exactly one of any
  * number of concurrent callers, in any process, wins; concurrent `createCode` calls for one subject, client and
  * resource meet on a unique index and converge on one grant. The {@link RateLimiter} lives in the same database, so every
- * instance counts in the same buckets. A pool created from `connectionString` ends when the layer's scope closes; a
- * pool passed in is left open.
+ * instance counts in the same buckets, and so does the {@link IssuerRecord}: the schema serves one issuer. A pool
+ * created from `connectionString` ends when the layer's scope closes; a pool passed in is left open.
  *
  * @see {@link https://www.postgresql.org/docs/current/explicit-locking.html#ADVISORY-LOCKS | PostgreSQL advisory locks}
  * @see {@link https://www.postgresql.org/docs/current/sql-select.html#SQL-FOR-UPDATE-SHARE | PostgreSQL SELECT FOR UPDATE}
  */
-export const layerPostgres = (options: PostgresOptions): Layer.Layer<Stores | RateLimiter, StorageError> =>
+export const layerPostgres = (
+  options: PostgresOptions,
+): Layer.Layer<Stores | RateLimiter | IssuerRecord, StorageError> =>
   Layer.effectContext(
     Effect.gen(function* () {
       // Loaded on demand so users of the other backends never load the driver.

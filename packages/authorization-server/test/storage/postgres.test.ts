@@ -132,6 +132,7 @@ describe("postgres: migrations, pools, schemas", () => {
       "clients",
       "consents",
       "grants",
+      "issuer",
       "keyway_migrations",
       "rate_limits",
       "refresh_families",

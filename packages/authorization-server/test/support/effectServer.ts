@@ -31,10 +31,14 @@ export interface EffectTestServer extends TestServer {
  * `TestClock` set to `startAt` (NumericDate seconds; the real time by default) before anything is built, so every
  * time-driven part (token and code lifetimes, key activation, the rotation schedule, retirement, the purge) moves
  * only with {@link EffectTestServer.adjust}.
+ *
+ * The issuer is the listener's URL unless `overrides.issuer` names another: that of an instance it stands behind one
+ * issuer with (a database serves one issuer). The result's `issuer` is always this instance's own address, where its
+ * endpoints answer.
  */
 export const startEffectServer = async (
   storage: Layer.Layer<StorageServices, StorageError>,
-  overrides: Partial<Omit<ServerOptions, "issuer">> = {},
+  overrides: Partial<ServerOptions> = {},
   startAt: number = Math.floor(Date.now() / 1000),
 ): Promise<EffectTestServer> => {
   let handler: (request: Request) => Promise<Response> = async () => new Response(null, { status: 503 })
@@ -62,7 +66,7 @@ export const startEffectServer = async (
   await runtime.runPromise(AuthorizationServer.useSync(() => undefined))
   const server = {
     url: running.url,
-    issuer: options.issuer,
+    issuer: running.url,
     as: undefined as unknown as AuthorizationServerInstance,
     running,
     close: async () => {
@@ -74,7 +78,7 @@ export const startEffectServer = async (
     rotate: () => runtime.runPromise(AuthorizationServer.use((s) => s.rotateSigningKey)),
     keys: () => runtime.runPromise(Effect.flatMap(KeyStore, (k) => k.list())),
     jwksKids: async () => {
-      const response = await fetch(`${options.issuer}/jwks`)
+      const response = await fetch(`${running.url}/jwks`)
       const body = (await response.json()) as { keys: ReadonlyArray<{ kid: string }> }
       return body.keys.map((k) => k.kid)
     },

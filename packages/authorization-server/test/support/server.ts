@@ -121,6 +121,16 @@ export const authorizeUrl = async (server: TestServer, params: AuthorizeParams =
 
 const form = (values: Record<string, string>) => new URLSearchParams(values).toString()
 
+/**
+ * A URL the server built from its issuer, sent to this instance instead: instances behind one issuer each answer on
+ * their own port (for a server alone, the URL as it is).
+ */
+const onInstance = (server: TestServer, href: string): string => {
+  const url = new URL(href)
+  url.host = new URL(server.issuer).host
+  return url.href
+}
+
 /** Logs alice in and approves; returns the final redirect Location. */
 export const loginAndConsent = async (
   server: TestServer,
@@ -139,7 +149,10 @@ export const loginAndConsent = async (
   })
   if (login.status !== 303) throw new Error(`login answered ${login.status}`)
   cookie = cookieOf(login) ?? cookie
-  const consent = await fetch(login.headers.get("location")!, { redirect: "manual", headers: { cookie } })
+  const consent = await fetch(onInstance(server, login.headers.get("location")!), {
+    redirect: "manual",
+    headers: { cookie },
+  })
   if (consent.status === 302) return { location: new URL(consent.headers.get("location")!), cookie }
   if (consent.status !== 200) throw new Error(`consent page answered ${consent.status}`)
   const answer = await fetch(`${server.issuer}/authorize/consent`, {

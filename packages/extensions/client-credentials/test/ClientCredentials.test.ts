@@ -453,7 +453,7 @@ describe("client credentials: configuration", () => {
 
   it("a client with the grant needs the extension, credentials, and no redirect URI", () => {
     expect(refused({ clients: [clients[0]!] })).toBe(
-      "client reporter: grant type client_credentials is not supported (supported: authorization_code, refresh_token; others need the extension that adds them)",
+      "clients[0].grantTypes: client_credentials is served by an extension that is not configured: add clientCredentialsGrant() from @keyway/ext-client-credentials/authorization-server to extensions",
     )
     expect(
       refused({

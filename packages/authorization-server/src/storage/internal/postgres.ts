@@ -181,6 +181,19 @@ export const MIGRATIONS: ReadonlyArray<Migration> = [
     `,
     work: oneLiveGrantPerAuthorization,
   },
+  {
+    version: 6,
+    name: "issuer",
+    // The issuer this database serves, recorded on the first start: its clients, keys and tokens are that issuer's,
+    // so a start for another issuer is refused (Config.previousIssuer moves it).
+    sql: `
+      CREATE TABLE issuer (
+        id integer PRIMARY KEY CHECK (id = 1),
+        issuer text NOT NULL,
+        recorded_at bigint NOT NULL
+      );
+    `,
+  },
 ]
 
 const quote = (identifier: string): string => `"${identifier.replaceAll('"', '""')}"`
@@ -206,6 +219,7 @@ const tables = (schema: string) => {
     assertionJtis: `${s}.assertion_jtis`,
     keys: `${s}.signing_keys`,
     rateLimits: `${s}.rate_limits`,
+    issuer: `${s}.issuer`,
     migrations: `${s}.keyway_migrations`,
   }
 }

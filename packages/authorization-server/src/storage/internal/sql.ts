@@ -70,6 +70,8 @@ export interface Tables {
   readonly assertionJtis: string
   readonly keys: string
   readonly rateLimits: string
+  /** The issuer the database serves (one row). */
+  readonly issuer: string
 }
 
 /** The table names as they are in a database whose tables are on the search path. */
@@ -85,6 +87,7 @@ export const bareTables: Tables = {
   assertionJtis: "assertion_jtis",
   keys: "signing_keys",
   rateLimits: "rate_limits",
+  issuer: "issuer",
 }
 
 /** An open database as the store sees it. */

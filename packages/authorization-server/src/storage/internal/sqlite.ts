@@ -186,6 +186,19 @@ export const MIGRATIONS: ReadonlyArray<Migration> = [
     `,
     work: oneLiveGrantPerAuthorization,
   },
+  {
+    version: 6,
+    name: "issuer",
+    // The issuer this database serves, recorded on the first start: its clients, keys and tokens are that issuer's,
+    // so a start for another issuer is refused (Config.previousIssuer moves it).
+    sql: `
+      CREATE TABLE issuer (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        issuer TEXT NOT NULL,
+        recorded_at INTEGER NOT NULL
+      ) STRICT;
+    `,
+  },
 ]
 
 /** Runs `f` in one `BEGIN IMMEDIATE` transaction: the write lock is taken up front, so no upgrade deadlock. */
