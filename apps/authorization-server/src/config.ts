@@ -379,6 +379,7 @@ export const SESSION_SECRET_VARIABLE = "KEYWAY_SESSION_SECRET"
 
 /** The usage text of the CLI. */
 export const USAGE = `usage: keyway-authorization-server --config <file.json> [options]
+       keyway-authorization-server admin --config <file.json> <command> [--json]
 
 options:
   --config <file>      JSON configuration file (see keyway.example.json)
@@ -393,6 +394,12 @@ options:
 environment:
   ${SESSION_SECRET_VARIABLE}   sessionSecret (at least 32 random characters); overrides the file
   PGPASSWORD              the PostgreSQL password, so that it need not appear in the connection string
+
+admin commands (operator actions on the database, seen at once by running servers; admin --help for more):
+  clients list | show | add | update | remove | rotate-secret
+  grants list | revoke
+  keys list | rotate | retire | revoke
+  users list | add | passwd | remove
 
 Flags and the environment override the file. Relative paths in the file are taken from the file's directory.`
 
