@@ -16,6 +16,12 @@ import {
 } from "@keyway/ext-client-credentials/authorization-server"
 import { type DPoPServerOptions, optionsSchema as dpopSchema } from "@keyway/ext-dpop/authorization-server"
 import {
+  type IdentityAssertionGrantOptions,
+  type IdentityAssertionIssuerOptions,
+  optionsSchema as identityAssertionGrantSchema,
+  issuerOptionsSchema as identityAssertionIssuerSchema,
+} from "@keyway/ext-enterprise-managed/authorization-server"
+import {
   type WorkloadIdentityOptions,
   optionsDataSchema as workloadIdentitySchema,
 } from "@keyway/ext-workload-identity/authorization-server"
@@ -62,6 +68,34 @@ export interface ExtensionsConfig {
   readonly workloadIdentity?: Omit<WorkloadIdentityOptions, "fetch" | "log" | "warn">
   /** DPoP (RFC 9449): proofs at the token endpoint, access tokens bound to the client's key. */
   readonly dpop?: DPoPServerOptions
+  /** Enterprise-managed authorization (identity assertions, ID-JAG), in either role or both. */
+  readonly enterpriseManaged?: EnterpriseManagedConfig
+}
+
+/**
+ * MCP enterprise-managed authorization (`@keyway/ext-enterprise-managed`): users sign in once at the enterprise
+ * identity provider, whose ID tokens their clients exchange there for identity assertions (ID-JAGs) that MCP
+ * authorization servers accept with the JWT bearer grant. Each member present puts the server in that role, with the
+ * extension's options.
+ *
+ * @see {@link https://github.com/modelcontextprotocol/ext-auth/blob/main/specification/stable/enterprise-managed-authorization.mdx | MCP enterprise-managed authorization}
+ */
+export interface EnterpriseManagedConfig {
+  /**
+   * The server is the enterprise identity provider: the token exchange of its ID tokens for ID-JAGs naming the MCP
+   * authorization servers listed, for the users and scopes the rules allow (`identityAssertionIssuer`'s options;
+   * needs `openid`).
+   *
+   * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-identity-assertion-authz-grant#section-4.3 | Identity Assertion Authorization Grant §4.3}
+   */
+  readonly identityProvider?: IdentityAssertionIssuerOptions
+  /**
+   * The server is an MCP authorization server that accepts ID-JAGs from the trusted identity providers with the JWT
+   * bearer grant (`identityAssertionGrant`'s options a file can hold: no `fetch`).
+   *
+   * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-identity-assertion-authz-grant#section-4.4 | Identity Assertion Authorization Grant §4.4}
+   */
+  readonly authorizationServer?: Omit<IdentityAssertionGrantOptions, "fetch">
 }
 
 /** An MCP server (protected resource) tokens are issued for: the library's `Config.ResourceOptions`. */
@@ -103,7 +137,7 @@ export type DevelopmentConfig = Pick<Config.DevelopmentOptions, "allowHttpLoopba
 export interface AppConfig
   extends Pick<
     Config.ConfigOptions,
-    "defaultResource" | "lifetimes" | "signingKeys" | "maintenance" | "sessionSecret" | "rememberConsentFor"
+    "defaultResource" | "lifetimes" | "signingKeys" | "maintenance" | "sessionSecret" | "rememberConsentFor" | "openid"
   > {
   /**
    * Abuse limits: the library's `rateLimits` in the forms a JSON file can hold, `false` to turn them all off; instead
@@ -242,6 +276,7 @@ export const appConfigSchema = z
       clientIdMetadataDocuments: z.strictObject(Config.clientIdMetadataDocumentsSchema.shape).optional(),
       lifetimes: library.lifetimes,
       rememberConsentFor: library.rememberConsentFor,
+      openid: library.openid,
       signingKeys: library.signingKeys,
       maintenance: library.maintenance,
       rateLimits: Config.switchable(
@@ -259,6 +294,18 @@ export const appConfigSchema = z
             clientCredentials: clientCredentialsSchema.optional(),
             workloadIdentity: workloadIdentitySchema.optional(),
             dpop: dpopSchema.optional(),
+            enterpriseManaged: z
+              .strictObject(
+                {
+                  identityProvider: identityAssertionIssuerSchema.optional(),
+                  authorizationServer: identityAssertionGrantSchema.omit({ fetch: true }).optional(),
+                },
+                anObject,
+              )
+              .refine((e) => e.identityProvider !== undefined || e.authorizationServer !== undefined, {
+                message: "needs identityProvider, authorizationServer or both",
+              })
+              .optional(),
           },
           anObject,
         )
