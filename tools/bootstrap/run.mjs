@@ -8,27 +8,19 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "n
 import { constants as osConstants } from "node:os"
 import { delimiter, dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
+import { isSupported, MINIMUM_NODE } from "../node-version/src/index.mjs"
 import { summarizeTree, summaryText } from "./summary.mjs"
 import { APT_LOCK_WAIT_SECONDS, hasAptGet, missingSystemPackages, planSystemPackages } from "./system.mjs"
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..")
 const toolchain = join(root, ".toolchain")
 const manifest = JSON.parse(readFileSync(join(root, "package.json"), "utf8"))
-const MIN_NODE = [22, 19, 0]
 
 const log = (message) => process.stderr.write(`[keyway] ${message}\n`)
 
 const fail = (message) => {
   log(message)
   process.exit(1)
-}
-
-const versionAtLeast = (version, minimum) => {
-  const parts = version.replace(/^v/, "").split(".").map(Number)
-  for (let i = 0; i < minimum.length; i++) {
-    if ((parts[i] ?? 0) !== minimum[i]) return (parts[i] ?? 0) > minimum[i]
-  }
-  return true
 }
 
 // `demo --serve` promises one JSON line on stdout, so for the demo every preparation step writes to stderr.
@@ -79,12 +71,12 @@ const ensureToolPackage = (folder, spec, probe) => {
 
 /** True when this Node can run the task; otherwise the task is re-run under the pinned Node and this returns false. */
 const ensureNode = () => {
-  if (versionAtLeast(process.version, MIN_NODE)) return true
+  if (isSupported(process.version)) return true
   if (process.env.KEYWAY_BOOTSTRAPPED) fail(`re-run still on Node ${process.version}`)
   const version = manifest.keyway.node
   const pkg = `node-${process.platform}-${process.arch}`
   const installed = ensureToolPackage(`node-${version}`, `${pkg}@${version}`, join(pkg, "bin", "node"))
-  log(`Node ${process.version} is older than ${MIN_NODE.join(".")}; using Node ${version} from .toolchain/`)
+  log(`Node ${process.version} is older than ${MINIMUM_NODE}; using Node ${version} from .toolchain/`)
   const env = { ...process.env, KEYWAY_BOOTSTRAPPED: "1", PATH: `${dirname(installed)}${delimiter}${process.env.PATH}` }
   runRelayingSignals(installed, process.argv.slice(1), { env })
   return false

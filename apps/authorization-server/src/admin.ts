@@ -8,7 +8,6 @@
  */
 
 import { resolve } from "node:path"
-import { parseArgs } from "node:util"
 import { Administration, Config, Storage, UserAuthenticator } from "@keyway/authorization-server"
 import { Clock, Effect, type Layer } from "effect"
 import { openAuditLog } from "./audit.js"
@@ -43,7 +42,8 @@ commands:
   users passwd <username>                 a new password, the same way
   users remove <username>                 removes the user and revokes their grants
 
---json prints JSON instead of columns. Clients from the configuration file are changed in the file.`
+--json prints JSON instead of columns. Clients from the configuration file are changed in the file.
+IDs may begin with -; one that begins with -- goes after --, as in: keys retire -- <kid>.`
 
 /** What an admin command printed and how it ends. */
 export interface AdminResult {
@@ -75,12 +75,67 @@ const FLAGS = {
   help: { type: "boolean", short: "h" },
 } as const
 
-type Values = {
+/** The values of the flags given, by flag name. */
+export type Values = {
   readonly [K in keyof typeof FLAGS]?: (typeof FLAGS)[K] extends { multiple: true }
     ? Array<string>
     : (typeof FLAGS)[K]["type"] extends "boolean"
       ? boolean
       : string
+}
+
+/** What an `admin` command line says: the flags' values and the other words (the command and its argument). */
+export interface AdminArguments {
+  readonly values: Values
+  readonly positionals: ReadonlyArray<string>
+}
+
+/**
+ * Parses `admin`'s arguments. A flag's value is the argument after it whatever it begins with (or the text after
+ * `--flag=`), and an argument that begins with a single `-` is a word of the command, not a flag (only `-h` is):
+ * client IDs, key IDs and grant IDs are base64url, so one in 64 begins with `-`. `--` ends the flags, for an argument
+ * that begins with `--`.
+ *
+ * @throws UsageError for an unknown flag, a flag without its value, or a value given to a switch.
+ */
+export const parseAdminArgs = (argv: ReadonlyArray<string>): AdminArguments => {
+  const values: Record<string, string | boolean | Array<string>> = {}
+  const positionals: Array<string> = []
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] as string
+    if (arg === "--") {
+      positionals.push(...argv.slice(i + 1))
+      break
+    }
+    if (arg === "-h") {
+      values.help = true
+      continue
+    }
+    if (!arg.startsWith("--")) {
+      positionals.push(arg)
+      continue
+    }
+    const equals = arg.indexOf("=")
+    const name = equals < 0 ? arg.slice(2) : arg.slice(2, equals)
+    if (!Object.hasOwn(FLAGS, name)) {
+      throw new UsageError(`unknown option --${name} (an argument that begins with -- goes after "--")`)
+    }
+    const flag: { readonly type: "string" | "boolean"; readonly multiple?: boolean } = FLAGS[name as keyof typeof FLAGS]
+    if (flag.type === "boolean") {
+      if (equals >= 0) throw new UsageError(`--${name} takes no value`)
+      values[name] = true
+      continue
+    }
+    const value = equals >= 0 ? arg.slice(equals + 1) : argv[++i]
+    if (value === undefined) throw new UsageError(`--${name} needs a value`)
+    if (flag.multiple === true) {
+      const previous = values[name]
+      values[name] = [...(Array.isArray(previous) ? previous : []), value]
+    } else {
+      values[name] = value
+    }
+  }
+  return { values: values as Values, positionals }
 }
 
 /** Every flag a command accepts besides `--config`, `--data-dir`, `--database` and `--json`. */
@@ -403,15 +458,13 @@ export const runAdmin = async (
     stdout: "",
     stderr: `keyway-authorization-server admin: ${message}\n\n${ADMIN_USAGE}\n`,
   })
-  let values: Values
-  let positionals: Array<string>
+  let parsed: AdminArguments
   try {
-    const parsed = parseArgs({ args: [...argv], options: FLAGS, strict: true, allowPositionals: true })
-    values = parsed.values as Values
-    positionals = parsed.positionals
+    parsed = parseAdminArgs(argv)
   } catch (e) {
     return usage((e as Error).message)
   }
+  const { values, positionals } = parsed
   if (values.help === true) return { code: 0, stdout: `${ADMIN_USAGE}\n`, stderr: "" }
   const [group, verb, ...rest] = positionals
   if (group === undefined) return usage("a command is required")
@@ -434,11 +487,11 @@ export const runAdmin = async (
   try {
     if (values.config === undefined) return usage("--config <file.json> is required")
     config = await loadConfig(
+      // As --flag=value, which the server's command line takes whatever the value begins with.
       [
-        "--config",
-        values.config,
-        ...(values["data-dir"] === undefined ? [] : ["--data-dir", values["data-dir"]]),
-        ...(values.database === undefined ? [] : ["--database", values.database]),
+        `--config=${values.config}`,
+        ...(values["data-dir"] === undefined ? [] : [`--data-dir=${values["data-dir"]}`]),
+        ...(values.database === undefined ? [] : [`--database=${values.database}`]),
       ],
       env,
     )

@@ -16,6 +16,12 @@ import {
 } from "@keyway/ext-client-credentials/authorization-server"
 import { type DPoPServerOptions, optionsSchema as dpopSchema } from "@keyway/ext-dpop/authorization-server"
 import {
+  type IdentityAssertionGrantOptions,
+  type IdentityAssertionIssuerOptions,
+  optionsSchema as identityAssertionGrantSchema,
+  issuerOptionsSchema as identityAssertionIssuerSchema,
+} from "@keyway/ext-enterprise-managed/authorization-server"
+import {
   type WorkloadIdentityOptions,
   optionsDataSchema as workloadIdentitySchema,
 } from "@keyway/ext-workload-identity/authorization-server"
@@ -62,6 +68,34 @@ export interface ExtensionsConfig {
   readonly workloadIdentity?: Omit<WorkloadIdentityOptions, "fetch" | "log" | "warn">
   /** DPoP (RFC 9449): proofs at the token endpoint, access tokens bound to the client's key. */
   readonly dpop?: DPoPServerOptions
+  /** Enterprise-managed authorization (identity assertions, ID-JAG), in either role or both. */
+  readonly enterpriseManaged?: EnterpriseManagedConfig
+}
+
+/**
+ * MCP enterprise-managed authorization (`@keyway/ext-enterprise-managed`): users sign in once at the enterprise
+ * identity provider, whose ID tokens their clients exchange there for identity assertions (ID-JAGs) that MCP
+ * authorization servers accept with the JWT bearer grant. Each member present puts the server in that role, with the
+ * extension's options.
+ *
+ * @see {@link https://github.com/modelcontextprotocol/ext-auth/blob/main/specification/stable/enterprise-managed-authorization.mdx | MCP enterprise-managed authorization}
+ */
+export interface EnterpriseManagedConfig {
+  /**
+   * The server is the enterprise identity provider: the token exchange of its ID tokens for ID-JAGs naming the MCP
+   * authorization servers listed, for the users and scopes the rules allow (`identityAssertionIssuer`'s options;
+   * needs `openid`).
+   *
+   * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-identity-assertion-authz-grant#section-4.3 | Identity Assertion Authorization Grant §4.3}
+   */
+  readonly identityProvider?: IdentityAssertionIssuerOptions
+  /**
+   * The server is an MCP authorization server that accepts ID-JAGs from the trusted identity providers with the JWT
+   * bearer grant (`identityAssertionGrant`'s options a file can hold: no `fetch`).
+   *
+   * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-identity-assertion-authz-grant#section-4.4 | Identity Assertion Authorization Grant §4.4}
+   */
+  readonly authorizationServer?: Omit<IdentityAssertionGrantOptions, "fetch">
 }
 
 /** An MCP server (protected resource) tokens are issued for: the library's `Config.ResourceOptions`. */
@@ -110,6 +144,7 @@ export interface AppConfig
     | "sessionSecret"
     | "rememberConsentFor"
     | "previousIssuer"
+    | "openid"
   > {
   /**
    * Abuse limits: the library's `rateLimits` in the forms a JSON file can hold, `false` to turn them all off; instead
@@ -235,27 +270,59 @@ const userSchema = Config.userSchema
 const anArray = { error: "must be an array" }
 const anObject = { error: "must be an object" }
 
-// The grant types beyond the authorization code and refresh token grants, each served by one member of `extensions`
-// (and what that member needs).
-const grantExtensions: Readonly<Record<string, { readonly field: keyof ExtensionsConfig; readonly needs: string }>> = {
-  [Grant.CLIENT_CREDENTIALS]: { field: "clientCredentials", needs: "{} turns it on with its defaults" },
-  [Grant.JWT_BEARER]: { field: "workloadIdentity", needs: "with the issuers whose workload JWTs it trusts" },
+// The grant types beyond the authorization code and refresh token grants, and the settings under `extensions` that
+// serve each (any one of them; with what it needs).
+type ExtensionsShape = { readonly [K in keyof ExtensionsConfig]?: unknown }
+const grantExtensions: Readonly<
+  Record<
+    string,
+    ReadonlyArray<{ readonly field: string; readonly on: (e: ExtensionsShape) => boolean; readonly needs: string }>
+  >
+> = {
+  [Grant.CLIENT_CREDENTIALS]: [
+    {
+      field: "clientCredentials",
+      on: (e) => e.clientCredentials !== undefined,
+      needs: "{} turns it on with its defaults",
+    },
+  ],
+  [Grant.JWT_BEARER]: [
+    {
+      field: "workloadIdentity",
+      on: (e) => e.workloadIdentity !== undefined,
+      needs: "with the issuers whose workload JWTs it trusts",
+    },
+    {
+      field: "enterpriseManaged.authorizationServer",
+      on: (e) => (e.enterpriseManaged as EnterpriseManagedConfig | undefined)?.authorizationServer !== undefined,
+      needs: "with the identity providers whose ID-JAGs it trusts",
+    },
+  ],
+  [Grant.TOKEN_EXCHANGE]: [
+    {
+      field: "enterpriseManaged.identityProvider",
+      on: (e) => (e.enterpriseManaged as EnterpriseManagedConfig | undefined)?.identityProvider !== undefined,
+      needs: "with the MCP authorization servers it issues ID-JAGs for",
+    },
+  ],
 }
 
 /** Why a client may not list grant type `g` with these extensions, or undefined when it may. */
-const grantProblem = (
-  g: string,
-  extensions: { readonly [K in keyof ExtensionsConfig]?: unknown } | undefined,
-): string | undefined => {
+const grantProblem = (g: string, extensions: ExtensionsShape | undefined): string | undefined => {
   if (g === Grant.AUTHORIZATION_CODE || g === Grant.REFRESH_TOKEN) return undefined
-  const served = grantExtensions[g]
-  if (served === undefined) {
-    const known = Object.entries(grantExtensions).map(([grant, { field }]) => `${grant} with extensions.${field}`)
+  const servers = grantExtensions[g]
+  if (servers === undefined) {
+    const known = Object.entries(grantExtensions).map(
+      ([grant, fields]) => `${grant} with ${fields.map(({ field }) => `extensions.${field}`).join(" or ")}`,
+    )
     return `${g} is not a grant type this server serves (${[Grant.AUTHORIZATION_CODE, Grant.REFRESH_TOKEN, ...known].join(", ")})`
   }
-  return extensions?.[served.field] === undefined
-    ? `${g} needs extensions.${served.field}, which is not configured (${served.needs})`
-    : undefined
+  if (servers.some(({ on }) => on(extensions ?? {}))) return undefined
+  const needs =
+    servers.length === 1
+      ? servers[0]?.needs
+      : servers.map(({ field, needs }) => `extensions.${field}: ${needs}`).join("; ")
+  return `${g} needs ${servers.map(({ field }) => `extensions.${field}`).join(" or ")}, which is not configured (${needs})`
 }
 
 /** The zod schema of {@link AppConfig}: unknown fields are refused so that typos do not go unnoticed. */
@@ -278,6 +345,7 @@ export const appConfigSchema = z
       clientIdMetadataDocuments: z.strictObject(Config.clientIdMetadataDocumentsSchema.shape).optional(),
       lifetimes: library.lifetimes,
       rememberConsentFor: library.rememberConsentFor,
+      openid: library.openid,
       signingKeys: library.signingKeys,
       maintenance: library.maintenance,
       rateLimits: Config.switchable(
@@ -295,6 +363,18 @@ export const appConfigSchema = z
             clientCredentials: clientCredentialsSchema.optional(),
             workloadIdentity: workloadIdentitySchema.optional(),
             dpop: dpopSchema.optional(),
+            enterpriseManaged: z
+              .strictObject(
+                {
+                  identityProvider: identityAssertionIssuerSchema.optional(),
+                  authorizationServer: identityAssertionGrantSchema.omit({ fetch: true }).optional(),
+                },
+                anObject,
+              )
+              .refine((e) => e.identityProvider !== undefined || e.authorizationServer !== undefined, {
+                message: "needs identityProvider, authorizationServer or both",
+              })
+              .optional(),
           },
           anObject,
         )
@@ -422,6 +502,7 @@ export const SESSION_SECRET_VARIABLE = "KEYWAY_SESSION_SECRET"
 
 /** The usage text of the CLI. */
 export const USAGE = `usage: keyway-authorization-server --config <file.json> [options]
+       keyway-authorization-server admin --config <file.json> <command> [--json]
 
 options:
   --config <file>      JSON configuration file (see keyway.example.json)
@@ -436,6 +517,12 @@ options:
 environment:
   ${SESSION_SECRET_VARIABLE}   sessionSecret (at least 32 random characters); overrides the file
   PGPASSWORD              the PostgreSQL password, so that it need not appear in the connection string
+
+admin commands (operator actions on the database, seen at once by running servers; admin --help for more):
+  clients list | show | add | update | remove | rotate-secret
+  grants list | revoke
+  keys list | rotate | retire | revoke
+  users list | add | passwd | remove
 
 Flags and the environment override the file. Relative paths in the file are taken from the file's directory.`
 

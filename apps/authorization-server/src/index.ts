@@ -12,6 +12,7 @@ export {
   ConfigFileError,
   DEFAULTS,
   type DevelopmentConfig,
+  type EnterpriseManagedConfig,
   type ExtensionsConfig,
   type LifetimesConfig,
   loadConfig,

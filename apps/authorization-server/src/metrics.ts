@@ -18,7 +18,7 @@ const requestSeconds = Metric.histogram("keyway_http_request_duration_seconds", 
   boundaries: Metrics.SECONDS,
 })
 const tokensIssued = Metric.counter("keyway_tokens_issued_total", {
-  description: "Access tokens issued, by grant type",
+  description: "Tokens issued at the token endpoint, by grant type",
   incremental: true,
 })
 const reuse = Metric.counter("keyway_refresh_token_reuse_detected_total", {
@@ -45,12 +45,14 @@ const databaseErrors = Metric.counter("keyway_database_errors_total", {
 /** The metrics of one server. */
 export class ServerMetrics {
   readonly #registry = new Metrics.Registry()
+  readonly #grantTypes: ReadonlySet<string>
 
-  constructor() {
+  /** `grantTypes`: every grant type the server serves, each a `grant_type` label of its own. */
+  constructor(grantTypes: ReadonlyArray<string>) {
+    this.#grantTypes = new Set(grantTypes)
     // Present from the start at zero, so that a rate or an alert needs no first event.
     this.#registry.add(reuse, {}, 0)
-    for (const grant_type of ["authorization_code", "refresh_token"])
-      this.#registry.add(tokensIssued, { grant_type }, 0)
+    for (const grant_type of this.#grantTypes) this.#registry.add(tokensIssued, { grant_type }, 0)
     for (const reason of ["wrong_credentials", "rate_limited", "csrf"]) this.#registry.add(loginFailures, { reason }, 0)
   }
 
@@ -64,13 +66,16 @@ export class ServerMetrics {
   /** One security event. */
   readonly event = (event: Operations.SecurityEvent): void => {
     if (event.event === "token_issued") {
-      this.#registry.add(tokensIssued, { grant_type: event.grant_type })
+      this.#registry.add(tokensIssued, { grant_type: this.#grantLabel(event.grant_type) })
     } else if (event.event === "refresh_token_reuse_detected") {
       this.#registry.add(reuse)
     } else if (event.event === "login_failed") {
       this.#registry.add(loginFailures, { reason: event.reason })
     }
   }
+
+  // A grant type the server does not serve is never issued; should one be, it cannot grow the label set.
+  readonly #grantLabel = (grantType: string): string => (this.#grantTypes.has(grantType) ? grantType : "other")
 
   /** One storage operation. */
   readonly storage = (operation: string, seconds: number, ok: boolean): void => {

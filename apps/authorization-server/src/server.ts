@@ -13,9 +13,10 @@ import {
   type Extension,
   NodeServer,
 } from "@keyway/authorization-server"
-import { SecureUrl } from "@keyway/core"
+import { Grant, SecureUrl } from "@keyway/core"
 import { clientCredentialsGrant } from "@keyway/ext-client-credentials/authorization-server"
 import { dpopAuthorizationServer } from "@keyway/ext-dpop/authorization-server"
+import { identityAssertionGrant, identityAssertionIssuer } from "@keyway/ext-enterprise-managed/authorization-server"
 import { type IssuanceEvent, workloadIdentityGrant } from "@keyway/ext-workload-identity/authorization-server"
 import { type AuditLog, openAuditLog } from "./audit.js"
 import {
@@ -131,6 +132,23 @@ export const extensionsOf = (
         }),
       ]),
   ...(config.dpop === undefined ? [] : [dpopAuthorizationServer(config.dpop)]),
+  ...(config.enterpriseManaged?.identityProvider === undefined
+    ? []
+    : [identityAssertionIssuer(config.enterpriseManaged.identityProvider)]),
+  ...(config.enterpriseManaged?.authorizationServer === undefined
+    ? []
+    : [identityAssertionGrant(config.enterpriseManaged.authorizationServer)]),
+]
+
+/** Every grant type the token endpoint serves: the authorization code and refresh grants, and the extensions'. */
+export const grantTypesOf = (
+  extensions: ReadonlyArray<Extension.AuthorizationServerExtension>,
+): ReadonlyArray<string> => [
+  ...new Set([
+    Grant.AUTHORIZATION_CODE,
+    Grant.REFRESH_TOKEN,
+    ...extensions.flatMap((e) => (e.grants ?? []).map((g) => g.grantType)),
+  ]),
 ]
 
 const HEALTH_PATHS = new Set(["/health/live", "/health/ready"])
@@ -189,7 +207,13 @@ export const startAuthorizationServer = async (
     options.configFile === undefined || config.upstream !== undefined
       ? undefined
       : await liveUsers(options.configFile, passwords, log)
-  const metrics = config.metrics === undefined ? undefined : new ServerMetrics()
+  let extensions: ReadonlyArray<Extension.AuthorizationServerExtension>
+  try {
+    extensions = config.extensions === undefined ? [] : extensionsOf(config.extensions, log)
+  } catch (e) {
+    throw new ConfigFileError(`invalid configuration: ${describeError(e)}`)
+  }
+  const metrics = config.metrics === undefined ? undefined : new ServerMetrics(grantTypesOf(extensions))
   // The OpenTelemetry SDK is loaded only when traces are exported.
   const tracing = config.tracing === undefined ? undefined : (await import("./tracing.js")).tracingLayer(config.tracing)
   const audit: AuditLog | undefined =
@@ -224,6 +248,7 @@ export const startAuthorizationServer = async (
         : { clientIdMetadataDocuments: config.clientIdMetadataDocuments }),
       ...(config.lifetimes === undefined ? {} : { lifetimes: config.lifetimes }),
       ...(config.rememberConsentFor === undefined ? {} : { rememberConsentFor: config.rememberConsentFor }),
+      ...(config.openid === undefined ? {} : { openid: config.openid }),
       ...(config.signingKeys === undefined ? {} : { signingKeys: config.signingKeys }),
       ...(config.maintenance === undefined ? {} : { maintenance: config.maintenance }),
       ...(config.rateLimits === undefined ? {} : { rateLimits: rateLimits(config.rateLimits) }),
@@ -237,7 +262,7 @@ export const startAuthorizationServer = async (
           : { allowHttpLoopbackUpstream: config.development.allowHttpLoopbackUpstream }),
       },
       storage,
-      ...(config.extensions === undefined ? {} : { extensions: extensionsOf(config.extensions, log) }),
+      ...(extensions.length === 0 ? {} : { extensions }),
       ...(metrics === undefined ? {} : { onStorageOperation: metrics.storage }),
       // Log lines, metrics and the audit log all come from the events the endpoints report.
       onSecurityEvent: securityEventReceiver({

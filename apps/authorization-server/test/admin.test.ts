@@ -2,9 +2,12 @@ import { spawn } from "node:child_process"
 import { readFile, writeFile } from "node:fs/promises"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { Signing, Storage } from "@keyway/authorization-server"
 import { ClientAuth } from "@keyway/core"
 import { type PostgresServer, spawnCli, startPostgres, waitForStderr } from "@keyway/testing"
+import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { ADMIN_USAGE, parseAdminArgs, runAdmin } from "../src/admin.js"
 import { type AppConfig, startAuthorizationServer } from "../src/index.js"
 import { testCleanups } from "./support/cleanup.js"
 import { codeFlow, PASSWORD, REDIRECT_URI, RESOURCE, refresh, SCOPES } from "./support/flow.js"
@@ -19,8 +22,14 @@ beforeAll(async () => {
 }, 300_000)
 afterAll(() => postgres?.stop())
 
-/** Runs `admin` with the configuration file as a separate process; its exit code and output. */
-const admin = async (file: string, ...args: Array<string>) => {
+/**
+ * Runs `admin` with the configuration file in this process, as the command line does (see {@link adminProcess});
+ * its exit code and output.
+ */
+const admin = (file: string, ...args: Array<string>) => runAdmin(["--config", file, ...args])
+
+/** Runs `admin` with the configuration file as a separate process, through the built command line. */
+const adminProcess = async (file: string, ...args: Array<string>) => {
   const child = spawnCli(main, ["admin", "--config", file, ...args])
   defer(child.kill)
   const code = await child.exit
@@ -29,7 +38,7 @@ const admin = async (file: string, ...args: Array<string>) => {
 
 /** `admin ... --json`, which must succeed; its parsed output. */
 const adminJson = async <T>(file: string, ...args: Array<string>): Promise<T> => {
-  const result = await admin(file, ...args, "--json")
+  const result = await admin(file, "--json", ...args)
   if (result.code !== 0) throw new Error(`admin ${args.join(" ")} exited ${result.code}: ${result.stderr}`)
   return JSON.parse(result.stdout) as T
 }
@@ -55,16 +64,40 @@ const kidOf = (jwt: string): string =>
 const jwksKids = async (issuer: string) =>
   ((await (await fetch(`${issuer}/jwks`)).json()) as { keys: Array<{ kid: string }> }).keys.map((k) => k.kid).sort()
 
+/**
+ * A waiting signing key (published, signing an hour from now) whose kid begins with `-`, stored in the configuration's
+ * database the way the server stores keys. Kids are JWK thumbprints (base64url), so one in 64 begins with `-`: keys are
+ * generated until one does, so that the edge is covered on every run rather than by chance.
+ */
+const storeKeyBeginningWithDash = async (database: string): Promise<string> => {
+  const now = Math.floor(Date.now() / 1000)
+  let key = await Signing.generateSigningKey("ES256", now)
+  while (!key.kid.startsWith("-")) key = await Signing.generateSigningKey("ES256", now)
+  const layer = database.startsWith("postgres")
+    ? Storage.layerPostgres({ connectionString: database, max: 1 })
+    : Storage.layerSqlite({ path: database })
+  await Effect.runPromise(
+    Effect.gen(function* () {
+      const keys = yield* Storage.KeyStore
+      yield* keys.add({ ...key, activates_at: now + 3600 })
+    }).pipe(Effect.provide(layer)),
+  )
+  return key.kid
+}
+
+/** A client ID that begins with `-` (client IDs are base64url: one in 64 generated ones does). */
+const DASH_CLIENT_ID = "-Fq3_ops-tool"
+
 interface KeyRow {
   readonly kid: string
   readonly state: string
 }
 
 /** Starts a live server on the database and runs every admin command against it, checking the server sees each. */
-const scenario = async (database: Partial<AppConfig>) => {
+const scenario = async (database: string) => {
   const config: AppConfig = {
     port: 0,
-    ...database,
+    database,
     users: [{ username: "alice", password: PASSWORD }],
     resources: [{ uri: RESOURCE, scopes: SCOPES }],
     lifetimes: { accessToken: 900 },
@@ -75,17 +108,24 @@ const scenario = async (database: Partial<AppConfig>) => {
   defer(server.close)
   const { issuer } = server
 
-  // clients add: the secret is printed once, and the live server accepts it.
-  const added = await adminJson<{ client_id: string; client_secret: string; origin: string }>(
+  // clients add, through the command line: the secret is printed once, and the live server accepts it. The client's
+  // ID begins with `-`, as one in 64 generated IDs does: every command below takes it as an option value or an
+  // argument all the same.
+  const addedLine = await adminProcess(
     file,
     "clients",
     "add",
     "--name",
     "Ops tool",
+    "--client-id",
+    DASH_CLIENT_ID,
     "--redirect-uri",
     REDIRECT_URI,
+    "--json",
   )
-  expect(added.origin).toBe("admin")
+  expect([addedLine.code, addedLine.stderr]).toEqual([0, ""])
+  const added = JSON.parse(addedLine.stdout) as { client_id: string; client_secret: string; origin: string }
+  expect(added).toMatchObject({ origin: "admin", client_id: DASH_CLIENT_ID })
   const clientId = added.client_id
   const shown = await admin(file, "clients", "show", clientId, "--json")
   expect(JSON.parse(shown.stdout)).toMatchObject({ client_id: clientId, client_name: "Ops tool", has_secret: true })
@@ -113,8 +153,10 @@ const scenario = async (database: Partial<AppConfig>) => {
   expect(grants.map((g) => [g.subject, g.client_id, g.scope])).toEqual([["alice", clientId, "notes:read"]])
   expect(await adminJson(file, "grants", "list", "--client", "someone-else")).toEqual([])
   const grantId = grants[0]?.grant_id ?? ""
+  expect(await adminJson(file, "grants", "list", "--client", clientId)).toMatchObject([{ grant_id: grantId }])
+  expect(await adminJson(file, "grants", "list", `--client=${clientId}`)).toMatchObject([{ grant_id: grantId }])
   // The operator learns that access tokens verified as JWTs outlive the revocation, and for how long at most.
-  expect(await admin(file, "grants", "revoke", grantId)).toEqual({
+  expect(await admin(file, "grants", "revoke", "--client", clientId)).toEqual({
     code: 0,
     stdout: `revoked 1 grant(s)\n  ${grantId}\nJWT access tokens already issued stay usable until they expire (at most 900 seconds: lifetimes.accessToken) unless the resource server introspects them\n`,
     stderr: "",
@@ -151,6 +193,17 @@ const scenario = async (database: Partial<AppConfig>) => {
   // clients remove: the client is unknown to the server, and its (new) grants are revoked.
   const publicApp = await addPublicClient(file)
   const publicTokens = await codeFlow(issuer, { clientId: publicApp.client_id })
+  // A grant revoked by its ID given after `--` (grant IDs are base64url too).
+  const [publicGrant] = await adminJson<Array<{ grant_id: string }>>(
+    file,
+    "grants",
+    "list",
+    "--client",
+    publicApp.client_id,
+  )
+  expect(await adminJson(file, "grants", "revoke", "--", publicGrant?.grant_id ?? "")).toEqual({
+    revoked: [publicGrant?.grant_id],
+  })
   expect(await adminJson(file, "clients", "remove", publicApp.client_id)).toMatchObject({
     removed: publicApp.client_id,
   })
@@ -187,15 +240,27 @@ const scenario = async (database: Partial<AppConfig>) => {
   const retired = await adminJson<{ kid: string; retires_at: number }>(file, "keys", "retire", rotation.kid)
   expect(retired.kid).toBe(rotation.kid)
   expect(await jwksKids(issuer)).toContain(rotation.kid)
+
+  // Kids that begin with `-`: retired as an argument after the command (through the command line), revoked after
+  // `--`.
+  const dashed = await storeKeyBeginningWithDash(database)
+  expect(await jwksKids(issuer)).toContain(dashed)
+  const retiredDashed = await adminProcess(file, "keys", "retire", dashed)
+  expect([retiredDashed.code, retiredDashed.stderr]).toEqual([0, ""])
+  expect(retiredDashed.stdout).toMatch(new RegExp(`^key ${dashed} retired; it leaves the JWK Set at \\S+\n$`))
+  expect(await jwksKids(issuer)).toContain(dashed)
+  const revokedDashed = await admin(file, "keys", "revoke", "--", dashed)
+  expect(revokedDashed).toEqual({ code: 0, stdout: `key ${dashed} revoked; it is no longer published\n`, stderr: "" })
+  expect(await jwksKids(issuer)).not.toContain(dashed)
 }
 
 describe("admin commands against a live server", () => {
   it("on SQLite: clients, grants and keys change what the server does at once", async () => {
-    await scenario({ database: join(await dir(), "keyway.db") })
+    await scenario(join(await dir(), "keyway.db"))
   }, 120_000)
 
   it("on PostgreSQL: clients, grants and keys change what the server does at once", async () => {
-    await scenario({ database: postgres.createDatabase("admin_commands") })
+    await scenario(postgres.createDatabase("admin_commands"))
   }, 120_000)
 })
 
@@ -255,6 +320,97 @@ describe("admin command errors", () => {
     expect(await missing.exit).toBe(2)
     expect(missing.stderr).toContain("--config <file.json> is required")
   }, 60_000)
+})
+
+describe("the admin command line", () => {
+  // Every ID the commands take is base64url or chosen by the operator: it may begin with `-`, or even `--`.
+  const ids = ["-F3k9", "--F3k9", "-", "-h-not-help", "plain"]
+  const commands = [
+    "clients show",
+    "clients update",
+    "clients remove",
+    "clients rotate-secret",
+    "grants revoke",
+    "keys retire",
+    "keys revoke",
+    "users add",
+    "users passwd",
+    "users remove",
+  ]
+  const options = [
+    "config",
+    "data-dir",
+    "database",
+    "name",
+    "auth-method",
+    "scope",
+    "client-id",
+    "user",
+    "client",
+    "display-name",
+  ]
+
+  it("takes an argument after the command whatever it begins with, and anything after --", () => {
+    for (const command of commands) {
+      for (const id of ids) {
+        const words = command.split(" ")
+        const expected = { values: { config: "k.json" }, positionals: [...words, id] }
+        expect([command, id, parseAdminArgs(["--config", "k.json", ...words, "--", id])]).toEqual([
+          command,
+          id,
+          expected,
+        ])
+        if (!id.startsWith("--") && id !== "-h-not-help") {
+          expect([command, id, parseAdminArgs(["--config", "k.json", ...words, id])]).toEqual([command, id, expected])
+        }
+      }
+    }
+    expect(parseAdminArgs(["keys", "retire", "-h-not-help"])).toEqual({
+      values: {},
+      positionals: ["keys", "retire", "-h-not-help"],
+    })
+    expect(parseAdminArgs(["--", "keys", "list", "--json"])).toEqual({
+      values: {},
+      positionals: ["keys", "list", "--json"],
+    })
+  })
+
+  it("takes the next argument as an option's value whatever it begins with, or the value after =", () => {
+    for (const option of options) {
+      for (const id of ids) {
+        const expected = { values: { [option]: id }, positionals: ["grants", "list"] }
+        expect([option, parseAdminArgs(["grants", "list", `--${option}`, id])]).toEqual([option, expected])
+        expect([option, parseAdminArgs(["grants", "list", `--${option}=${id}`])]).toEqual([option, expected])
+      }
+    }
+    expect(parseAdminArgs(["--redirect-uri", "-a", "--redirect-uri=--b", "--json", "-h"])).toEqual({
+      values: { "redirect-uri": ["-a", "--b"], json: true, help: true },
+      positionals: [],
+    })
+    expect(parseAdminArgs(["--client=a=b", "--name="])).toEqual({
+      values: { client: "a=b", name: "" },
+      positionals: [],
+    })
+  })
+
+  it("refuses an unknown option, a missing value and a value for a switch, with exit code 2 and the usage", async () => {
+    const cases: Array<[Array<string>, string]> = [
+      [["keys", "retire", "--F3k9"], 'unknown option --F3k9 (an argument that begins with -- goes after "--")'],
+      [
+        ["--constructor", "keys", "list"],
+        'unknown option --constructor (an argument that begins with -- goes after "--")',
+      ],
+      [["grants", "list", "--client"], "--client needs a value"],
+      [["keys", "list", "--json=yes"], "--json takes no value"],
+      [["keys", "list", "--help=1"], "--help takes no value"],
+    ]
+    for (const [args, message] of cases) {
+      expect([args, await runAdmin(args, {})]).toEqual([
+        args,
+        { code: 2, stdout: "", stderr: `keyway-authorization-server admin: ${message}\n\n${ADMIN_USAGE}\n` },
+      ])
+    }
+  })
 })
 
 /** `admin` with `input` on its standard input (not a terminal: the password is its first line). */
@@ -327,6 +483,20 @@ describe("admin users against a live server", () => {
     // alice, whose clear-text password stays as it was, still signs in.
     await codeFlow(issuer, { clientId })
     expect(server.stderr).toContain(`users reloaded from ${file} (1)`)
+
+    // A user name that begins with `-`: an argument after the command, or after `--`.
+    expect(await adminWithInput(file, "dana-password\n", "users", "add", "-dana")).toEqual({
+      code: 0,
+      stdout: "added user -dana\n",
+      stderr: "",
+    })
+    const withDana = JSON.parse(await readFile(file, "utf8")) as { users: Array<{ username: string }> }
+    expect(withDana.users.map((u) => u.username)).toEqual(["alice", "-dana"])
+    expect(await adminWithInput(file, "", "users", "remove", "--", "-dana")).toEqual({
+      code: 0,
+      stdout: "removed user -dana; revoked 0 grant(s)\n",
+      stderr: "",
+    })
 
     const prefix = "keyway-authorization-server admin: "
     expect(await adminWithInput(file, "x\n", "users", "add", "alice")).toEqual({

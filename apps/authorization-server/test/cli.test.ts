@@ -4,6 +4,7 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { type CliProcess, spawnCli, waitForStderr } from "@keyway/testing"
 import { describe, expect, it } from "vitest"
+import { ADMIN_USAGE } from "../src/admin.js"
 import { USAGE } from "../src/index.js"
 import { testCleanups } from "./support/cleanup.js"
 import { PASSWORD, RESOURCE, SCOPES } from "./support/flow.js"
@@ -72,10 +73,38 @@ describe("keyway-authorization-server", () => {
     expect(child.stderr).toMatch(/SIGINT received, stopping\n.* stopped\n$/)
   })
 
-  it("prints the usage with --help", async () => {
+  it("prints the usage with --help, admin and its commands included", async () => {
     const child = run(["--help"])
     expect(await child.exit).toBe(0)
     expect(child.stdout).toBe(`${USAGE}\n`)
+    const lines = child.stdout.split("\n")
+    expect(lines.slice(0, 2)).toEqual([
+      "usage: keyway-authorization-server --config <file.json> [options]",
+      "       keyway-authorization-server admin --config <file.json> <command> [--json]",
+    ])
+    const admin = lines.indexOf(
+      "admin commands (operator actions on the database, seen at once by running servers; admin --help for more):",
+    )
+    expect(lines.slice(admin + 1, admin + 5)).toEqual([
+      "  clients list | show | add | update | remove | rotate-secret",
+      "  grants list | revoke",
+      "  keys list | rotate | retire | revoke",
+      "  users list | add | passwd | remove",
+    ])
+    // Every command of `admin --help`, and no other, is listed.
+    const listed = lines
+      .slice(admin + 1, admin + 5)
+      .flatMap((line) => {
+        const [group = "", ...verbs] = line.trim().split(/ \|? ?/)
+        return verbs.map((verb) => `${group} ${verb}`)
+      })
+      .sort()
+    const documented = [
+      ...new Set(
+        [...ADMIN_USAGE.matchAll(/^ {2}(clients|grants|keys|users) ([a-z-]+)/gm)].map((m) => `${m[1]} ${m[2]}`),
+      ),
+    ].sort()
+    expect(listed).toEqual(documented)
   })
 
   it("exits with 2 and the usage on a bad command line", async () => {

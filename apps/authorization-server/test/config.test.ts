@@ -445,7 +445,7 @@ describe("parseConfig: extensions", () => {
     )
   })
   const servedBy =
-    "(authorization_code, refresh_token, client_credentials with extensions.clientCredentials, urn:ietf:params:oauth:grant-type:jwt-bearer with extensions.workloadIdentity)"
+    "(authorization_code, refresh_token, client_credentials with extensions.clientCredentials, urn:ietf:params:oauth:grant-type:jwt-bearer with extensions.workloadIdentity or extensions.enterpriseManaged.authorizationServer, urn:ietf:params:oauth:grant-type:token-exchange with extensions.enterpriseManaged.identityProvider)"
 
   it.each([
     [
@@ -455,16 +455,16 @@ describe("parseConfig: extensions", () => {
       "clients[0].grantTypes: client_credentials needs extensions.clientCredentials, which is not configured ({} turns it on with its defaults)",
     ],
     [
-      "the JWT bearer grant without extensions.workloadIdentity",
+      "the JWT bearer grant without extensions.workloadIdentity or enterprise-managed authorization",
       [{ clientId: "-agent", redirectUris: [], grantTypes: ["urn:ietf:params:oauth:grant-type:jwt-bearer"] }, machine],
       { clientCredentials: {} },
-      "clients[0].grantTypes: urn:ietf:params:oauth:grant-type:jwt-bearer needs extensions.workloadIdentity, which is not configured (with the issuers whose workload JWTs it trusts)",
+      "clients[0].grantTypes: urn:ietf:params:oauth:grant-type:jwt-bearer needs extensions.workloadIdentity or extensions.enterpriseManaged.authorizationServer, which is not configured (extensions.workloadIdentity: with the issuers whose workload JWTs it trusts; extensions.enterpriseManaged.authorizationServer: with the identity providers whose ID-JAGs it trusts)",
     ],
     [
-      "the token exchange grant, which no extension of the app serves",
+      "the token exchange grant without the enterprise identity provider",
       [machine, { ...machine, clientId: "exchanger", grantTypes: ["urn:ietf:params:oauth:grant-type:token-exchange"] }],
       { clientCredentials: {} },
-      `clients[1].grantTypes: urn:ietf:params:oauth:grant-type:token-exchange is not a grant type this server serves ${servedBy}`,
+      "clients[1].grantTypes: urn:ietf:params:oauth:grant-type:token-exchange needs extensions.enterpriseManaged.identityProvider, which is not configured (with the MCP authorization servers it issues ID-JAGs for)",
     ],
     [
       "a grant type OAuth 2.1 removed",

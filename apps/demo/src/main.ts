@@ -1,4 +1,6 @@
 #!/usr/bin/env node
+// First of all: an older Node.js is told what to run instead, before a module that needs a newer one runs.
+import "./requireNode.js"
 /**
  * `npm run demo`: the CLI. The transcript (or, with --serve, the one JSON line) goes to stdout, everything else to
  * stderr.

@@ -1,4 +1,6 @@
 #!/usr/bin/env node
+// First of all: an older Node.js is told what to run instead, before a module that needs a newer one runs.
+import "./requireNode.js"
 import { UserAgent } from "@keyway/client/node"
 /**
  * keyway-mcp: a command-line MCP client. `list-tools <url>`, `call <url> <tool> [json args]`, `login <url>`,

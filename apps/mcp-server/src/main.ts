@@ -1,4 +1,6 @@
 #!/usr/bin/env node
+// First of all: an older Node.js is told what to run instead, before a module that needs a newer one runs.
+import "./requireNode.js"
 /**
  * keyway-mcp-server: `--authorization-server <issuer>` (required), `--port`, `--host`, `--path`, `--public-url`,
  * `--metrics-port`, `--metrics-host`. Answers `/health/live` and `/health/ready`. Logs to stderr; stops

@@ -14,8 +14,8 @@ export interface CliProcess {
 }
 
 /**
- * Runs `node <main> ...args` with the current Node executable, stdin closed and stdout/stderr collected. `env` is added
- * to this process's environment.
+ * Runs `node <main> ...args` with the current Node executable (or `node`), stdin closed and stdout/stderr collected.
+ * `env` is added to this process's environment.
  *
  * @see {@link https://nodejs.org/api/child_process.html#child_processspawncommand-args-options | Node.js `child_process.spawn`}
  */
@@ -23,8 +23,9 @@ export const spawnCli = (
   main: string,
   args: ReadonlyArray<string>,
   env: Readonly<Record<string, string>> = {},
+  node: string = process.execPath,
 ): CliProcess => {
-  const child = spawn(process.execPath, [main, ...args], {
+  const child = spawn(node, [main, ...args], {
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, ...env },
   })
