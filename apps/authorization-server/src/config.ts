@@ -237,10 +237,11 @@ const anObject = { error: "must be an object" }
 
 // The grant types beyond the authorization code and refresh token grants, each served by one member of `extensions`
 // (and what that member needs).
-const grantExtensions: Readonly<Record<string, { readonly field: keyof ExtensionsConfig; readonly needs: string }>> = {
-  [Grant.CLIENT_CREDENTIALS]: { field: "clientCredentials", needs: "{} turns it on with its defaults" },
-  [Grant.JWT_BEARER]: { field: "workloadIdentity", needs: "with the issuers whose workload JWTs it trusts" },
-}
+const grantExtensions: ReadonlyMap<string, { readonly field: keyof ExtensionsConfig; readonly needs: string }> =
+  new Map([
+    [Grant.CLIENT_CREDENTIALS, { field: "clientCredentials", needs: "{} turns it on with its defaults" }],
+    [Grant.JWT_BEARER, { field: "workloadIdentity", needs: "with the issuers whose workload JWTs it trusts" }],
+  ])
 
 /** Why a client may not list grant type `g` with these extensions, or undefined when it may. */
 const grantProblem = (
@@ -248,9 +249,9 @@ const grantProblem = (
   extensions: { readonly [K in keyof ExtensionsConfig]?: unknown } | undefined,
 ): string | undefined => {
   if (g === Grant.AUTHORIZATION_CODE || g === Grant.REFRESH_TOKEN) return undefined
-  const served = grantExtensions[g]
+  const served = grantExtensions.get(g)
   if (served === undefined) {
-    const known = Object.entries(grantExtensions).map(([grant, { field }]) => `${grant} with extensions.${field}`)
+    const known = [...grantExtensions].map(([grant, { field }]) => `${grant} with extensions.${field}`)
     return `${g} is not a grant type this server serves (${[Grant.AUTHORIZATION_CODE, Grant.REFRESH_TOKEN, ...known].join(", ")})`
   }
   return extensions?.[served.field] === undefined
