@@ -273,46 +273,54 @@ const anObject = { error: "must be an object" }
 // The grant types beyond the authorization code and refresh token grants, and the settings under `extensions` that
 // serve each (any one of them; with what it needs).
 type ExtensionsShape = { readonly [K in keyof ExtensionsConfig]?: unknown }
-const grantExtensions: Readonly<
-  Record<
-    string,
-    ReadonlyArray<{ readonly field: string; readonly on: (e: ExtensionsShape) => boolean; readonly needs: string }>
-  >
-> = {
-  [Grant.CLIENT_CREDENTIALS]: [
-    {
-      field: "clientCredentials",
-      on: (e) => e.clientCredentials !== undefined,
-      needs: "{} turns it on with its defaults",
-    },
+// A Map, so that a name such as `constructor` is an unknown grant type, not an inherited member.
+const grantExtensions: ReadonlyMap<
+  string,
+  ReadonlyArray<{ readonly field: string; readonly on: (e: ExtensionsShape) => boolean; readonly needs: string }>
+> = new Map([
+  [
+    Grant.CLIENT_CREDENTIALS,
+    [
+      {
+        field: "clientCredentials",
+        on: (e) => e.clientCredentials !== undefined,
+        needs: "{} turns it on with its defaults",
+      },
+    ],
   ],
-  [Grant.JWT_BEARER]: [
-    {
-      field: "workloadIdentity",
-      on: (e) => e.workloadIdentity !== undefined,
-      needs: "with the issuers whose workload JWTs it trusts",
-    },
-    {
-      field: "enterpriseManaged.authorizationServer",
-      on: (e) => (e.enterpriseManaged as EnterpriseManagedConfig | undefined)?.authorizationServer !== undefined,
-      needs: "with the identity providers whose ID-JAGs it trusts",
-    },
+  [
+    Grant.JWT_BEARER,
+    [
+      {
+        field: "workloadIdentity",
+        on: (e) => e.workloadIdentity !== undefined,
+        needs: "with the issuers whose workload JWTs it trusts",
+      },
+      {
+        field: "enterpriseManaged.authorizationServer",
+        on: (e) => (e.enterpriseManaged as EnterpriseManagedConfig | undefined)?.authorizationServer !== undefined,
+        needs: "with the identity providers whose ID-JAGs it trusts",
+      },
+    ],
   ],
-  [Grant.TOKEN_EXCHANGE]: [
-    {
-      field: "enterpriseManaged.identityProvider",
-      on: (e) => (e.enterpriseManaged as EnterpriseManagedConfig | undefined)?.identityProvider !== undefined,
-      needs: "with the MCP authorization servers it issues ID-JAGs for",
-    },
+  [
+    Grant.TOKEN_EXCHANGE,
+    [
+      {
+        field: "enterpriseManaged.identityProvider",
+        on: (e) => (e.enterpriseManaged as EnterpriseManagedConfig | undefined)?.identityProvider !== undefined,
+        needs: "with the MCP authorization servers it issues ID-JAGs for",
+      },
+    ],
   ],
-}
+])
 
 /** Why a client may not list grant type `g` with these extensions, or undefined when it may. */
 const grantProblem = (g: string, extensions: ExtensionsShape | undefined): string | undefined => {
   if (g === Grant.AUTHORIZATION_CODE || g === Grant.REFRESH_TOKEN) return undefined
-  const servers = grantExtensions[g]
+  const servers = grantExtensions.get(g)
   if (servers === undefined) {
-    const known = Object.entries(grantExtensions).map(
+    const known = [...grantExtensions].map(
       ([grant, fields]) => `${grant} with ${fields.map(({ field }) => `extensions.${field}`).join(" or ")}`,
     )
     return `${g} is not a grant type this server serves (${[Grant.AUTHORIZATION_CODE, Grant.REFRESH_TOKEN, ...known].join(", ")})`

@@ -170,7 +170,7 @@ describe("keyway-authorization-server", () => {
     await waitForStderr(third, /listening on \S+, issuer http:\/\/localhost:9002;/)
     third.process.kill("SIGTERM")
     expect(await third.exit).toBe(0)
-  })
+  }, 90_000)
 
   it.each([
     [

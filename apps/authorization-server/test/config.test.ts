@@ -467,6 +467,12 @@ describe("parseConfig: extensions", () => {
       "clients[1].grantTypes: urn:ietf:params:oauth:grant-type:token-exchange needs extensions.enterpriseManaged.identityProvider, which is not configured (with the MCP authorization servers it issues ID-JAGs for)",
     ],
     [
+      "a grant type named like a member of every object",
+      [{ clientId: "odd", redirectUris: ["https://odd.example.com/cb"], grantTypes: ["toString"] }],
+      undefined,
+      `clients[0].grantTypes: toString is not a grant type this server serves ${servedBy}`,
+    ],
+    [
       "a grant type OAuth 2.1 removed",
       [
         {

@@ -280,9 +280,10 @@ export interface ConfigOptions {
   /**
    * Moves a database to a new issuer (a new domain, say). A SQLite or PostgreSQL database records the issuer it
    * serves on its first start and refuses to start for another one, since its clients, keys and tokens are that
-   * issuer's. Starting once with the issuer the database served here records `issuer` in its place, so its clients,
-   * consents, refresh tokens and signing keys carry over; access tokens issued before still name the previous issuer.
-   * A database that already serves `issuer` is left as it is, so the option can stay until every instance has moved.
+   * issuer's. Set this to the issuer the database served so far: the next start records `issuer` in its place, and
+   * its clients, consents, refresh tokens and signing keys carry over; access tokens issued before still name the
+   * previous issuer. A database that already serves `issuer` is left as it is, so the option can stay until every
+   * instance has moved.
    */
   readonly previousIssuer?: string
   readonly resources: ReadonlyArray<ResourceOptions>
@@ -1136,16 +1137,18 @@ const withoutTrailingSlash = (uri: string): string => {
 }
 
 // The grant types Keyway's extension packages serve, and what to add to `extensions` for each.
-const grantExtensions: Readonly<Record<string, string>> = {
-  [Grant.CLIENT_CREDENTIALS]: "clientCredentialsGrant() from @keyway/ext-client-credentials/authorization-server",
-  [Grant.JWT_BEARER]:
+const grantExtensions: ReadonlyMap<string, string> = new Map([
+  [Grant.CLIENT_CREDENTIALS, "clientCredentialsGrant() from @keyway/ext-client-credentials/authorization-server"],
+  [
+    Grant.JWT_BEARER,
     "workloadIdentityGrant() from @keyway/ext-workload-identity/authorization-server (workloads) or identityAssertionGrant() from @keyway/ext-enterprise-managed/authorization-server (enterprise-managed authorization)",
-  [Grant.TOKEN_EXCHANGE]: "identityAssertionIssuer() from @keyway/ext-enterprise-managed/authorization-server",
-}
+  ],
+  [Grant.TOKEN_EXCHANGE, "identityAssertionIssuer() from @keyway/ext-enterprise-managed/authorization-server"],
+])
 
 /** Why a client may not list grant type `g`, given the grant types this configuration serves. */
 const grantProblem = (g: string, served: ReadonlySet<string>): string => {
-  const extension = grantExtensions[g]
+  const extension = grantExtensions.get(g)
   return extension === undefined
     ? `${g} is not a grant type this server serves (${[...served].join(", ")}); an extension that registers it must be added to extensions`
     : `${g} is served by an extension that is not configured: add ${extension} to extensions`

@@ -202,6 +202,11 @@ describe("configuration", () => {
       "clients[1].grantTypes: password is not a grant type this server serves (authorization_code, refresh_token); an extension that registers it must be added to extensions",
     ],
     [
+      "a grant type named like a member of every object",
+      { clients: [{ ...client, grantTypes: ["constructor"] }] },
+      "clients[0].grantTypes: constructor is not a grant type this server serves (authorization_code, refresh_token); an extension that registers it must be added to extensions",
+    ],
+    [
       "a previous issuer that is the issuer",
       { previousIssuer: "https://as.example.com/" },
       "previousIssuer: is the issuer itself (https://as.example.com); set it to the issuer a database served before, or remove it",
