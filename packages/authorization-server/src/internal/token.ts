@@ -494,6 +494,10 @@ const grant = (
     const handler = extension as GrantHandler
     const grants = yield* GrantStore
     const services = yield* Effect.context<TokenSigner>()
+    // A grant that answers with a token it signed itself (the identity assertion of a token exchange) is reported
+    // from the claims it signed, as `issue` reports the access tokens it signs.
+    let reported = false
+    let signed: Readonly<Record<string, unknown>> | undefined
     const context: GrantContext = {
       config,
       request,
@@ -503,8 +507,9 @@ const grant = (
       resource: (value) => resourceOf(config, value),
       issue: (issue: Issue) =>
         signAccessToken(config, binding, issue).pipe(
-          Effect.tap(() =>
-            emit({
+          Effect.tap(() => {
+            reported = true
+            return emit({
               event: "token_issued",
               grant_type: grantType,
               client_id: issue.clientId,
@@ -513,14 +518,15 @@ const grant = (
               scope: issue.scope,
               expires_in: config.accessTokenTtl,
               refresh_token_issued: false,
-            }),
-          ),
+            })
+          }),
           Effect.map((access) => tokenResponse(binding, access.token, config.accessTokenTtl, issue.scope, undefined)),
           Effect.provideContext(services),
         ),
       rememberJti: (namespace, jti, expiresAt) => grants.rememberJti(namespace, jti, expiresAt),
       sign: (claims, typ) =>
         Effect.gen(function* () {
+          signed = claims
           const signer = yield* TokenSigner
           return yield* signer.sign({ ...claims }, typ)
         }).pipe(
@@ -531,5 +537,20 @@ const grant = (
         verifyOwnJwt(config, token, now, options.typ).pipe(Effect.provideContext(services)),
       limitIdentity: (issuer, subject) => limitIdentity(config, limiter, issuer, subject),
     }
-    return yield* handler.handle(context)
+    const response = yield* handler.handle(context)
+    if (!reported && response.status === 200 && signed !== undefined) {
+      const text = (name: string) => (typeof signed?.[name] === "string" ? (signed[name] as string) : "")
+      const lifetime = typeof signed.exp === "number" && typeof signed.iat === "number" ? signed.exp - signed.iat : 0
+      yield* emit({
+        event: "token_issued",
+        grant_type: grantType,
+        client_id: client?.client_id ?? "",
+        subject: text("sub"),
+        resource: text("resource"),
+        scope: text("scope"),
+        expires_in: lifetime,
+        refresh_token_issued: false,
+      })
+    }
+    return response
   })
