@@ -119,7 +119,7 @@ describe("executeAuthorizationRun", () => {
         detail:
           "failure authorization-code-grant: Valid authorization code grant (Invalid status code: 401); " +
           "authorization server: token request refused: invalid_client (this client must authenticate with " +
-          'client_secret_basic), grant authorization_code, client "keyway-conformance"',
+          'client_secret_basic), grant "authorization_code", client "keyway-conformance"',
       })
     } finally {
       await confidential.close()

@@ -14,12 +14,12 @@ export const ESM_NOTE =
   '**ESM only.** Keyway\'s packages are ES modules for Node.js 22.19 or later, with no CommonJS build: import them from files that Node treats as modules, that is with `"type": "module"` in your package.json (`npm pkg set type=module`; a fresh `npm init -y` project is CommonJS) or from `.mjs`/`.mts` files. With TypeScript, use `"module": "nodenext"` (or `"moduleResolution": "bundler"`; the old `"moduleResolution": "node"` does not read `exports` and finds no types) and include `"DOM"` in `lib`: the declarations use Web types such as `Request`, `HeadersInit` and `CryptoKey`. The `/node` entries (`@keyway/client/node`, `@keyway/resource-server/node`, ...) also use Node\'s own types: `npm install --save-dev @types/node` and add `"types": ["node"]` to `compilerOptions`.'
 
 /**
- * The sentence an extension's README carries word for word, made from its manifest: its role packages are optional
- * peer dependencies.
+ * The sentence an extension's README carries word for word, made from its manifest: its role packages (the optional
+ * peer dependencies that are Keyway's) are optional peer dependencies.
  */
 export const optionalPeersNote = (manifest: Manifest): string | undefined => {
   const peers = Object.keys(manifest.peerDependencies ?? {}).filter(
-    (peer) => manifest.peerDependenciesMeta?.[peer]?.optional === true,
+    (peer) => peer.startsWith("@keyway/") && manifest.peerDependenciesMeta?.[peer]?.optional === true,
   )
   if (peers.length === 0) return undefined
   const names = peers.map((peer) => `\`${peer}\``)
