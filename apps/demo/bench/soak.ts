@@ -1,0 +1,304 @@
+/**
+ * Soak benchmark of the two runnable servers: does resident memory stay bounded under a long mixed load?
+ *
+ *   node bench/soak.ts [--requests 200000] [--every 20000] [--sample 5000] [--idle 30] [--concurrency 8]
+ *                      [--seed 1] [--write] [--keep] [--snapshots]
+ *
+ * (in apps/demo, after `npm run build`; on Linux, since memory is read from /proc). It starts the authorization
+ * server app (apps/authorization-server/dist/main.js: SQLite in a temporary data directory, its default) and the notes
+ * MCP server app (apps/mcp-server/dist/main.js) as child processes on loopback, exactly as users run them (plain
+ * `node`, no extra flags), then the load generator (bench/soak-load.ts) as a third process, and prints each server's
+ * resident memory (VmRSS) against the number of requests: as it is while the load runs, and after each `--every`
+ * requests once everything in flight has been answered and the servers have idled `--idle` seconds.
+ *
+ * The rule: each server's resident memory after all the requests is within 20% of what it was after the first
+ * `--every` (after the idle pause, and as it is). `--write` replaces the soak section of docs/benchmarks.md; `--keep`
+ * keeps the temporary directory (the servers' logs and database). `--snapshots`, to find what grows: each server
+ * writes a heap snapshot into that directory at every pause, once what was sent has been answered (Node's
+ * `--heapsnapshot-signal`; a snapshot collects garbage first and costs memory, so the figures of such a run are not
+ * the benchmark's).
+ *
+ * The authorization server's configuration for the run: two users, one pre-registered public client, the notes
+ * server as its resource, dynamic registration on, its abuse limits on with the registration limit raised to
+ * 1,000,000 per hour (the load registers thousands of clients from one address), and `clientAddressHeader` set to
+ * `X-Real-IP` so that the wrong passwords of the load come from made-up addresses while its good sign-ins come from
+ * 200 addresses that never fail.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import { createWriteStream } from "node:fs"
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises"
+import { availableParallelism, cpus, loadavg, tmpdir } from "node:os"
+import { dirname, join, resolve } from "node:path"
+import { fileURLToPath } from "node:url"
+import { freePort } from "@keyway/testing"
+import type { Plan } from "./soak-load.ts"
+
+const here = dirname(fileURLToPath(import.meta.url))
+const root = resolve(here, "../../..")
+const args = process.argv.slice(2)
+const option = (name: string, fallback: number): number => {
+  const i = args.indexOf(`--${name}`)
+  const value = i === -1 ? fallback : Number(args[i + 1])
+  if (!Number.isInteger(value) || value <= 0) throw new Error(`--${name} must be a positive whole number`)
+  return value
+}
+const total = option("requests", 200_000)
+const every = option("every", 20_000)
+const sampleEvery = option("sample", 5_000)
+const idleSeconds = option("idle", 30)
+const concurrency = option("concurrency", 8)
+const seed = option("seed", 1)
+const write = args.includes("--write")
+const snapshots = args.includes("--snapshots")
+const keep = args.includes("--keep") || snapshots
+
+const NOTE_SCOPES = { "notes:read": "Read your notes", "notes:write": "Create, change and delete your notes" }
+const USERS = [
+  { username: "alice", password: "correct horse battery staple" },
+  { username: "bob", password: "bob's long password for the soak" },
+]
+const CLIENT_ID = "soak-cli"
+const REDIRECT_URI = "http://127.0.0.1/callback"
+
+interface Server {
+  readonly child: ChildProcess
+  readonly exited: Promise<number | null>
+}
+
+/** `node <main> ...args`, its stderr copied to `log`; resolves once a line matches `ready`. */
+const start = async (main: string, argv: ReadonlyArray<string>, log: string, ready: RegExp) => {
+  const child = spawn(
+    process.execPath,
+    [...(snapshots ? ["--heapsnapshot-signal=SIGUSR2"] : []), join(root, main), ...argv],
+    { stdio: ["ignore", "ignore", "pipe"], cwd: dir },
+  )
+  const exited = new Promise<number | null>((done) => child.on("exit", (code) => done(code)))
+  const file = createWriteStream(log)
+  let seen = ""
+  const match = await new Promise<RegExpExecArray>((done, fail) => {
+    const onData = (chunk: Buffer) => {
+      seen += chunk.toString("utf8")
+      const m = ready.exec(seen)
+      if (m !== null) {
+        child.stderr?.off("data", onData)
+        done(m)
+      }
+    }
+    child.stderr?.on("data", onData)
+    void exited.then((code) => fail(new Error(`${main} exited with ${code} before it was ready:\n${seen}`)))
+  })
+  file.write(seen)
+  child.stderr?.pipe(file)
+  return { server: { child, exited } satisfies Server, match }
+}
+
+const stop = async (server: Server): Promise<void> => {
+  if (server.child.exitCode === null && server.child.signalCode === null) server.child.kill("SIGTERM")
+  await server.exited
+}
+
+interface Sample {
+  readonly kind: "running" | "drained" | "idle"
+  readonly requests: number
+  readonly seconds: number
+  readonly as: number
+  readonly mcp: number
+}
+interface Done {
+  readonly requests: number
+  readonly seconds: number
+  readonly statuses: Record<string, number>
+  readonly unexpected: Record<string, { readonly count: number; readonly example: string }>
+}
+
+const machine = () =>
+  `${availableParallelism()} CPUs (${cpus()[0]?.model.trim() ?? "unknown"}), Node ${process.version}, ${process.platform}/${process.arch}`
+const loads = () =>
+  loadavg()
+    .map((l) => l.toFixed(2))
+    .join(" / ")
+
+const dir = await mkdtemp(join(tmpdir(), "keyway-soak-"))
+const servers: Array<Server> = []
+let generator: ChildProcess | undefined
+// Interrupted: the servers and the load generator stop too.
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.on(signal, () => {
+    generator?.kill("SIGKILL")
+    for (const s of servers) s.child.kill("SIGKILL")
+    process.exit(130)
+  })
+}
+try {
+  const asPort = await freePort()
+  const mcpPort = await freePort()
+  const resource = `http://127.0.0.1:${mcpPort}/mcp`
+  const config = join(dir, "keyway.json")
+  await writeFile(
+    config,
+    JSON.stringify({
+      users: USERS,
+      clients: [
+        { clientId: CLIENT_ID, clientName: "Soak CLI", redirectUris: [REDIRECT_URI], tokenEndpointAuthMethod: "none" },
+      ],
+      resources: [{ uri: resource, name: "Keyway notes", scopes: NOTE_SCOPES }],
+      registration: true,
+      rateLimits: { registration: { max: 1_000_000 }, clientAddressHeader: "X-Real-IP" },
+    }),
+  )
+  const as = await start(
+    "apps/authorization-server/dist/main.js",
+    ["--config", config, "--port", String(asPort), "--data-dir", join(dir, "data")],
+    join(dir, "authorization-server.log"),
+    /listening on \S+, issuer (\S+);/,
+  )
+  servers.push(as.server)
+  const issuer = as.match[1]!
+  const mcp = await start(
+    "apps/mcp-server/dist/main.js",
+    ["--authorization-server", issuer, "--port", String(mcpPort)],
+    join(dir, "mcp-server.log"),
+    /listening on /,
+  )
+  servers.push(mcp.server)
+
+  const plan: Plan = {
+    issuer,
+    mcp: resource,
+    asPid: as.server.child.pid!,
+    mcpPid: mcp.server.child.pid!,
+    total,
+    sampleEvery,
+    pauseEvery: every,
+    idleMs: idleSeconds * 1000,
+    concurrency,
+    seed,
+    users: USERS,
+    clientId: CLIENT_ID,
+    redirectUri: REDIRECT_URI,
+    goodAddresses: "192.0.2",
+  }
+  const startedAt = new Date()
+  const loadAtStart = loads()
+  process.stdout.write(
+    `soak: ${total} requests, ${concurrency} at a time; authorization server pid ${plan.asPid}, MCP server pid ${plan.mcpPid}; logs in ${dir}\n`,
+  )
+  const samples: Array<Sample> = []
+  let done: Done | undefined
+  const load = spawn(process.execPath, [join(here, "soak-load.ts"), JSON.stringify(plan)], {
+    cwd: join(here, ".."),
+    stdio: ["ignore", "pipe", "inherit"],
+  })
+  let pending = ""
+  generator = load
+  load.stdout.on("data", (chunk: Buffer) => {
+    pending += chunk.toString("utf8")
+    let nl = pending.indexOf("\n")
+    while (nl !== -1) {
+      const event = JSON.parse(pending.slice(0, nl)) as { type: string } & Sample & Done
+      pending = pending.slice(nl + 1)
+      nl = pending.indexOf("\n")
+      if (event.type === "sample") {
+        samples.push(event)
+        if (snapshots && event.kind === "drained") for (const s of servers) s.child.kill("SIGUSR2")
+        process.stdout.write(
+          `${String(event.requests).padStart(7)} requests  ${event.seconds.toFixed(0).padStart(5)} s  ${event.kind.padEnd(7)}  authorization server ${event.as.toFixed(1).padStart(6)} MB  MCP server ${event.mcp.toFixed(1).padStart(6)} MB  (load ${loads()})\n`,
+        )
+      } else if (event.type === "done") done = event
+    }
+  })
+  const code = await new Promise<number | null>((finish) => load.on("exit", finish))
+  if (code !== 0 || done === undefined) throw new Error(`the load generator exited with ${code}`)
+  const loadAtEnd = loads()
+  for (const s of servers) {
+    if (s.child.exitCode !== null || s.child.signalCode !== null) throw new Error("a server stopped during the run")
+  }
+
+  // The curve: every `every` requests, after the idle pause, with the sample taken as it ran.
+  const at = (requests: number, kind: Sample["kind"]) => samples.find((s) => s.requests === requests && s.kind === kind)
+  const points = [0, ...Array.from({ length: Math.floor(total / every) }, (_, i) => (i + 1) * every)]
+  const rows = points.map((n) => ({ n, running: at(n, "running"), idle: at(n, "idle") }))
+  const first = rows.find((r) => r.n === every)
+  const last = rows.at(-1)
+  const growth = (server: "as" | "mcp", kind: "running" | "idle") => {
+    const a = first?.[kind]?.[server]
+    const b = last?.[kind]?.[server]
+    return a === undefined || b === undefined ? undefined : (b - a) / a
+  }
+  const verdicts = (["as", "mcp"] as const).map((server) => {
+    const idle = growth(server, "idle")
+    const running = growth(server, "running")
+    const held = idle !== undefined && running !== undefined && Math.abs(idle) <= 0.2 && Math.abs(running) <= 0.2
+    return { server, idle, running, held }
+  })
+  const pct = (g: number | undefined) => (g === undefined ? "n/a" : `${g >= 0 ? "+" : ""}${(g * 100).toFixed(1)}%`)
+  const name = { as: "authorization server", mcp: "MCP server" }
+  const mb = (v: number | undefined) => (v === undefined ? "" : v.toFixed(1))
+  const table = [
+    "| requests | authorization server, idle (MB) | authorization server, running (MB) | MCP server, idle (MB) | MCP server, running (MB) |",
+    "|---:|---:|---:|---:|---:|",
+    ...rows.map(
+      (r) => `| ${r.n} | ${mb(r.idle?.as)} | ${mb(r.running?.as)} | ${mb(r.idle?.mcp)} | ${mb(r.running?.mcp)} |`,
+    ),
+  ]
+  const verdictLines = verdicts.map(
+    (v) =>
+      `- ${name[v.server]}: ${pct(v.idle)} idle, ${pct(v.running)} running, from ${every} to ${last?.n} requests: ${v.held ? "within 20%, held" : "NOT within 20%"}`,
+  )
+  const statusLine = Object.entries(done.statuses)
+    .map(([k, v]) => `${k}: ${v}`)
+    .join(", ")
+  const unexpected = Object.entries(done.unexpected)
+  process.stdout.write(`\n${table.join("\n")}\n\n${verdictLines.join("\n")}\n\nstatuses: ${statusLine}\n`)
+  if (unexpected.length > 0) {
+    process.stdout.write(
+      `unexpected answers:\n${unexpected.map(([k, v]) => `  ${v.count} x ${k}${v.example === k ? "" : `\n    ${v.example}`}`).join("\n")}\n`,
+    )
+  }
+  process.stdout.write(
+    `${done.requests} requests in ${done.seconds.toFixed(0)} s (${(done.requests / done.seconds).toFixed(0)}/s); load average ${loadAtStart} at the start, ${loadAtEnd} at the end\n`,
+  )
+
+  if (write) {
+    const file = join(root, "docs/benchmarks.md")
+    const docs = await readFile(file, "utf8")
+    const begin = "<!-- soak:start -->"
+    const notes = "<!-- soak:notes -->"
+    const end = "<!-- soak:end -->"
+    const kept = docs.includes(notes) ? docs.slice(docs.indexOf(notes), docs.indexOf(end)) : `${notes}\n`
+    const section = [
+      begin,
+      "## Soak: resident memory of the runnable servers under 200,000 mixed requests",
+      "",
+      `\`node bench/soak.ts --write\` in \`apps/demo\` (after \`npm run build\`), ${startedAt.toISOString().slice(0, 16).replace("T", " ")} UTC:`,
+      `${done.requests} requests in ${done.seconds.toFixed(0)} s (${(done.requests / done.seconds).toFixed(0)} per second), ${concurrency} at a time, seed ${seed}.`,
+      "The authorization server app (SQLite file in a temporary data directory) and the notes MCP server app run as",
+      "child processes on loopback as users run them (plain `node`, no flags added); the load comes from a third process.",
+      `Resident memory is \`VmRSS\` of \`/proc/<pid>/status\`: "running" as it was when the ${every}th, ${every * 2}th, ... request was sent,`,
+      `"idle" once every request sent so far had been answered and the servers had then received nothing for ${idleSeconds} s`,
+      "(nothing forces a garbage collection).",
+      "",
+      `Machine: ${machine()}; load average (1 / 5 / 15 min) ${loadAtStart} at the start and ${loadAtEnd} at the end`,
+      "(the machine is shared with other work: throughput moves with it, resident memory much less).",
+      "",
+      ...table,
+      "",
+      `The rule: resident memory after ${last?.n} requests within 20% of its value after ${every}, for each server.`,
+      "",
+      ...verdictLines,
+      "",
+      `Answers: ${statusLine}; ${unexpected.length === 0 ? "none outside what each request expects (no 5xx)" : `unexpected: ${unexpected.map(([k, v]) => `${v.count} x ${k}`).join("; ")}`}.`,
+      "",
+      kept.trimEnd(),
+      end,
+    ].join("\n")
+    const next = docs.includes(begin)
+      ? `${docs.slice(0, docs.indexOf(begin))}${section}${docs.slice(docs.indexOf(end) + end.length)}`
+      : `${docs.trimEnd()}\n\n${section}\n`
+    await writeFile(file, next)
+    process.stdout.write(`wrote ${file}\n`)
+  }
+} finally {
+  await Promise.all(servers.map(stop))
+  if (!keep) await rm(dir, { recursive: true, force: true })
+}
