@@ -7,12 +7,12 @@
  * (in apps/demo, after `npm run build`; on Linux, since memory is read from /proc). It starts the authorization
  * server app (apps/authorization-server/dist/main.js: SQLite in a temporary data directory, its default) and the notes
  * MCP server app (apps/mcp-server/dist/main.js) as child processes on loopback, exactly as users run them (plain
- * `node`, no extra flags), then the load generator (bench/soak-load.ts) as a third process, and prints each server's
+ * `node`, no extra flags), then the load generator (bench/soak-traffic.ts) as a third process, and prints each server's
  * resident memory (VmRSS) against the number of requests: as it is while the load runs, and after each `--every`
  * requests once everything in flight has been answered and the servers have idled `--idle` seconds.
  *
- * The rule: each server's resident memory after all the requests is within 20% of what it was after the first
- * `--every` (after the idle pause, and as it is). `--write` replaces the soak section of docs/benchmarks.md; `--keep`
+ * The rule: each server's resident memory after all the requests is at most 20% above what it was after the first
+ * `--every`, as it is when that many requests have been sent (the figure after the idle pause is printed beside it). `--write` replaces the soak section of docs/benchmarks.md; `--keep`
  * keeps the temporary directory (the servers' logs and database). `--snapshots`, to find what grows: each server
  * writes a heap snapshot into that directory at every pause, once what was sent has been answered (Node's
  * `--heapsnapshot-signal`; a snapshot collects garbage first and costs memory, so the figures of such a run are not
@@ -31,7 +31,7 @@ import { availableParallelism, cpus, loadavg, tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import { freePort } from "@keyway/testing"
-import type { Plan } from "./soak-load.ts"
+import type { Plan } from "./soak-traffic.ts"
 
 const here = dirname(fileURLToPath(import.meta.url))
 const root = resolve(here, "../../..")
@@ -97,12 +97,19 @@ const stop = async (server: Server): Promise<void> => {
   await server.exited
 }
 
+interface Parts {
+  readonly brk: number
+  readonly files: number
+  readonly anonymous: number
+}
 interface Sample {
   readonly kind: "running" | "drained" | "idle"
   readonly requests: number
   readonly seconds: number
   readonly as: number
   readonly mcp: number
+  readonly asParts: Parts
+  readonly mcpParts: Parts
 }
 interface Done {
   readonly requests: number
@@ -111,6 +118,7 @@ interface Done {
   readonly unexpected: Record<string, { readonly count: number; readonly example: string }>
 }
 
+const parts = (p: Parts) => `brk ${p.brk.toFixed(0)}, anonymous ${p.anonymous.toFixed(0)}, files ${p.files.toFixed(0)}`
 const machine = () =>
   `${availableParallelism()} CPUs (${cpus()[0]?.model.trim() ?? "unknown"}), Node ${process.version}, ${process.platform}/${process.arch}`
 const loads = () =>
@@ -185,10 +193,12 @@ try {
   )
   const samples: Array<Sample> = []
   let done: Done | undefined
-  const load = spawn(process.execPath, [join(here, "soak-load.ts"), JSON.stringify(plan)], {
+  // The plan goes on standard input, so that the command line stays short.
+  const load = spawn(process.execPath, [join(here, "soak-traffic.ts")], {
     cwd: join(here, ".."),
-    stdio: ["ignore", "pipe", "inherit"],
+    stdio: ["pipe", "pipe", "inherit"],
   })
+  load.stdin.end(JSON.stringify(plan))
   let pending = ""
   generator = load
   load.stdout.on("data", (chunk: Buffer) => {
@@ -202,13 +212,15 @@ try {
         samples.push(event)
         if (snapshots && event.kind === "drained") for (const s of servers) s.child.kill("SIGUSR2")
         process.stdout.write(
-          `${String(event.requests).padStart(7)} requests  ${event.seconds.toFixed(0).padStart(5)} s  ${event.kind.padEnd(7)}  authorization server ${event.as.toFixed(1).padStart(6)} MB  MCP server ${event.mcp.toFixed(1).padStart(6)} MB  (load ${loads()})\n`,
+          `${String(event.requests).padStart(7)} requests  ${event.seconds.toFixed(0).padStart(5)} s  ${event.kind.padEnd(7)}  authorization server ${event.as.toFixed(1).padStart(6)} MB (${parts(event.asParts)})  MCP server ${event.mcp.toFixed(1).padStart(6)} MB (${parts(event.mcpParts)})  (load ${loads()})\n`,
         )
       } else if (event.type === "done") done = event
     }
   })
-  const code = await new Promise<number | null>((finish) => load.on("exit", finish))
-  if (code !== 0 || done === undefined) throw new Error(`the load generator exited with ${code}`)
+  const [code, signal] = await new Promise<[number | null, string | null]>((finish) =>
+    load.on("exit", (c, s) => finish([c, s])),
+  )
+  if (code !== 0 || done === undefined) throw new Error(`the load generator exited with ${code ?? signal}`)
   const loadAtEnd = loads()
   for (const s of servers) {
     if (s.child.exitCode !== null || s.child.signalCode !== null) throw new Error("a server stopped during the run")
@@ -228,28 +240,54 @@ try {
   const verdicts = (["as", "mcp"] as const).map((server) => {
     const idle = growth(server, "idle")
     const running = growth(server, "running")
-    const held = idle !== undefined && running !== undefined && Math.abs(idle) <= 0.2 && Math.abs(running) <= 0.2
+    // Judged on the figure as it is when the count is reached: the one after the idle pause depends on whether V8's
+    // memory reducer happened to run in it. Less memory is never a failure.
+    const held = running !== undefined && running <= 0.2
     return { server, idle, running, held }
   })
   const pct = (g: number | undefined) => (g === undefined ? "n/a" : `${g >= 0 ? "+" : ""}${(g * 100).toFixed(1)}%`)
   const name = { as: "authorization server", mcp: "MCP server" }
   const mb = (v: number | undefined) => (v === undefined ? "" : v.toFixed(1))
+  const count = (n: number | undefined) => (n ?? 0).toLocaleString("en-US")
   const table = [
     "| requests | authorization server, idle (MB) | authorization server, running (MB) | MCP server, idle (MB) | MCP server, running (MB) |",
     "|---:|---:|---:|---:|---:|",
     ...rows.map(
-      (r) => `| ${r.n} | ${mb(r.idle?.as)} | ${mb(r.running?.as)} | ${mb(r.idle?.mcp)} | ${mb(r.running?.mcp)} |`,
+      (r) =>
+        `| ${count(r.n)} | ${mb(r.idle?.as)} | ${mb(r.running?.as)} | ${mb(r.idle?.mcp)} | ${mb(r.running?.mcp)} |`,
     ),
+  ]
+  // Where the memory is, at the first and the last point of the curve (as it is when the count is reached).
+  const whereRows = [first, last].flatMap((r) =>
+    r?.running === undefined
+      ? []
+      : (["as", "mcp"] as const).map((server) => {
+          const p = r.running?.[server === "as" ? "asParts" : "mcpParts"]
+          return `| ${name[server]} | ${count(r.n)} | ${mb(p?.brk)} | ${mb(p?.anonymous)} | ${mb(p?.files)} |`
+        }),
+  )
+  const where = [
+    "| server | requests | `[heap]`: malloc's main arena (MB) | other anonymous memory: V8's heap, other threads' arenas, stacks (MB) | files: node, libraries, SQLite's shared memory (MB) |",
+    "|---|---:|---:|---:|---:|",
+    ...whereRows,
   ]
   const verdictLines = verdicts.map(
     (v) =>
-      `- ${name[v.server]}: ${pct(v.idle)} idle, ${pct(v.running)} running, from ${every} to ${last?.n} requests: ${v.held ? "within 20%, held" : "NOT within 20%"}`,
+      `- ${name[v.server]}: ${pct(v.running)} from ${count(every)} to ${count(last?.n)} requests: ${v.held ? "within 20%, held" : "NOT within 20%"} (after the idle pauses: ${pct(v.idle)})`,
   )
-  const statusLine = Object.entries(done.statuses)
-    .map(([k, v]) => `${k}: ${v}`)
-    .join(", ")
+  const statusLine = (["as", "mcp"] as const)
+    .map((server) => {
+      const answers = Object.entries(done?.statuses ?? {})
+        .filter(([k]) => k.startsWith(`${server} `))
+        .map(([k, v]) => `${k.slice(server.length + 1)} × ${count(v)}`)
+      return `${name[server]} ${answers.join(", ")}`
+    })
+    .join("; ")
+  const serverErrors = Object.entries(done.statuses)
+    .filter(([k]) => /^\w+ 5\d\d$/.test(k) && !k.endsWith(" 501"))
+    .reduce((sum, [, v]) => sum + v, 0)
   const unexpected = Object.entries(done.unexpected)
-  process.stdout.write(`\n${table.join("\n")}\n\n${verdictLines.join("\n")}\n\nstatuses: ${statusLine}\n`)
+  process.stdout.write(`\n${table.join("\n")}\n\n${verdictLines.join("\n")}\n\nanswers: ${statusLine}\n`)
   if (unexpected.length > 0) {
     process.stdout.write(
       `unexpected answers:\n${unexpected.map(([k, v]) => `  ${v.count} x ${k}${v.example === k ? "" : `\n    ${v.example}`}`).join("\n")}\n`,
@@ -271,10 +309,10 @@ try {
       "## Soak: resident memory of the runnable servers under 200,000 mixed requests",
       "",
       `\`node bench/soak.ts --write\` in \`apps/demo\` (after \`npm run build\`), ${startedAt.toISOString().slice(0, 16).replace("T", " ")} UTC:`,
-      `${done.requests} requests in ${done.seconds.toFixed(0)} s (${(done.requests / done.seconds).toFixed(0)} per second), ${concurrency} at a time, seed ${seed}.`,
+      `${count(done.requests)} requests in ${done.seconds.toFixed(0)} s (${(done.requests / done.seconds).toFixed(0)} per second), ${concurrency} at a time, seed ${seed}.`,
       "The authorization server app (SQLite file in a temporary data directory) and the notes MCP server app run as",
       "child processes on loopback as users run them (plain `node`, no flags added); the load comes from a third process.",
-      `Resident memory is \`VmRSS\` of \`/proc/<pid>/status\`: "running" as it was when the ${every}th, ${every * 2}th, ... request was sent,`,
+      `Resident memory is \`VmRSS\` of \`/proc/<pid>/status\`: "running" as it was when the ${count(every)}th, ${count(every * 2)}th, ... request was sent,`,
       `"idle" once every request sent so far had been answered and the servers had then received nothing for ${idleSeconds} s`,
       "(nothing forces a garbage collection).",
       "",
@@ -283,11 +321,15 @@ try {
       "",
       ...table,
       "",
-      `The rule: resident memory after ${last?.n} requests within 20% of its value after ${every}, for each server.`,
+      "Where it is (`Rss` of each mapping in `/proc/<pid>/smaps`):",
+      "",
+      ...where,
+      "",
+      `The rule: resident memory after ${count(last?.n)} requests within 20% of its value after ${count(every)}, for each server, as it is when that many requests have been sent.`,
       "",
       ...verdictLines,
       "",
-      `Answers: ${statusLine}; ${unexpected.length === 0 ? "none outside what each request expects (no 5xx)" : `unexpected: ${unexpected.map(([k, v]) => `${v.count} x ${k}`).join("; ")}`}.`,
+      `Answers by status: ${statusLine}. ${unexpected.length === 0 ? "Each was one its request expects" : `Unexpected: ${unexpected.map(([k, v]) => `${v.count} × ${k}`).join("; ")}`}; ${serverErrors === 0 ? "no 5xx but the 501 of a method no server implements (`PROPFIND`)" : `${serverErrors} answers 5xx other than 501`}.`,
       "",
       kept.trimEnd(),
       end,

@@ -4,7 +4,7 @@
  * memory (`VmRSS` in `/proc/<pid>/status`) every `sampleEvery` requests as it is, and every `pauseEvery` requests it
  * also lets everything in flight finish, reads it again, waits `idleMs` with nothing sent and reads it a third time.
  *
- * Input: the plan as JSON in argv[2]. Output: one JSON line per event on stdout (`sample`, `progress`, `done`).
+ * Input: the plan as JSON on standard input. Output: one JSON line per event on stdout (`sample`, `progress`, `done`).
  *
  * The mix (weights per operation; an operation is one or more requests):
  * - a complete authorization-code flow with PKCE: the authorization request, the login page's form with its CSRF
@@ -50,7 +50,9 @@ export interface Plan {
   readonly goodAddresses: string
 }
 
-const plan = JSON.parse(process.argv[2] ?? "{}") as Plan
+let input = ""
+for await (const chunk of process.stdin) input += (chunk as Buffer).toString("utf8")
+const plan = JSON.parse(input) as Plan
 const asOrigin = new URL(plan.issuer).origin
 const asPort = Number(new URL(plan.issuer).port)
 const mcpUrl = new URL(plan.mcp)
@@ -97,6 +99,32 @@ const rssOf = (pid: number): number => {
   if (kb === undefined) throw new Error(`no VmRSS for process ${pid}`)
   return Number(kb) / 1024
 }
+/**
+ * Where a process's resident memory is, from `/proc/<pid>/smaps`: `[heap]`, the program break, where glibc's malloc
+ * keeps its main arena (what C++ code, Node's buffers and SQLite allocate on the main thread); mappings of files (the
+ * node binary, shared libraries, the database's shared memory); and the rest, anonymous mappings (V8's heap pages,
+ * the malloc arenas of other threads, stacks).
+ */
+const partsOf = (pid: number): { readonly brk: number; readonly files: number; readonly anonymous: number } => {
+  let brk = 0
+  let files = 0
+  let anonymous = 0
+  let name = ""
+  for (const line of readFileSync(`/proc/${pid}/smaps`, "utf8").split("\n")) {
+    const mapping = /^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$/.exec(line)
+    if (mapping !== null) {
+      name = mapping[1] ?? ""
+      continue
+    }
+    const rss = /^Rss:\s+(\d+) kB$/.exec(line)?.[1]
+    if (rss === undefined) continue
+    const mb = Number(rss) / 1024
+    if (name === "[heap]") brk += mb
+    else if (name.startsWith("/")) files += mb
+    else anonymous += mb
+  }
+  return { brk, files, anonymous }
+}
 const emit = (event: object) => process.stdout.write(`${JSON.stringify(event)}\n`)
 const sample = (requests: number, kind: "running" | "drained" | "idle") =>
   emit({
@@ -106,6 +134,8 @@ const sample = (requests: number, kind: "running" | "drained" | "idle") =>
     seconds: (performance.now() - started) / 1000,
     as: rssOf(plan.asPid),
     mcp: rssOf(plan.mcpPid),
+    asParts: partsOf(plan.asPid),
+    mcpParts: partsOf(plan.mcpPid),
   })
 
 const pause = async (at: number): Promise<void> => {
@@ -625,17 +655,40 @@ const badAs = async (): Promise<void> => {
       )
       return
     case 11: {
-      // A wrong password for a made-up account from a made-up address: a fresh bucket of each login limit.
-      const query = new URLSearchParams({ response_type: "code", client_id: client, redirect_uri: plan.redirectUri })
+      // A wrong password for a made-up account from a made-up address, through the login form with its CSRF token:
+      // a fresh bucket of each login limit (per account, per address).
+      const address = { "x-real-ip": madeUpAddress() }
+      const query = new URLSearchParams({
+        response_type: "code",
+        client_id: client,
+        redirect_uri: plan.redirectUri,
+        scope: "notes:read",
+        state: randomBytes(8).toString("base64url"),
+        code_challenge: pkce().challenge,
+        code_challenge_method: "S256",
+        resource: plan.mcp,
+      }).toString()
+      const page = await http(
+        "as",
+        "GET /authorize (wrong password)",
+        `${asOrigin}/authorize?${query}`,
+        {
+          headers: address,
+        },
+        [200],
+      )
+      const csrf = csrfOf(page.text)
+      if (csrf === undefined) return
       await http(
         "as",
         "wrong password",
         `${asOrigin}/authorize/login`,
         form(
-          { csrf_token: madeUp("csrf"), request: query.toString(), username: madeUp("user"), password: madeUp("pw") },
-          { origin: asOrigin, cookie: `keyway_session=${madeUp("s")}`, "x-real-ip": madeUpAddress() },
+          { csrf_token: csrf, request: query, username: madeUp("user"), password: madeUp("pw") },
+          { origin: asOrigin, cookie: cookieOf(page) ?? "", ...address },
         ),
-        "4xx",
+        // The login page again with its error, or 429 once a limit is reached.
+        [200, 401, 429],
       )
       return
     }
