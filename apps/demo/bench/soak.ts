@@ -250,11 +250,11 @@ try {
   const mb = (v: number | undefined) => (v === undefined ? "" : v.toFixed(1))
   const count = (n: number | undefined) => (n ?? 0).toLocaleString("en-US")
   const table = [
-    "| requests | authorization server, idle (MB) | authorization server, running (MB) | MCP server, idle (MB) | MCP server, running (MB) |",
+    "| requests | authorization server (MB) | authorization server, after the idle pause (MB) | MCP server (MB) | MCP server, after the idle pause (MB) |",
     "|---:|---:|---:|---:|---:|",
     ...rows.map(
       (r) =>
-        `| ${count(r.n)} | ${mb(r.idle?.as)} | ${mb(r.running?.as)} | ${mb(r.idle?.mcp)} | ${mb(r.running?.mcp)} |`,
+        `| ${count(r.n)} | ${mb(r.running?.as)} | ${mb(r.idle?.as)} | ${mb(r.running?.mcp)} | ${mb(r.idle?.mcp)} |`,
     ),
   ]
   // Where the memory is, at the first and the last point of the curve (as it is when the count is reached).
