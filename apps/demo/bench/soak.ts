@@ -2,7 +2,7 @@
  * Soak benchmark of the two runnable servers: does resident memory stay bounded under a long mixed load?
  *
  *   node bench/soak.ts [--requests 200000] [--every 20000] [--sample 5000] [--idle 30] [--concurrency 8]
- *                      [--seed 1] [--write] [--keep] [--snapshots]
+ *                      [--seed 1] [--write] [--keep] [--snapshots] [--trace-gc]
  *
  * (in apps/demo, after `npm run build`; on Linux, since memory is read from /proc). It starts the authorization
  * server app (apps/authorization-server/dist/main.js: SQLite in a temporary data directory, its default) and the notes
@@ -12,13 +12,16 @@
  * requests once everything in flight has been answered and the servers have idled `--idle` seconds.
  *
  * The rule: each server's resident memory after all the requests is at most 20% above what it was after the first
- * `--every`, as it is when that many requests have been sent (the figure after the idle pause is printed beside it). `--write` replaces the soak section of docs/benchmarks.md; `--keep`
- * keeps the temporary directory (the servers' logs and database). `--snapshots`, to find what grows: each server
- * writes a heap snapshot into that directory at every pause, once what was sent has been answered (Node's
- * `--heapsnapshot-signal`; a snapshot collects garbage first and costs memory, so the figures of such a run are not
- * the benchmark's).
+ * `--every`, as it is when that many requests have been sent (the figure after the idle pause is printed beside it).
  *
- * The authorization server's configuration for the run: two users, one pre-registered public client, the notes
+ * `--write` replaces the soak section of docs/benchmarks.md (its notes kept). `--keep` keeps the temporary directory
+ * (the servers' logs and database). To find what grows (the figures of such runs are not the benchmark's):
+ * `--snapshots` has each server write a heap snapshot into that directory at every pause, once what was sent has
+ * been answered (Node's `--heapsnapshot-signal`; a snapshot collects garbage first and costs memory); `--trace-gc` has
+ * them write V8's line for each collection (`--trace-gc --trace-gc-nvp`: the live size after each full collection,
+ * and what V8 has committed for its heap) to `<server>.gc.log` there.
+ *
+ * The authorization server's configuration for the run: eight users, one pre-registered public client, the notes
  * server as its resource, dynamic registration on, its abuse limits on with the registration limit raised to
  * 1,000,000 per hour (the load registers thousands of clients from one address), and `clientAddressHeader` set to
  * `X-Real-IP` so that the wrong passwords of the load come from made-up addresses while its good sign-ins come from
@@ -50,13 +53,16 @@ const concurrency = option("concurrency", 8)
 const seed = option("seed", 1)
 const write = args.includes("--write")
 const snapshots = args.includes("--snapshots")
-const keep = args.includes("--keep") || snapshots
+const traceGc = args.includes("--trace-gc")
+const keep = args.includes("--keep") || snapshots || traceGc
 
 const NOTE_SCOPES = { "notes:read": "Read your notes", "notes:write": "Create, change and delete your notes" }
-const USERS = [
-  { username: "alice", password: "correct horse battery staple" },
-  { username: "bob", password: "bob's long password for the soak" },
-]
+// Eight users, so that concurrent sign-ins seldom meet on one account: the per-account login limit counts an attempt
+// when it starts and gives it back when it succeeds, so five at once on one account would lock it.
+const USERS = ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi"].map((username) => ({
+  username,
+  password: `${username}'s long password for the soak`,
+}))
 const CLIENT_ID = "soak-cli"
 const REDIRECT_URI = "http://127.0.0.1/callback"
 
@@ -69,9 +75,15 @@ interface Server {
 const start = async (main: string, argv: ReadonlyArray<string>, log: string, ready: RegExp) => {
   const child = spawn(
     process.execPath,
-    [...(snapshots ? ["--heapsnapshot-signal=SIGUSR2"] : []), join(root, main), ...argv],
-    { stdio: ["ignore", "ignore", "pipe"], cwd: dir },
+    [
+      ...(snapshots ? ["--heapsnapshot-signal=SIGUSR2"] : []),
+      ...(traceGc ? ["--trace-gc", "--trace-gc-nvp"] : []),
+      join(root, main),
+      ...argv,
+    ],
+    { stdio: ["ignore", traceGc ? "pipe" : "ignore", "pipe"], cwd: dir },
   )
+  child.stdout?.pipe(createWriteStream(log.replace(/\.log$/, ".gc.log")))
   const exited = new Promise<number | null>((done) => child.on("exit", (code) => done(code)))
   const file = createWriteStream(log)
   let seen = ""
