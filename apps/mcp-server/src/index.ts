@@ -3,5 +3,5 @@
  *
  * @module
  */
-export { type Note, Notes } from "./notes.js"
+export { NOTES_LIMITS, type Note, NoteRefused, Notes, type NotesLimits } from "./notes.js"
 export { type McpServerConfig, NOTE_SCOPES, type RunningMcpServer, startMcpServer, TOOL_SCOPES } from "./server.js"

@@ -37,10 +37,16 @@ interface Entry<A> {
   readonly expiresAt: number
 }
 
+/** Entries the sweep looks at on each insertion (see {@link ExpiringCache}). */
+const SWEEP_STEPS = 2
+
 /**
  * A bounded map with per-entry expiry, read on the hot path without running an Effect; `now` is the owner's clock
  * (milliseconds). Eviction is oldest-inserted first: cheap, and a busy client's token is re-inserted soon after
- * eviction anyway.
+ * eviction anyway. Each insertion also looks at the next two entries of a walk round the map and drops those that
+ * have expired, so expired entries do not stay until the map is full: with entries inserted at a steady rate, it
+ * holds at most about twice the entries still live (an expired one waits at most one walk round the map, which takes
+ * half as many insertions as there are entries), not `maxEntries` of them.
  */
 export class ExpiringCache<A> {
   readonly #entries = new Map<string, Entry<A>>()
@@ -48,6 +54,8 @@ export class ExpiringCache<A> {
   // entry deleted since the map was last rehashed, about 3.6 µs per insert at 10 000 entries (docs/benchmarks.md);
   // a live iterator keeps its place, and an entry set again moves behind it.
   #oldest: MapIterator<string> = this.#entries.keys()
+  // The walk of the sweep, a live iterator as well, begun again at the first key when it reaches the last.
+  #sweep: MapIterator<string> = this.#entries.keys()
   readonly #maxEntries: number
   readonly #now: () => number
 
@@ -71,7 +79,9 @@ export class ExpiringCache<A> {
   }
 
   set(key: string, value: A, expiresAt: number): void {
-    if (this.#maxEntries <= 0 || expiresAt <= this.#now()) return
+    const now = this.#now()
+    if (this.#maxEntries <= 0 || expiresAt <= now) return
+    this.#sweepSome(now)
     this.#entries.delete(key)
     if (this.#entries.size >= this.#maxEntries) this.#evict()
     this.#entries.set(key, { value, expiresAt })
@@ -83,6 +93,20 @@ export class ExpiringCache<A> {
 
   clear(): void {
     this.#entries.clear()
+  }
+
+  // A few steps of the walk, so that an insertion costs O(1): a full scan for expired entries would cost O(n).
+  #sweepSome(now: number): void {
+    for (let step = 0; step < SWEEP_STEPS; step++) {
+      let next = this.#sweep.next()
+      if (next.done === true) {
+        this.#sweep = this.#entries.keys()
+        next = this.#sweep.next()
+        if (next.done === true) return
+      }
+      const entry = this.#entries.get(next.value)
+      if (entry !== undefined && entry.expiresAt <= now) this.#entries.delete(next.value)
+    }
   }
 
   // Drops the oldest entries only: a full scan for expired ones would cost O(n) per insert at capacity.

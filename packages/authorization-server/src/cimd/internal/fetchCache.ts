@@ -6,14 +6,30 @@ export interface Fetched<A> {
   readonly expiresAt: number
 }
 
+/** A value the cache holds until it expires. */
+interface Ok<A> {
+  readonly _tag: "ok"
+  readonly value: A
+  readonly fetchedAt: number
+  readonly expiresAt: number
+}
+
+/** A failure the cache repeats until its back-off ends. */
+interface Failed<E> {
+  readonly _tag: "failed"
+  readonly error: E
+  readonly until: number
+}
+
 /** What the cache holds for a key: a value until it expires, or a failure repeated until its back-off ends. */
-export type Entry<A, E> =
-  | { readonly _tag: "ok"; readonly value: A; readonly fetchedAt: number; readonly expiresAt: number }
-  | { readonly _tag: "failed"; readonly error: E; readonly until: number }
+export type Entry<A, E> = Ok<A> | Failed<E>
 
 /** Bounds of a {@link FetchCache}. */
 export interface CacheSettings {
-  /** Most keys kept; expired entries go first, then the oldest. */
+  /**
+   * Most keys kept. Failures go as soon as their back-off is over; when the cache is full, expired values go, then
+   * the oldest failures, then the oldest values.
+   */
   readonly maxEntries: number
   /** How long a failure is repeated without fetching again; 0 keeps no failure. */
   readonly failureBackoffSeconds: number
@@ -32,30 +48,44 @@ export interface FetchCache<A, E> {
   readonly load: (key: string, now: number, fetch: Effect.Effect<Fetched<A>, E>) => Effect.Effect<A, E>
   /** Drops the entry for `key`. */
   readonly forget: (key: string) => void
+  /** How many keys it holds (values and failures). */
+  readonly size: () => number
 }
 
 const endOf = <A, E>(entry: Entry<A, E>): number => (entry._tag === "ok" ? entry.expiresAt : entry.until)
 
 /** A {@link FetchCache} within `settings`. */
 export const make = <A, E>(settings: CacheSettings): FetchCache<A, E> => {
-  const entries = new Map<string, Entry<A, E>>()
+  const values = new Map<string, Ok<A>>()
+  // Failures apart, in the order they were kept: every one lasts the same back-off, so they end in that order too and
+  // go as soon as it is over. Kept with the values until the cache is full, each held an error (and what its stack
+  // trace refers to) long after it stopped mattering, for every distinct URL a caller ever made up.
+  const failures = new Map<string, Failed<E>>()
   const inflight = new Map<string, Deferred.Deferred<A, E>>()
 
+  const oldest = (map: Map<string, unknown>) => {
+    const first = map.keys().next()
+    if (first.done !== true) map.delete(first.value)
+  }
   const remember = (key: string, entry: Entry<A, E>, now: number) => {
-    entries.delete(key)
-    if (entries.size >= settings.maxEntries) {
-      for (const [other, e] of entries) if (endOf(e) <= now) entries.delete(other)
+    values.delete(key)
+    failures.delete(key)
+    for (const [other, e] of failures) {
+      if (e.until > now) break
+      failures.delete(other)
     }
-    while (entries.size >= settings.maxEntries) {
-      const oldest = entries.keys().next()
-      if (oldest.done === true) break
-      entries.delete(oldest.value)
+    if (values.size + failures.size >= settings.maxEntries) {
+      for (const [other, e] of values) if (e.expiresAt <= now) values.delete(other)
     }
-    entries.set(key, entry)
+    while (values.size + failures.size >= settings.maxEntries && values.size + failures.size > 0) {
+      oldest(failures.size > 0 ? failures : values)
+    }
+    if (entry._tag === "ok") values.set(key, entry)
+    else failures.set(key, entry)
   }
 
   const current = (key: string, now: number): Entry<A, E> | undefined => {
-    const entry = entries.get(key)
+    const entry = values.get(key) ?? failures.get(key)
     return entry !== undefined && now < endOf(entry) ? entry : undefined
   }
 
@@ -91,5 +121,13 @@ export const make = <A, E>(settings: CacheSettings): FetchCache<A, E> => {
       )
     })
 
-  return { current, load, forget: (key) => void entries.delete(key) }
+  return {
+    current,
+    load,
+    forget: (key) => {
+      values.delete(key)
+      failures.delete(key)
+    },
+    size: () => values.size + failures.size,
+  }
 }
