@@ -76,18 +76,44 @@ describe("the client's Web face in a browser", () => {
       const errors: Array<string> = []
       page.on("pageerror", (error) => errors.push(error.message))
 
+      // Each step of the flow says, if it does not finish, where the page was and what it had requested.
+      const step = async <A>(name: string, run: () => Promise<A>): Promise<A> => {
+        try {
+          return await run()
+        } catch (cause) {
+          const state = await page
+            .evaluate(
+              () =>
+                `${document.body?.dataset.state ?? "(no body)"}: ${document.getElementById("out")?.textContent ?? ""}`,
+            )
+            .catch(() => "(page not readable)")
+          throw new Error(
+            `${name}: ${cause instanceof Error ? cause.message.split("\n")[0] : String(cause)}\n` +
+              `page at ${page.url()}, state ${state}\nrequests:\n${requests.join("\n")}`,
+          )
+        }
+      }
+
       await page.goto(`${appOrigin}/app`)
       // The redirect agent took the page to the authorization server's sign-in page.
-      await page.waitForURL((url) => url.href.startsWith(`${stack.issuer}/`), { timeout: 30_000 })
-      await page.getByLabel("Username").fill(stack.users[0]!.username)
-      await page.getByLabel("Password").fill(stack.users[0]!.password)
-      await page.getByRole("button", { name: "Sign in" }).click()
-      expect(await page.locator("[data-client-name]").textContent()).toBe("Keyway browser app")
-      await page.getByRole("button", { name: "Approve" }).click()
+      await step("to the sign-in page", () =>
+        page.waitForURL((url) => url.href.startsWith(`${stack.issuer}/`), { timeout: 60_000 }),
+      )
+      await step("sign-in", async () => {
+        await page.getByLabel("Username").fill(stack.users[0]!.username)
+        await page.getByLabel("Password").fill(stack.users[0]!.password)
+        await page.getByRole("button", { name: "Sign in" }).click()
+      })
+      expect(await step("consent page", () => page.locator("[data-client-name]").textContent())).toBe(
+        "Keyway browser app",
+      )
+      await step("approve", () => page.getByRole("button", { name: "Approve" }).click())
 
       // The callback page completes, goes back to the app, whose call now succeeds.
-      await page.waitForURL(`${appOrigin}/app`, { timeout: 30_000 })
-      await page.locator("body[data-state=done], body[data-state=error]").waitFor({ timeout: 30_000 })
+      await step("back to the app", () => page.waitForURL(`${appOrigin}/app`, { timeout: 60_000 }))
+      await step("the app's call", () =>
+        page.locator("body[data-state=done], body[data-state=error]").waitFor({ timeout: 60_000 }),
+      )
       const out = await page.locator("#out").textContent()
       expect(await page.locator("body").getAttribute("data-state"), out ?? "").toBe("done")
       const outcome = JSON.parse(out ?? "{}") as {
@@ -122,5 +148,6 @@ describe("the client's Web face in a browser", () => {
     } finally {
       await context.close()
     }
-  })
+    // Alone it takes about 4 s; beside the rest of the suite on two cores, several times that.
+  }, 180_000)
 })
