@@ -552,7 +552,8 @@ const makeIntrospectionVerify = (
       catch: (error) => unavailable(error instanceof Error ? error.message : "request failed"),
     })
     if (response.status !== 200) {
-      yield* Effect.ignore(Effect.tryPromise(async () => response.body?.cancel()))
+      // Let go of the body without waiting: the caller's fetch may keep a clone, which holds the cancellation open.
+      response.body?.cancel().catch(() => undefined)
       return yield* unavailable(`status ${response.status}`)
     }
     const body: unknown = yield* Effect.tryPromise({

@@ -173,8 +173,9 @@ export const createUpstreamApiClient = (options: UpstreamApiClientOptions): Upst
     const response = await send()
     const replayable = init.body === undefined || init.body === null || typeof init.body === "string"
     if (response.status === 401 && replayable) {
-      // The upstream may have revoked or rotated our token early: get a new one once.
-      await response.body?.cancel()
+      // The upstream may have revoked or rotated our token early: get a new one once. The body is let go of, never
+      // waited for: a caller's fetch that keeps a clone (a logging wrapper) holds its cancellation open.
+      response.body?.cancel().catch(() => undefined)
       await renew()
       return send()
     }

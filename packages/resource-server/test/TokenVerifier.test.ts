@@ -447,7 +447,10 @@ const startIntrospection = async (): Promise<Running & { state: IntrospectionSta
         req.headers.authorization === "Bearer rs-token" ||
         (form.get("client_id") === "rs" && form.get("client_secret") === "s3cret")
       if (req.method !== "POST" || !authed) {
-        res.writeHead(401, { "content-type": "application/json" }).end(`{"error":"invalid_client"}`)
+        // A body of many chunks: a reader that lets go of it early leaves the rest unread.
+        res
+          .writeHead(401, { "content-type": "application/json" })
+          .end(JSON.stringify({ error: "invalid_client", error_description: "x".repeat(256 * 1024) }))
         return
       }
       const answer = state.answers[form.get("token") ?? ""] ?? { active: false }
@@ -562,6 +565,24 @@ describe("introspection verifier", () => {
     const l = layer({ clientAuth: { method: "client_secret_basic", clientId: "rs", clientSecret: "wrong" } })
     const error = failure(await verifyWith(l, "tok4"))
     expect(error).toEqual(new VerifierUnavailable({ source: "introspection", detail: "status 401" }))
+  })
+
+  it("answers when the caller's fetch keeps a clone of every response it never reads (a logging wrapper)", async () => {
+    const kept: Array<Response> = []
+    const keeping = async (input: string | URL | Request, init?: RequestInit) => {
+      const response = await fetch(input, init)
+      kept.push(response.clone())
+      return response
+    }
+    const l = layer({
+      clientAuth: { method: "client_secret_basic", clientId: "rs", clientSecret: "wrong" },
+      fetch: keeping,
+      // Longer than the test's own timeout: the call's timeout would otherwise end a wait on the cancellation.
+      timeoutMs: 120_000,
+    })
+    const error = failure(await verifyWith(l, "tok4"))
+    expect(error).toEqual(new VerifierUnavailable({ source: "introspection", detail: "status 401" }))
+    expect(kept.map((k) => k.status)).toEqual([401])
   })
 
   it("endpoint down: 401 over HTTP, then recovers; results are cached by the protected resource", async () => {

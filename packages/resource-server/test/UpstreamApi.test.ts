@@ -34,7 +34,11 @@ beforeAll(async () => {
       })
       if (rejectNext) {
         rejectNext = false
-        res.writeHead(401, { "www-authenticate": 'Bearer error="invalid_token"' }).end()
+        // A body beside the challenge: with a clone of the response kept, its cancellation settles only when the
+        // clone's does.
+        res
+          .writeHead(401, { "www-authenticate": 'Bearer error="invalid_token"', "content-type": "application/json" })
+          .end(JSON.stringify({ error: "invalid_token", detail: "x".repeat(512) }))
         return
       }
       res.writeHead(200, { "content-type": "application/json" }).end(`{"data":"upstream"}`)
@@ -154,6 +158,34 @@ describe("no token passthrough", () => {
     const response = await c.fetch(`${upstream.origin}/data`)
     expect(response.status).toBe(200)
     expect(issued).toBe(before + 1)
+  })
+
+  it("answers the 401 retry when the caller's fetch keeps a clone of every response it never reads (a logging wrapper)", async () => {
+    const kept: Array<Response> = []
+    const keeping = async (input: string | URL | Request, init?: RequestInit) => {
+      const response = await fetch(input, init)
+      kept.push(response.clone())
+      return response
+    }
+    const c = createUpstreamApiClient({
+      tokenEndpoint: `${tokenEndpoint.origin}/token`,
+      clientId: "mcp-server",
+      clientSecret: "secret",
+      scopes: ["api:read"],
+      resource: "https://api.example.com",
+      fetch: keeping,
+    })
+    await c.fetch(`${upstream.origin}/data`)
+    rejectNext = true
+    const response = await c.fetch(`${upstream.origin}/data`)
+    expect(response.status).toBe(200)
+    expect(kept.map((k) => `${k.status} ${new URL(k.url).pathname}`)).toEqual([
+      "200 /token",
+      "200 /data",
+      "401 /data",
+      "200 /token",
+      "200 /data",
+    ])
   })
 
   it("concurrent callers share one token request, and the token is reused until its renewal time", async () => {
