@@ -69,6 +69,8 @@ const REDIRECT_URI = "http://127.0.0.1/callback"
 interface Server {
   readonly child: ChildProcess
   readonly exited: Promise<number | null>
+  /** With --trace-gc: MB of V8's heap live after the last full collection so far. */
+  readonly gc: { readonly live: number | undefined }
 }
 
 /** `node <main> ...args`, its stderr copied to `log`; resolves once a line matches `ready`. */
@@ -83,7 +85,20 @@ const start = async (main: string, argv: ReadonlyArray<string>, log: string, rea
     ],
     { stdio: ["ignore", traceGc ? "pipe" : "ignore", "pipe"], cwd: dir },
   )
-  child.stdout?.pipe(createWriteStream(log.replace(/\.log$/, ".gc.log")))
+  // With --trace-gc: each full collection's line (gc=mc) gives what was live after it (end_object_size).
+  const gc = { live: undefined as number | undefined }
+  if (child.stdout !== null) {
+    child.stdout.pipe(createWriteStream(log.replace(/\.log$/, ".gc.log")))
+    let partial = ""
+    child.stdout.on("data", (chunk: Buffer) => {
+      const lines = (partial + chunk.toString("utf8")).split("\n")
+      partial = lines.pop() ?? ""
+      for (const line of lines) {
+        const live = / gc=mc .* end_object_size=(\d+)/.exec(line)?.[1]
+        if (live !== undefined) gc.live = Number(live) / 1024 / 1024
+      }
+    })
+  }
   const exited = new Promise<number | null>((done) => child.on("exit", (code) => done(code)))
   const file = createWriteStream(log)
   let seen = ""
@@ -101,7 +116,7 @@ const start = async (main: string, argv: ReadonlyArray<string>, log: string, rea
   })
   file.write(seen)
   child.stderr?.pipe(file)
-  return { server: { child, exited } satisfies Server, match }
+  return { server: { child, exited, gc } satisfies Server, match }
 }
 
 const stop = async (server: Server): Promise<void> => {
@@ -122,6 +137,9 @@ interface Sample {
   readonly mcp: number
   readonly asParts: Parts
   readonly mcpParts: Parts
+  /** With --trace-gc: V8's live heap after the last full collection (MB). */
+  readonly asLive?: number | undefined
+  readonly mcpLive?: number | undefined
 }
 interface Done {
   readonly requests: number
@@ -221,10 +239,11 @@ try {
       pending = pending.slice(nl + 1)
       nl = pending.indexOf("\n")
       if (event.type === "sample") {
-        samples.push(event)
+        samples.push({ ...event, asLive: as.server.gc.live, mcpLive: mcp.server.gc.live })
         if (snapshots && event.kind === "drained") for (const s of servers) s.child.kill("SIGUSR2")
+        const live = (v: number | undefined) => (v === undefined ? "" : `, live ${v.toFixed(0)}`)
         process.stdout.write(
-          `${String(event.requests).padStart(7)} requests  ${event.seconds.toFixed(0).padStart(5)} s  ${event.kind.padEnd(7)}  authorization server ${event.as.toFixed(1).padStart(6)} MB (${parts(event.asParts)})  MCP server ${event.mcp.toFixed(1).padStart(6)} MB (${parts(event.mcpParts)})  (load ${loads()})\n`,
+          `${String(event.requests).padStart(7)} requests  ${event.seconds.toFixed(0).padStart(5)} s  ${event.kind.padEnd(7)}  authorization server ${event.as.toFixed(1).padStart(6)} MB (${parts(event.asParts)}${live(as.server.gc.live)})  MCP server ${event.mcp.toFixed(1).padStart(6)} MB (${parts(event.mcpParts)}${live(mcp.server.gc.live)})  (load ${loads()})\n`,
         )
       } else if (event.type === "done") done = event
     }
@@ -261,12 +280,17 @@ try {
   const name = { as: "authorization server", mcp: "MCP server" }
   const mb = (v: number | undefined) => (v === undefined ? "" : v.toFixed(1))
   const count = (n: number | undefined) => (n ?? 0).toLocaleString("en-US")
+  // With --trace-gc, beside each server's resident memory: what V8 found live at its last full collection.
+  const liveColumns = traceGc
+    ? (server: string) => ` ${server}: V8 heap live after the last full collection (MB) |`
+    : () => ""
+  const liveCell = (v: number | undefined) => (traceGc ? ` ${mb(v)} |` : "")
   const table = [
-    "| requests | authorization server (MB) | authorization server, after the idle pause (MB) | MCP server (MB) | MCP server, after the idle pause (MB) |",
-    "|---:|---:|---:|---:|---:|",
+    `| requests | authorization server (MB) | authorization server, after the idle pause (MB) |${liveColumns("authorization server")} MCP server (MB) | MCP server, after the idle pause (MB) |${liveColumns("MCP server")}`,
+    `|---:|---:|---:|${traceGc ? "---:|" : ""}---:|---:|${traceGc ? "---:|" : ""}`,
     ...rows.map(
       (r) =>
-        `| ${count(r.n)} | ${mb(r.running?.as)} | ${mb(r.idle?.as)} | ${mb(r.running?.mcp)} | ${mb(r.idle?.mcp)} |`,
+        `| ${count(r.n)} | ${mb(r.running?.as)} | ${mb(r.idle?.as)} |${liveCell(r.running?.asLive)} ${mb(r.running?.mcp)} | ${mb(r.idle?.mcp)} |${liveCell(r.running?.mcpLive)}`,
     ),
   ]
   // Where the memory is, at the first and the last point of the curve (as it is when the count is reached).
@@ -323,10 +347,12 @@ try {
       `\`node bench/soak.ts --write\` in \`apps/demo\` (after \`npm run build\`), ${startedAt.toISOString().slice(0, 16).replace("T", " ")} UTC:`,
       `${count(done.requests)} requests in ${done.seconds.toFixed(0)} s (${(done.requests / done.seconds).toFixed(0)} per second), ${concurrency} at a time, seed ${seed}.`,
       "The authorization server app (SQLite file in a temporary data directory) and the notes MCP server app run as",
-      "child processes on loopback as users run them (plain `node`, no flags added); the load comes from a third process.",
+      traceGc
+        ? "child processes on loopback as users run them (`node` with only `--trace-gc --trace-gc-nvp`, which print a line per collection); the load comes from a third process."
+        : "child processes on loopback as users run them (plain `node`, no flags added); the load comes from a third process.",
       `Resident memory is \`VmRSS\` of \`/proc/<pid>/status\`: "running" as it was when the ${count(every)}th, ${count(every * 2)}th, ... request was sent,`,
       `"idle" once every request sent so far had been answered and the servers had then received nothing for ${idleSeconds} s`,
-      "(nothing forces a garbage collection).",
+      `(nothing forces a garbage collection).${traceGc ? " The live heap is `end_object_size` of the last `gc=mc` line V8 printed before the sample." : ""}`,
       "",
       `Machine: ${machine()}; load average (1 / 5 / 15 min) ${loadAtStart} at the start and ${loadAtEnd} at the end`,
       "(the machine is shared with other work: throughput moves with it, resident memory much less).",
