@@ -7,7 +7,10 @@ export const keywayVitest = (overrides: ViteUserConfig = {}) =>
       test: {
         include: ["test/**/*.test.ts"],
         reporters: ["default", ["json", { outputFile: ".reports/vitest.json" }]],
-        testTimeout: 30_000,
+        // npm test runs several projects' test files at once on a two-core machine, with Chromium, PostgreSQL and
+        // server processes beside them: a flow that takes 4 s alone has taken over 30 s there. The cap is for a test
+        // that hangs, not for one that waits its turn for a core.
+        testTimeout: 60_000,
         hookTimeout: 60_000,
       },
     }),
