@@ -5,6 +5,7 @@
  * @see {@link https://openid.net/specs/openid-connect-discovery-1_0.html#ProviderMetadata | OpenID Connect Discovery 1.0 §3}
  * @module
  */
+import { WellKnown } from "@keyway/core"
 import type { ResolvedConfig } from "./Config.js"
 import { mergeMetadata } from "./Extension.js"
 
@@ -69,19 +70,12 @@ export const document = (config: ResolvedConfig): Record<string, unknown> => {
 }
 
 /**
- * Every path the metadata document is served at, for an issuer with or without a path: RFC 8414's
- * path-inserted form, OpenID Discovery's path-inserted form (as MCP clients try it) and OpenID Discovery's
- * appended form.
+ * Every path the metadata document is served at: the paths of core's {@link WellKnown.authorizationServerMetadataUrls},
+ * the locations MCP clients try, in their order (RFC 8414's path-inserted form, OpenID Discovery's path-inserted form
+ * and, for an issuer with a path, OpenID Discovery's appended form).
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-3.1 | RFC 8414 §3.1}
  * @see {@link https://openid.net/specs/openid-connect-discovery-1_0.html#ProviderConfig | OpenID Connect Discovery 1.0 §4}
  */
-export const wellKnownPaths = (issuer: URL): ReadonlyArray<string> => {
-  const path = issuer.pathname === "/" ? "" : issuer.pathname.replace(/\/$/, "")
-  if (path === "") return ["/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"]
-  return [
-    `/.well-known/oauth-authorization-server${path}`,
-    `/.well-known/openid-configuration${path}`,
-    `${path}/.well-known/openid-configuration`,
-  ]
-}
+export const wellKnownPaths = (issuer: URL): ReadonlyArray<string> =>
+  WellKnown.authorizationServerMetadataUrls(issuer.href).map((location) => new URL(location.url).pathname)
