@@ -1,3 +1,4 @@
+import { expectOAuthError } from "@keyway/testing/oauth"
 import { decodeJwt, SignJWT } from "jose"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { layerMemory } from "../src/storage/Storage.js"
@@ -12,11 +13,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await server.close()
 })
-
-const expectError = async (response: Response, status: number, error: string, description: string) => {
-  expect(response.status).toBe(status)
-  expect(await response.json()).toEqual({ error, error_description: description })
-}
 
 describe("introspection endpoint (RFC 7662)", () => {
   it("describes a live access token", async () => {
@@ -116,22 +112,22 @@ describe("introspection endpoint (RFC 7662)", () => {
     const tokens = await issueTokens(server)
     const anonymous = await post(server, "introspect", { token: tokens.access_token })
     expect(anonymous.headers.get("www-authenticate")).toBe('Basic realm="introspection"')
-    await expectError(anonymous, 401, "invalid_client", "client authentication failed")
+    await expectOAuthError(anonymous, 401, "invalid_client", "client authentication failed")
     const wrong = await post(server, "introspect", { token: tokens.access_token }, { authorization: basic("rs", "no") })
     expect(wrong.headers.get("www-authenticate")).toBe('Basic realm="introspection"')
-    await expectError(wrong, 401, "invalid_client", "client authentication failed")
+    await expectOAuthError(wrong, 401, "invalid_client", "client authentication failed")
   })
 
   it("a public client (no credentials): 401 invalid_client", async () => {
     const tokens = await issueTokens(server)
     const response = await post(server, "introspect", { token: tokens.access_token, client_id: "public-app" })
     expect(response.headers.get("www-authenticate")).toBe('Basic realm="introspection"')
-    await expectError(response, 401, "invalid_client", "introspection needs client credentials")
+    await expectOAuthError(response, 401, "invalid_client", "introspection needs client credentials")
   })
 
   it("missing token: 400 invalid_request", async () => {
     const response = await post(server, "introspect", {}, { authorization: basic("rs", RS_SECRET) })
-    await expectError(response, 400, "invalid_request", "token is missing")
+    await expectOAuthError(response, 400, "invalid_request", "token is missing")
   })
 
   it("GET: 405", async () => {
@@ -146,6 +142,6 @@ describe("introspection endpoint (RFC 7662)", () => {
       { grant_type: "refresh_token", refresh_token: "x" },
       { authorization: basic("rs", RS_SECRET) },
     )
-    await expectError(response, 400, "unauthorized_client", "this client may not use the refresh_token grant")
+    await expectOAuthError(response, 400, "unauthorized_client", "this client may not use the refresh_token grant")
   })
 })

@@ -2,6 +2,8 @@
  * Token lifecycle as real clients meet it: redirect_uri at the token endpoint (OAuth 2.1 §4.1.3), consent for clients
  * that cannot be verified (RFC 8252 §8.6), and the hygiene of dynamic registrations (RFC 7591 §3.2.1).
  */
+
+import { expectOAuthError } from "@keyway/testing/oauth"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { layerMemory } from "../src/storage/Storage.js"
 import { startEffectServer } from "./support/effectServer.js"
@@ -18,13 +20,6 @@ import {
   type TestServer,
   tokenRequest,
 } from "./support/server.js"
-
-const expectError = async (response: Response, status: number, body: Record<string, string>) => {
-  expect(response.status).toBe(status)
-  expect(response.headers.get("cache-control")).toBe("no-store")
-  expect(response.headers.get("content-type")).toBe("application/json")
-  expect(await response.json()).toEqual(body)
-}
 
 describe("redirect_uri at the token endpoint (OAuth 2.1 §4.1.3)", () => {
   let server: TestServer
@@ -47,26 +42,27 @@ describe("redirect_uri at the token endpoint (OAuth 2.1 §4.1.3)", () => {
 
   it("is required when the authorization request carried it, and the refused code is spent", async () => {
     const { code, verifier } = await obtainCode(server)
-    await expectError(await redeem(code, verifier, { client_id: "public-app" }), 400, {
-      error: "invalid_grant",
-      error_description: "redirect_uri is required: the authorization request carried one",
-    })
-    await expectError(
+    await expectOAuthError(
+      await redeem(code, verifier, { client_id: "public-app" }),
+      400,
+      "invalid_grant",
+      "redirect_uri is required: the authorization request carried one",
+    )
+    await expectOAuthError(
       await redeem(code, verifier, { client_id: "public-app", redirect_uri: "https://app.example.com/callback" }),
       400,
-      {
-        error: "invalid_grant",
-        error_description: "the authorization code was already used; tokens issued from it are revoked",
-      },
+      "invalid_grant",
+      "the authorization code was already used; tokens issued from it are revoked",
     )
   })
 
   it("must be identical to the one in the authorization request", async () => {
     const { code, verifier } = await obtainCode(server)
-    await expectError(
+    await expectOAuthError(
       await redeem(code, verifier, { client_id: "public-app", redirect_uri: "https://app.example.com/callback/" }),
       400,
-      { error: "invalid_grant", error_description: "redirect_uri does not match the authorization request" },
+      "invalid_grant",
+      "redirect_uri does not match the authorization request",
     )
   })
 
@@ -86,13 +82,14 @@ describe("redirect_uri at the token endpoint (OAuth 2.1 §4.1.3)", () => {
     ).toBe(200)
 
     const wrong = await obtainCode(server, { client_id: "single", redirect_uri: undefined })
-    await expectError(
+    await expectOAuthError(
       await redeem(wrong.code, wrong.verifier, {
         client_id: "single",
         redirect_uri: "https://single.example.com/other",
       }),
       400,
-      { error: "invalid_grant", error_description: "redirect_uri does not match the authorization request" },
+      "invalid_grant",
+      "redirect_uri does not match the authorization request",
     )
   })
 })

@@ -1,3 +1,4 @@
+import { expectOAuthError } from "@keyway/testing/oauth"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { basic, obtainCode, startServer, type TestServer, tokenRequest } from "./support/server.js"
 
@@ -23,14 +24,6 @@ const register = (body: unknown, contentType = "application/json") =>
     headers: { "content-type": contentType },
     body: typeof body === "string" ? body : JSON.stringify(body),
   })
-
-const expectError = async (response: Response, error: string, description: RegExp, status = 400) => {
-  expect(response.status).toBe(status)
-  expect(response.headers.get("cache-control")).toBe("no-store")
-  const body = (await response.json()) as { error: string; error_description: string }
-  expect(body.error).toBe(error)
-  expect(body.error_description).toMatch(description)
-}
 
 describe("dynamic client registration (RFC 7591)", () => {
   it("registers a public client that can then complete the flow", async () => {
@@ -160,8 +153,9 @@ describe("dynamic client registration (RFC 7591)", () => {
   ]
   for (const [name, body, description] of redirectCases) {
     it(`refuses ${name}: invalid_redirect_uri`, async () => {
-      await expectError(
+      await expectOAuthError(
         await register({ token_endpoint_auth_method: "none", ...(body as object) }),
+        400,
         "invalid_redirect_uri",
         description,
       )
@@ -215,8 +209,9 @@ describe("dynamic client registration (RFC 7591)", () => {
   ]
   for (const [name, body, description] of metadataCases) {
     it(`refuses ${name}: invalid_client_metadata`, async () => {
-      await expectError(
+      await expectOAuthError(
         await register({ redirect_uris: ["https://app.example.com/cb"], ...body }),
+        400,
         "invalid_client_metadata",
         description,
       )
@@ -262,35 +257,37 @@ describe("dynamic client registration (RFC 7591)", () => {
   })
 
   it("refuses a software statement: invalid_software_statement", async () => {
-    await expectError(
+    await expectOAuthError(
       await register({ redirect_uris: ["https://app.example.com/cb"], software_statement: "eyJ.x.y" }),
+      400,
       "invalid_software_statement",
       /not supported/,
     )
   })
 
   it("refuses a body that is not JSON: invalid_client_metadata", async () => {
-    await expectError(await register("{not json"), "invalid_client_metadata", /not valid JSON/)
+    await expectOAuthError(await register("{not json"), 400, "invalid_client_metadata", /not valid JSON/)
   })
 
   it("refuses a JSON array: invalid_client_metadata", async () => {
-    await expectError(await register([1, 2]), "invalid_client_metadata", /JSON object/)
+    await expectOAuthError(await register([1, 2]), 400, "invalid_client_metadata", /JSON object/)
   })
 
   it("refuses a form body: invalid_client_metadata", async () => {
-    await expectError(
+    await expectOAuthError(
       await register("a=b", "application/x-www-form-urlencoded"),
+      400,
       "invalid_client_metadata",
       /application\/json/,
     )
   })
 
   it("refuses an oversized body: 413 invalid_client_metadata", async () => {
-    await expectError(
+    await expectOAuthError(
       await register({ redirect_uris: ["https://app.example.com/cb"], client_name: "x".repeat(70 * 1024) }),
+      413,
       "invalid_client_metadata",
       /exceeds 65536 bytes/,
-      413,
     )
   })
 })

@@ -1,3 +1,4 @@
+import { expectOAuthError } from "@keyway/testing/oauth"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { basic, SECRET, type TestServer, tokenRequest } from "./support/server.js"
 import { introspect, issueTokens, post, startTokenServer } from "./support/tokens.js"
@@ -20,11 +21,6 @@ const expectRevoked = async (response: Response) => {
   expect(response.headers.get("access-control-allow-origin")).toBe("*")
 }
 
-const expectError = async (response: Response, status: number, error: string, description: string) => {
-  expect(response.status).toBe(status)
-  expect(await response.json()).toEqual({ error, error_description: description })
-}
-
 describe("revocation endpoint (RFC 7009)", () => {
   it("a refresh token revokes its whole grant: the refresh token and the access tokens issued with it", async () => {
     const tokens = await issueTokens(server)
@@ -37,7 +33,7 @@ describe("revocation endpoint (RFC 7009)", () => {
       }),
     )
     const after = await refresh(tokens.refresh_token)
-    await expectError(after, 400, "invalid_grant", "the refresh token has been revoked")
+    await expectOAuthError(after, 400, "invalid_grant", "the refresh token has been revoked")
     expect(await introspect(server, tokens.access_token)).toEqual({ active: false })
     expect(await introspect(server, tokens.refresh_token)).toEqual({ active: false })
   })
@@ -72,7 +68,12 @@ describe("revocation endpoint (RFC 7009)", () => {
         client_id: "public-app",
       }),
     )
-    await expectError(await refresh(tokens.refresh_token), 400, "invalid_grant", "the refresh token has been revoked")
+    await expectOAuthError(
+      await refresh(tokens.refresh_token),
+      400,
+      "invalid_grant",
+      "the refresh token has been revoked",
+    )
   })
 
   it("an unsupported hint value is ignored", async () => {
@@ -84,7 +85,12 @@ describe("revocation endpoint (RFC 7009)", () => {
         client_id: "public-app",
       }),
     )
-    await expectError(await refresh(tokens.refresh_token), 400, "invalid_grant", "the refresh token has been revoked")
+    await expectOAuthError(
+      await refresh(tokens.refresh_token),
+      400,
+      "invalid_grant",
+      "the refresh token has been revoked",
+    )
   })
 
   it("a confidential client revokes with its credentials", async () => {
@@ -125,16 +131,16 @@ describe("revocation endpoint (RFC 7009)", () => {
       { authorization: basic("web-app", "x") },
     )
     expect(wrong.headers.get("www-authenticate")).toBe('Basic realm="revocation"')
-    await expectError(wrong, 401, "invalid_client", "client authentication failed")
+    await expectOAuthError(wrong, 401, "invalid_client", "client authentication failed")
     const missing = await post(server, "revoke", { token: tokens.refresh_token, client_id: "web-app" })
-    await expectError(missing, 401, "invalid_client", "this client must authenticate with client_secret_basic")
+    await expectOAuthError(missing, 401, "invalid_client", "this client must authenticate with client_secret_basic")
     const anonymous = await post(server, "revoke", { token: tokens.refresh_token })
-    await expectError(anonymous, 401, "invalid_client", "client authentication failed")
+    await expectOAuthError(anonymous, 401, "invalid_client", "client authentication failed")
     expect((await introspect(server, tokens.access_token)).active).toBe(true)
   })
 
   it("missing token: 400 invalid_request", async () => {
-    await expectError(
+    await expectOAuthError(
       await post(server, "revoke", { client_id: "public-app" }),
       400,
       "invalid_request",
@@ -148,7 +154,7 @@ describe("revocation endpoint (RFC 7009)", () => {
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ token: "x", client_id: "public-app" }),
     })
-    await expectError(response, 400, "invalid_request", "the body must be application/x-www-form-urlencoded")
+    await expectOAuthError(response, 400, "invalid_request", "the body must be application/x-www-form-urlencoded")
   })
 
   it("GET: 405 with Allow; OPTIONS answers the CORS preflight", async () => {

@@ -1,3 +1,4 @@
+import { expectOAuthError } from "@keyway/testing/oauth"
 import { createLocalJWKSet, exportJWK, generateKeyPair, jwtVerify, SignJWT } from "jose"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { layerMemory } from "../src/storage/Storage.js"
@@ -59,15 +60,6 @@ interface TokenBody {
   readonly expires_in: number
   readonly scope: string
   readonly refresh_token?: string
-}
-
-const expectError = async (response: Response, status: number, error: string, description?: RegExp) => {
-  expect(response.status).toBe(status)
-  expect(response.headers.get("cache-control")).toBe("no-store")
-  expect(response.headers.get("content-type")).toBe("application/json")
-  const body = (await response.json()) as { error: string; error_description?: string }
-  expect(body.error).toBe(error)
-  if (description !== undefined) expect(body.error_description).toMatch(description)
 }
 
 const redeem = (code: string, verifier: string, extra: Record<string, string> = {}, on: TestServer = server) =>
@@ -158,7 +150,7 @@ describe("authorization_code grant", () => {
 
   it("missing code_verifier: invalid_request", async () => {
     const { code } = await obtainCode(server)
-    await expectError(
+    await expectOAuthError(
       await tokenRequest(server, {
         grant_type: "authorization_code",
         code,
@@ -173,13 +165,13 @@ describe("authorization_code grant", () => {
 
   it("short code_verifier: invalid_request", async () => {
     const { code } = await obtainCode(server)
-    await expectError(await redeem(code, "a".repeat(42)), 400, "invalid_request", /43 to 128/)
+    await expectOAuthError(await redeem(code, "a".repeat(42)), 400, "invalid_request", /43 to 128/)
   })
 
   it("wrong code_verifier: invalid_grant, and the code is spent", async () => {
     const { code, verifier } = await obtainCode(server)
-    await expectError(await redeem(code, "b".repeat(64)), 400, "invalid_grant", /code_verifier does not match/)
-    await expectError(await redeem(code, verifier), 400, "invalid_grant", /already used/)
+    await expectOAuthError(await redeem(code, "b".repeat(64)), 400, "invalid_grant", /code_verifier does not match/)
+    await expectOAuthError(await redeem(code, verifier), 400, "invalid_grant", /already used/)
   })
 
   it("code reuse: invalid_grant, and the refresh token issued from the code is revoked", async () => {
@@ -187,18 +179,18 @@ describe("authorization_code grant", () => {
     const first = await redeem(code, verifier)
     expect(first.status).toBe(200)
     const { refresh_token } = (await first.json()) as TokenBody
-    await expectError(
+    await expectOAuthError(
       await redeem(code, verifier),
       400,
       "invalid_grant",
       /already used; tokens issued from it are revoked/,
     )
-    await expectError(await refresh(refresh_token!), 400, "invalid_grant", /revoked/)
+    await expectOAuthError(await refresh(refresh_token!), 400, "invalid_grant", /revoked/)
   })
 
   it("code from another client: invalid_grant", async () => {
     const { code, verifier } = await obtainCode(server)
-    await expectError(
+    await expectOAuthError(
       await redeem(code, verifier, {
         client_id: "post-app",
         client_secret: SECRET,
@@ -216,19 +208,19 @@ describe("authorization_code grant", () => {
     try {
       const { code, verifier } = await obtainCode(clocked)
       await clocked.adjust(61)
-      await expectError(await redeem(code, verifier, {}, clocked), 400, "invalid_grant", /expired/)
+      await expectOAuthError(await redeem(code, verifier, {}, clocked), 400, "invalid_grant", /expired/)
     } finally {
       await clocked.close()
     }
   })
 
   it("unknown code: invalid_grant", async () => {
-    await expectError(await redeem("not-a-code", "c".repeat(43)), 400, "invalid_grant", /code is invalid/)
+    await expectOAuthError(await redeem("not-a-code", "c".repeat(43)), 400, "invalid_grant", /code is invalid/)
   })
 
   it("redirect_uri differing from the authorization request: invalid_grant", async () => {
     const { code, verifier } = await obtainCode(server)
-    await expectError(
+    await expectOAuthError(
       await redeem(code, verifier, { redirect_uri: "http://127.0.0.1/callback" }),
       400,
       "invalid_grant",
@@ -238,11 +230,11 @@ describe("authorization_code grant", () => {
 
   it("resource differing from the authorized one: invalid_target", async () => {
     const { code, verifier } = await obtainCode(server)
-    await expectError(await redeem(code, verifier, { resource: OTHER }), 400, "invalid_target", /differs/)
+    await expectOAuthError(await redeem(code, verifier, { resource: OTHER }), 400, "invalid_target", /differs/)
   })
 
   it("missing code: invalid_request", async () => {
-    await expectError(
+    await expectOAuthError(
       await tokenRequest(server, {
         grant_type: "authorization_code",
         client_id: "public-app",
@@ -318,7 +310,7 @@ describe("client authentication", () => {
       { authorization: basic("web-app", "wrong") },
     )
     expect(response.headers.get("www-authenticate")).toBe('Basic realm="token"')
-    await expectError(response, 401, "invalid_client", /client authentication failed/)
+    await expectOAuthError(response, 401, "invalid_client", /client authentication failed/)
   })
 
   it("unknown client with Basic: 401 invalid_client with a Basic challenge", async () => {
@@ -328,7 +320,7 @@ describe("client authentication", () => {
       { authorization: basic("nobody", SECRET) },
     )
     expect(response.headers.get("www-authenticate")).toBe('Basic realm="token"')
-    await expectError(response, 401, "invalid_client")
+    await expectOAuthError(response, 401, "invalid_client")
   })
 
   it("wrong client secret in the body: 401 invalid_client, still with the Basic challenge every 401 carries", async () => {
@@ -340,11 +332,11 @@ describe("client authentication", () => {
       client_secret: "wrong",
     })
     expect(response.headers.get("www-authenticate")).toBe('Basic realm="token"')
-    await expectError(response, 401, "invalid_client", /client authentication failed/)
+    await expectOAuthError(response, 401, "invalid_client", /client authentication failed/)
   })
 
   it("a confidential client that does not authenticate: 401 invalid_client", async () => {
-    await expectError(
+    await expectOAuthError(
       await tokenRequest(server, {
         grant_type: "authorization_code",
         code: "x",
@@ -358,7 +350,7 @@ describe("client authentication", () => {
   })
 
   it("the wrong method for the client (post for a basic client): 401 invalid_client", async () => {
-    await expectError(
+    await expectOAuthError(
       await tokenRequest(server, {
         grant_type: "refresh_token",
         refresh_token: "x",
@@ -372,7 +364,7 @@ describe("client authentication", () => {
   })
 
   it("two authentication methods at once: invalid_request", async () => {
-    await expectError(
+    await expectOAuthError(
       await tokenRequest(
         server,
         { grant_type: "refresh_token", refresh_token: "x", client_id: "post-app", client_secret: SECRET },
@@ -385,7 +377,7 @@ describe("client authentication", () => {
   })
 
   it("unknown public client: 401 invalid_client", async () => {
-    await expectError(
+    await expectOAuthError(
       await tokenRequest(server, { grant_type: "refresh_token", refresh_token: "x", client_id: "nobody" }),
       401,
       "invalid_client",
@@ -407,11 +399,11 @@ describe("client authentication", () => {
       client_assertion: signed,
     }
     expect((await tokenRequest(server, body)).status).toBe(200)
-    await expectError(await tokenRequest(server, body), 401, "invalid_client", /jti was already used/)
+    await expectOAuthError(await tokenRequest(server, body), 401, "invalid_client", /jti was already used/)
   })
 
   it("private_key_jwt with the wrong audience: 401 invalid_client", async () => {
-    await expectError(
+    await expectOAuthError(
       await tokenRequest(server, {
         grant_type: "refresh_token",
         refresh_token: "x",
@@ -425,7 +417,7 @@ describe("client authentication", () => {
   })
 
   it("private_key_jwt with a wrong assertion type: invalid_request", async () => {
-    await expectError(
+    await expectOAuthError(
       await tokenRequest(server, {
         grant_type: "refresh_token",
         refresh_token: "x",
@@ -446,7 +438,7 @@ describe("malformed token requests", () => {
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ grant_type: "authorization_code" }),
     })
-    await expectError(response, 400, "invalid_request", /application\/x-www-form-urlencoded/)
+    await expectOAuthError(response, 400, "invalid_request", /application\/x-www-form-urlencoded/)
   })
 
   it("repeated parameter: invalid_request", async () => {
@@ -455,7 +447,7 @@ describe("malformed token requests", () => {
       headers: { "content-type": "application/x-www-form-urlencoded" },
       body: "grant_type=refresh_token&client_id=public-app&refresh_token=a&refresh_token=b",
     })
-    await expectError(response, 400, "invalid_request", /refresh_token is repeated/)
+    await expectOAuthError(response, 400, "invalid_request", /refresh_token is repeated/)
   })
 
   it("body that is not UTF-8: invalid_request", async () => {
@@ -464,7 +456,7 @@ describe("malformed token requests", () => {
       headers: { "content-type": "application/x-www-form-urlencoded" },
       body: new Uint8Array([0x67, 0x3d, 0xff, 0xfe]),
     })
-    await expectError(response, 400, "invalid_request", /not valid UTF-8/)
+    await expectOAuthError(response, 400, "invalid_request", /not valid UTF-8/)
   })
 
   it("oversized body (over 64 KiB): 413 invalid_request", async () => {
@@ -473,11 +465,11 @@ describe("malformed token requests", () => {
       client_id: "public-app",
       refresh_token: "x".repeat(70 * 1024),
     })
-    await expectError(response, 413, "invalid_request", /exceeds 65536 bytes/)
+    await expectOAuthError(response, 413, "invalid_request", /exceeds 65536 bytes/)
   })
 
   it("unsupported grant type: unsupported_grant_type", async () => {
-    await expectError(
+    await expectOAuthError(
       await tokenRequest(server, { grant_type: "password", client_id: "public-app", username: "a", password: "b" }),
       400,
       "unsupported_grant_type",
@@ -486,7 +478,7 @@ describe("malformed token requests", () => {
   })
 
   it("missing grant type: invalid_request", async () => {
-    await expectError(
+    await expectOAuthError(
       await tokenRequest(server, { client_id: "public-app" }),
       400,
       "invalid_request",
@@ -495,7 +487,7 @@ describe("malformed token requests", () => {
   })
 
   it("a grant the client may not use: unauthorized_client", async () => {
-    await expectError(
+    await expectOAuthError(
       await tokenRequest(server, { grant_type: "refresh_token", refresh_token: "x", client_id: "code-only" }),
       400,
       "unauthorized_client",
@@ -523,13 +515,13 @@ describe("refresh_token grant", () => {
     expect(third.refresh_token).not.toBe(second.refresh_token)
 
     // `first` was rotated out two rotations ago: no retry of a lost answer, but a stolen or leaked token.
-    await expectError(
+    await expectOAuthError(
       await refresh(first.refresh_token!),
       400,
       "invalid_grant",
       /already used; its whole family is now revoked/,
     )
-    await expectError(await refresh(third.refresh_token!), 400, "invalid_grant", /revoked/)
+    await expectOAuthError(await refresh(third.refresh_token!), 400, "invalid_grant", /revoked/)
   })
 
   it("a rotated-out token presented again within the reuse interval gets the same successor and a new access token", async () => {
@@ -549,7 +541,7 @@ describe("refresh_token grant", () => {
   it("the same token from another client within the reuse interval is reuse: the family is revoked", async () => {
     const first = await publicTokens()
     const second = (await (await refresh(first.refresh_token!)).json()) as TokenBody
-    await expectError(
+    await expectOAuthError(
       await tokenRequest(server, {
         grant_type: "refresh_token",
         refresh_token: first.refresh_token!,
@@ -563,8 +555,8 @@ describe("refresh_token grant", () => {
       { grant_type: "refresh_token", refresh_token: first.refresh_token! },
       { authorization: basic("web-app", SECRET) },
     )
-    await expectError(other, 400, "invalid_grant", /already used; its whole family is now revoked/)
-    await expectError(await refresh(second.refresh_token!), 400, "invalid_grant", /revoked/)
+    await expectOAuthError(other, 400, "invalid_grant", /already used; its whole family is now revoked/)
+    await expectOAuthError(await refresh(second.refresh_token!), 400, "invalid_grant", /revoked/)
   })
 
   it("after the reuse interval, the rotated-out token revokes the family (TestClock)", async () => {
@@ -580,13 +572,13 @@ describe("refresh_token grant", () => {
         second.refresh_token,
       )
       await clocked.adjust(1)
-      await expectError(
+      await expectOAuthError(
         await rotate(first.refresh_token!),
         400,
         "invalid_grant",
         /already used; its whole family is now revoked/,
       )
-      await expectError(await rotate(second.refresh_token!), 400, "invalid_grant", /revoked/)
+      await expectOAuthError(await rotate(second.refresh_token!), 400, "invalid_grant", /revoked/)
     } finally {
       await clocked.close()
     }
@@ -600,8 +592,8 @@ describe("refresh_token grant", () => {
       const rotate = (token: string) =>
         tokenRequest(strict, { grant_type: "refresh_token", refresh_token: token, client_id: "public-app" })
       const second = (await (await rotate(first.refresh_token!)).json()) as TokenBody
-      await expectError(await rotate(first.refresh_token!), 400, "invalid_grant", /already used/)
-      await expectError(await rotate(second.refresh_token!), 400, "invalid_grant", /revoked/)
+      await expectOAuthError(await rotate(first.refresh_token!), 400, "invalid_grant", /already used/)
+      await expectOAuthError(await rotate(second.refresh_token!), 400, "invalid_grant", /revoked/)
     } finally {
       await strict.close()
     }
@@ -619,7 +611,7 @@ describe("refresh_token grant", () => {
 
   it("scope may never widen: invalid_scope", async () => {
     const first = await publicTokens("tools:read")
-    await expectError(
+    await expectOAuthError(
       await refresh(first.refresh_token!, { scope: "tools:read tools:call" }),
       400,
       "invalid_scope",
@@ -629,7 +621,7 @@ describe("refresh_token grant", () => {
 
   it("another resource: invalid_target", async () => {
     const first = await publicTokens()
-    await expectError(await refresh(first.refresh_token!, { resource: OTHER }), 400, "invalid_target")
+    await expectOAuthError(await refresh(first.refresh_token!, { resource: OTHER }), 400, "invalid_target")
   })
 
   it("the same resource is accepted", async () => {
@@ -639,7 +631,7 @@ describe("refresh_token grant", () => {
 
   it("a refresh token of another client: invalid_grant", async () => {
     const first = await publicTokens()
-    await expectError(
+    await expectOAuthError(
       await tokenRequest(server, {
         grant_type: "refresh_token",
         refresh_token: first.refresh_token!,
@@ -653,11 +645,11 @@ describe("refresh_token grant", () => {
   })
 
   it("unknown refresh token: invalid_grant", async () => {
-    await expectError(await refresh("nope"), 400, "invalid_grant", /refresh token is invalid/)
+    await expectOAuthError(await refresh("nope"), 400, "invalid_grant", /refresh token is invalid/)
   })
 
   it("missing refresh token: invalid_request", async () => {
-    await expectError(
+    await expectOAuthError(
       await tokenRequest(server, { grant_type: "refresh_token", client_id: "public-app" }),
       400,
       "invalid_request",

@@ -2,6 +2,7 @@ import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
 import { type Config, createAuthorizationServer } from "@keyway/authorization-server"
 import { createAuthClient, isAuthError } from "@keyway/client"
+import { expectOAuthError } from "@keyway/testing/oauth"
 import { exportJWK, exportPKCS8, generateKeyPair, SignJWT } from "jose"
 import { afterEach, describe, expect, it } from "vitest"
 import { clientCredentialsGrant } from "../src/authorization-server.js"
@@ -270,23 +271,18 @@ describe("client credentials, Keyway's client against Keyway's authorization ser
 })
 
 describe("client credentials: every refusal of the authorization server", () => {
-  const expectError = async (response: Response, status: number, error: string, description: string) => {
-    expect(response.status).toBe(status)
-    expect(response.headers.get("cache-control")).toBe("no-store")
-    expect(await response.json()).toEqual({ error, error_description: description })
-  }
   const basic = (id: string, secret = SECRET) => ({ authorization: `Basic ${btoa(`${id}:${secret}`)}` })
 
   it("a wrong secret: invalid_client, 401 with a Basic challenge", async () => {
     const s = await stack()
     const response = await raw(s, { grant_type: "client_credentials", resource: s.mcp[0] }, basic("reporter", "wrong"))
     expect(response.headers.get("www-authenticate")).toBe('Basic realm="token"')
-    await expectError(response, 401, "invalid_client", "client authentication failed")
+    await expectOAuthError(response, 401, "invalid_client", "client authentication failed")
   })
 
   it("no client authentication: invalid_client", async () => {
     const s = await stack()
-    await expectError(
+    await expectOAuthError(
       await raw(s, { grant_type: "client_credentials", resource: s.mcp[0] }),
       401,
       "invalid_client",
@@ -296,7 +292,7 @@ describe("client credentials: every refusal of the authorization server", () => 
 
   it("a client without the grant: unauthorized_client", async () => {
     const s = await stack()
-    await expectError(
+    await expectOAuthError(
       await raw(s, { grant_type: "client_credentials", resource: s.mcp[0] }, basic("interactive")),
       400,
       "unauthorized_client",
@@ -307,7 +303,7 @@ describe("client credentials: every refusal of the authorization server", () => 
   it("the grant on a server without the extension: unsupported_grant_type", async () => {
     const s = await startStack(() => ({ clients: [clients[2]!] }))
     cleanups.push(s.close)
-    await expectError(
+    await expectOAuthError(
       await raw(s, { grant_type: "client_credentials", resource: s.mcp[0] }, basic("interactive")),
       400,
       "unsupported_grant_type",
@@ -317,25 +313,25 @@ describe("client credentials: every refusal of the authorization server", () => 
 
   it("a resource the client may not have: invalid_target; an unknown or malformed one too; none: invalid_request", async () => {
     const s = await stack()
-    await expectError(
+    await expectOAuthError(
       await raw(s, { grant_type: "client_credentials", resource: s.mcp[1] }, basic("reader")),
       400,
       "invalid_target",
       `this client may not obtain tokens for ${s.mcp[1]}`,
     )
-    await expectError(
+    await expectOAuthError(
       await raw(s, { grant_type: "client_credentials", resource: "https://elsewhere.example/mcp" }, basic("reporter")),
       400,
       "invalid_target",
       "resource https://elsewhere.example/mcp is not served by this authorization server",
     )
-    await expectError(
+    await expectOAuthError(
       await raw(s, { grant_type: "client_credentials", resource: "not a uri" }, basic("reporter")),
       400,
       "invalid_target",
       "resource is not a valid absolute URI",
     )
-    await expectError(
+    await expectOAuthError(
       await raw(s, { grant_type: "client_credentials" }, basic("reporter")),
       400,
       "invalid_request",
@@ -345,19 +341,19 @@ describe("client credentials: every refusal of the authorization server", () => 
 
   it("scopes beyond the policy, unknown to the resource, or malformed: invalid_scope", async () => {
     const s = await stack()
-    await expectError(
+    await expectOAuthError(
       await raw(s, { grant_type: "client_credentials", resource: s.mcp[0], scope: "notes:write" }, basic("reader")),
       400,
       "invalid_scope",
       "this client may not obtain the scope notes:write",
     )
-    await expectError(
+    await expectOAuthError(
       await raw(s, { grant_type: "client_credentials", resource: s.mcp[0], scope: "admin" }, basic("reporter")),
       400,
       "invalid_scope",
       `${s.mcp[0]} has no scope admin`,
     )
-    await expectError(
+    await expectOAuthError(
       await raw(s, { grant_type: "client_credentials", resource: s.mcp[0], scope: 'bad"scope' }, basic("reporter")),
       400,
       "invalid_scope",
@@ -385,7 +381,7 @@ describe("client credentials: every refusal of the authorization server", () => 
       client_assertion: signed,
     }
     expect((await raw(s, form)).status).toBe(200)
-    await expectError(await raw(s, form), 401, "invalid_client", "client_assertion jti was already used")
+    await expectOAuthError(await raw(s, form), 401, "invalid_client", "client_assertion jti was already used")
   })
 
   it("a client ID metadata document listing the grant: unauthorized_client (credentials are pre-registered)", async () => {
@@ -418,7 +414,7 @@ describe("client credentials: every refusal of the authorization server", () => 
       client_assertion_type: "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
       client_assertion: await assertion(s.issuer, { sub: clientId }),
     })
-    await expectError(
+    await expectOAuthError(
       response,
       400,
       "unauthorized_client",
@@ -433,7 +429,7 @@ describe("client credentials: every refusal of the authorization server", () => 
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ client_name: "machine", grant_types: ["client_credentials"], response_types: [] }),
     })
-    await expectError(response, 400, "invalid_client_metadata", "grant_type client_credentials is not supported")
+    await expectOAuthError(response, 400, "invalid_client_metadata", "grant_type client_credentials is not supported")
   })
 })
 
