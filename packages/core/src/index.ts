@@ -34,6 +34,9 @@ export * as Metadata from "./Metadata.js"
 /** The OAuth error codes, their HTTP statuses and the typed error (RFC 6749 §5.2). */
 export * as OAuthError from "./OAuthError.js"
 
+/** The typed error of a factory given options it cannot work with (the extensions' factories). */
+export * as Options from "./Options.js"
+
 /** PKCE S256 (RFC 7636). */
 export * as Pkce from "./Pkce.js"
 

@@ -2,6 +2,8 @@ import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
 import { type Config, createAuthorizationServer } from "@keyway/authorization-server"
 import { createAuthClient, isAuthError } from "@keyway/client"
+import { Options } from "@keyway/core"
+import { thrownBy } from "@keyway/testing"
 import { expectOAuthError } from "@keyway/testing/oauth"
 import { exportJWK, exportPKCS8, generateKeyPair, SignJWT } from "jose"
 import { afterEach, describe, expect, it } from "vitest"
@@ -260,6 +262,16 @@ describe("client credentials, Keyway's client against Keyway's authorization ser
     ).toBe("client_secret_post")
   })
 
+  it("refuses to be made without a secret or a private key", () => {
+    expect(thrownBy(() => clientCredentials({ issuer: "https://a", clientId: "c" } as never))).toEqual(
+      new Options.InvalidOptions({
+        factory: "clientCredentials",
+        option: "",
+        message: "clientCredentials: give clientSecret, privateKey or both",
+      }),
+    )
+  })
+
   it("declares the extension in the client capabilities", async () => {
     const { Extension } = await import("@keyway/client")
     expect(
@@ -475,8 +487,14 @@ describe("client credentials: configuration", () => {
         extensions: [clientCredentialsGrant({ clients: { reporter: { resources: ["https://other.example/mcp"] } } })],
       }),
     ).toBe(`${EXTENSION_ID}: clients.reporter.resources: https://other.example/mcp is not a configured resource`)
-    expect(() => clientCredentialsGrant({ clients: { reporter: { scope: 3 as unknown as string } } })).toThrow(
-      "clientCredentialsGrant: clients.reporter.scope: must be a string",
+    expect(
+      thrownBy(() => clientCredentialsGrant({ clients: { reporter: { scope: 3 as unknown as string } } })),
+    ).toEqual(
+      new Options.InvalidOptions({
+        factory: "clientCredentialsGrant",
+        option: "clients.reporter.scope",
+        message: "clientCredentialsGrant: clients.reporter.scope: must be a string",
+      }),
     )
   })
 })

@@ -1,5 +1,7 @@
 import { UserAuthenticator } from "@keyway/authorization-server"
 import { createAuthClient, type Discovery, Registration, TokenStore, UserAgent } from "@keyway/client"
+import { Options } from "@keyway/core"
+import { thrownBy } from "@keyway/testing"
 import { Effect } from "effect"
 import { base64url, calculateJwkThumbprint, decodeJwt, type JWK, SignJWT } from "jose"
 import { afterEach, beforeAll, describe, expect, it } from "vitest"
@@ -440,6 +442,23 @@ describe("the client's algorithm: the first of its own that both metadata docume
       .filter((r) => r.dpop !== null)
       .map((r) => JSON.parse(atob((r.dpop as string).split(".")[0] as string)).alg)
     expect(new Set(algs)).toEqual(new Set(["EdDSA"]))
+  })
+
+  it("refuses to be made with a symmetric algorithm, or with none", () => {
+    expect(thrownBy(() => dpop({ algorithms: ["ES256", "HS256", "none"] }))).toEqual(
+      new Options.InvalidOptions({
+        factory: "dpop",
+        option: "algorithms",
+        message: "dpop: algorithms: HS256, none: DPoP proofs need asymmetric JWS algorithms",
+      }),
+    )
+    expect(thrownBy(() => dpop({ algorithms: [] }))).toEqual(
+      new Options.InvalidOptions({
+        factory: "dpop",
+        option: "algorithms",
+        message: "dpop: algorithms: none given: DPoP proofs need asymmetric JWS algorithms",
+      }),
+    )
   })
 
   it("fails with a typed error naming both lists when they have no algorithm in common with it", async () => {

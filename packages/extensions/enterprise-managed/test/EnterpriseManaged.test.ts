@@ -1,5 +1,6 @@
 import { createAuthClient, isAuthError } from "@keyway/client"
-import { Grant } from "@keyway/core"
+import { Grant, Options } from "@keyway/core"
+import { thrownBy } from "@keyway/testing"
 import { decodeJwt, generateKeyPair, type JWTPayload } from "jose"
 import { afterEach, describe, expect, it } from "vitest"
 // The protected notes stack the extensions' tests share.
@@ -378,8 +379,41 @@ describe("the identity assertion grant at the MCP authorization server: every re
   })
 
   it("refuses a provider without keys", () => {
-    expect(() => identityAssertionGrant({ identityProviders: [{ issuer: "https://idp.example.com" }] })).toThrow(
-      new TypeError("identityAssertionGrant: identityProviders.0: give exactly one of jwksUri and jwks"),
+    expect(
+      thrownBy(() => identityAssertionGrant({ identityProviders: [{ issuer: "https://idp.example.com" }] })),
+    ).toEqual(
+      new Options.InvalidOptions({
+        factory: "identityAssertionGrant",
+        option: "identityProviders.0",
+        message: "identityAssertionGrant: identityProviders.0: give exactly one of jwksUri and jwks",
+      }),
+    )
+  })
+
+  it("refuses a client extension without a way to reach the identity provider, or a client without credentials", () => {
+    expect(thrownBy(() => enterpriseManaged({ identityProvider: { clientId: "chat" }, clients: [] } as never))).toEqual(
+      new Options.InvalidOptions({
+        factory: "enterpriseManaged",
+        option: "identityProvider",
+        message: "enterpriseManaged: identityProvider: needs issuer or tokenEndpoint",
+      }),
+    )
+    const identityProvider = { issuer: "https://idp.example.com", clientId: "chat", clientSecret: "s" }
+    const withSecret = { issuer: "https://as.example.com", clientId: "chat", clientSecret: "s" }
+    const without = { issuer: "https://other.example.com", clientId: "bare" }
+    expect(thrownBy(() => enterpriseManaged({ identityProvider, clients: [withSecret, without] } as never))).toEqual(
+      new Options.InvalidOptions({
+        factory: "enterpriseManaged",
+        option: "clients.1",
+        message: "enterpriseManaged: clients.1: the client bare needs clientSecret or privateKey",
+      }),
+    )
+    expect(thrownBy(() => enterpriseManaged({ identityProvider, clients: without } as never))).toEqual(
+      new Options.InvalidOptions({
+        factory: "enterpriseManaged",
+        option: "clients",
+        message: "enterpriseManaged: clients: the client bare needs clientSecret or privateKey",
+      }),
     )
   })
 })

@@ -1,6 +1,6 @@
 import type { ClientConfig, Extension } from "@keyway/client"
 import { AuthError } from "@keyway/client"
-import { Grant, type Wire } from "@keyway/core"
+import { Grant, Options, type Wire } from "@keyway/core"
 import { Effect } from "effect"
 import { calculateJwkThumbprint, exportJWK, importPKCS8 } from "jose"
 
@@ -178,7 +178,7 @@ const signingKey = (
  */
 export const clientCredentials = (options: ClientCredentialsOptions): Extension.ClientExtension => {
   if (options.clientSecret === undefined && options.privateKey === undefined) {
-    throw new TypeError("clientCredentials: give clientSecret, privateKey or both")
+    throw Options.invalid("clientCredentials", "", "give clientSecret, privateKey or both")
   }
   const trusts = typeof options.issuer === "string" ? (i: string) => i === options.issuer : options.issuer
   return {

@@ -1,5 +1,5 @@
 import { Config, type Extension } from "@keyway/authorization-server"
-import { CanonicalUri, Grant, OAuthError, Scope } from "@keyway/core"
+import { CanonicalUri, Grant, OAuthError, Options, Scope } from "@keyway/core"
 import { Effect, Result } from "effect"
 import { z } from "zod"
 
@@ -108,11 +108,7 @@ const validate = (options: ClientCredentialsGrantOptions, config: Config.Resolve
 export const clientCredentialsGrant = (
   options: ClientCredentialsGrantOptions = {},
 ): Extension.AuthorizationServerExtension => {
-  const checked = optionsSchema.safeParse(options)
-  if (!checked.success) {
-    const issue = checked.error.issues[0]
-    throw new TypeError(`clientCredentialsGrant: ${issue?.path.join(".") ?? ""}: ${issue?.message ?? "invalid"}`)
-  }
+  Options.check("clientCredentialsGrant", optionsSchema, options)
   return {
     id: Grant.extensions.clientCredentials,
     validate: (config) => validate(options, config),

@@ -3,7 +3,7 @@ import { AuthError, type Extension, TokenStore as Tokens } from "@keyway/client"
 type TokenStore = Tokens.TokenStore
 const TokenStore = Tokens.TokenStore
 
-import { Challenge, Grant, type Wire } from "@keyway/core"
+import { Challenge, Grant, Options, type Wire } from "@keyway/core"
 import { Clock, Effect, Result } from "effect"
 import {
   calculateJwkThumbprint,
@@ -180,7 +180,11 @@ export const dpop = (options: DPoPClientOptions = {}): Extension.ClientExtension
   const preferred = options.algorithms ?? ["ES256", "EdDSA", "PS256"]
   const unusable = preferred.filter((a) => !Grant.ASYMMETRIC_ALGORITHMS.includes(a))
   if (unusable.length > 0 || preferred.length === 0) {
-    throw new TypeError(`dpop: ${unusable.join(", ") || "no algorithm"}: DPoP proofs need asymmetric JWS algorithms`)
+    throw Options.invalid(
+      "dpop",
+      "algorithms",
+      `${unusable.join(", ") || "none given"}: DPoP proofs need asymmetric JWS algorithms`,
+    )
   }
   const keys =
     options.keys === undefined || options.keys === "token-store"

@@ -1,6 +1,6 @@
 import type { ClientConfig, Extension } from "@keyway/client"
 import { AuthError } from "@keyway/client"
-import { ClientAuth, Grant, SecureUrl, WellKnown } from "@keyway/core"
+import { ClientAuth, Grant, Options, SecureUrl, WellKnown } from "@keyway/core"
 import { Clock, Effect } from "effect"
 import { decodeJwt } from "jose"
 
@@ -102,16 +102,17 @@ interface Held {
 export const enterpriseManaged = (options: EnterpriseManagedOptions): Extension.ClientExtension => {
   const idp = options.identityProvider
   if (idp.issuer === undefined && idp.tokenEndpoint === undefined) {
-    throw new TypeError("enterpriseManaged: identityProvider needs issuer or tokenEndpoint")
+    throw Options.invalid("enterpriseManaged", "identityProvider", "needs issuer or tokenEndpoint")
   }
   const registrations = Array.isArray(options.clients)
     ? (options.clients as ReadonlyArray<AuthorizationServerClient>)
     : [options.clients as AuthorizationServerClient]
-  for (const r of registrations) {
+  registrations.forEach((r, i) => {
     if (r.clientSecret === undefined && r.privateKey === undefined) {
-      throw new TypeError(`enterpriseManaged: the client ${r.clientId} needs clientSecret or privateKey`)
+      const option = Array.isArray(options.clients) ? `clients.${i}` : "clients"
+      throw Options.invalid("enterpriseManaged", option, `the client ${r.clientId} needs clientSecret or privateKey`)
     }
-  }
+  })
   const skewMs = (options.assertionSkewSeconds ?? 30) * 1000
   const held = new Map<string, Held>()
   let discovered: string | undefined = idp.tokenEndpoint

@@ -1,8 +1,8 @@
 import type { Extension } from "@keyway/authorization-server"
-import { CanonicalUri, Grant, Scope } from "@keyway/core"
+import { CanonicalUri, Grant, Options, Scope } from "@keyway/core"
 import { Effect, Result } from "effect"
 import { z } from "zod"
-import { checkOptions, err } from "./common.js"
+import { err } from "./common.js"
 
 /**
  * An MCP authorization server the identity provider issues identity assertions for, and the resources behind it.
@@ -104,7 +104,7 @@ const same = (a: string, b: string): boolean =>
 export const identityAssertionIssuer = (
   options: IdentityAssertionIssuerOptions,
 ): Extension.AuthorizationServerExtension => {
-  checkOptions("identityAssertionIssuer", issuerOptionsSchema, options)
+  Options.check("identityAssertionIssuer", issuerOptionsSchema, options)
   const lifetime = options.lifetime ?? 300
   return {
     id: `${Grant.extensions.enterpriseManaged}#identity-provider`,

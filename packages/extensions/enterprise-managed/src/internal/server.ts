@@ -1,5 +1,5 @@
 import type { Extension } from "@keyway/authorization-server"
-import { Assertion, CanonicalUri, Grant, OAuthError, Scope } from "@keyway/core"
+import { Assertion, CanonicalUri, Grant, OAuthError, Options, Scope } from "@keyway/core"
 import { Effect, Result } from "effect"
 import {
   createLocalJWKSet,
@@ -12,7 +12,7 @@ import {
   jwtVerify,
 } from "jose"
 import { z } from "zod"
-import { checkOptions, err } from "./common.js"
+import { err } from "./common.js"
 
 /**
  * The authorization grant profile an authorization server lists in `authorization_grant_profiles_supported`.
@@ -127,7 +127,7 @@ const canonical = (uri: string): string | undefined => {
 export const identityAssertionGrant = (
   options: IdentityAssertionGrantOptions,
 ): Extension.AuthorizationServerExtension => {
-  checkOptions("identityAssertionGrant", optionsSchema, options)
+  Options.check("identityAssertionGrant", optionsSchema, options)
   const clockSkew = options.clockSkew ?? 60
   const maxLifetime = options.maxLifetime ?? 600
   const providers = new Map(options.identityProviders.map((p) => [p.issuer, p]))
