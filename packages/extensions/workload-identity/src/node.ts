@@ -8,7 +8,7 @@
  * @packageDocumentation
  */
 import { readFile } from "node:fs/promises"
-import type { AssertionSource } from "./Client.js"
+import type { AssertionSource } from "./internal/client.js"
 
 /**
  * An assertion source that reads the JWT from a file at every token request, so a rotated token is picked up as soon

@@ -5,7 +5,7 @@ import { AuthClient, createAuthClient, Extension, isAuthError, type KeywayAuthEr
 import { Grant } from "@keyway/core"
 import { decodeJwt } from "jose"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { workloadIdentity } from "../src/Client.js"
+import { workloadIdentity } from "../src/client.js"
 import { assertionFile } from "../src/node.js"
 import { type Stack, startStack } from "./support.js"
 

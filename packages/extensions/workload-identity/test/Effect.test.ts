@@ -8,8 +8,8 @@ import { AuthClient, ClientConfig, DiscoveryCache, Extension, TokenStore, UserAg
 import { Grant } from "@keyway/core"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { workloadIdentity } from "../src/Client.js"
-import { workloadIdentityGrant } from "../src/Server.js"
+import { workloadIdentityGrant } from "../src/authorization-server.js"
+import { workloadIdentity } from "../src/client.js"
 import { type Stack, startStack, startWorkloadIssuer, type WorkloadIssuer } from "./support.js"
 
 describe("the Effect faces", () => {

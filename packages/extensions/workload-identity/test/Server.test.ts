@@ -10,7 +10,7 @@ import { Layer, ManagedRuntime } from "effect"
 import { TestClock } from "effect/testing"
 import { base64url, decodeJwt, exportJWK, generateKeyPair, SignJWT } from "jose"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type TrustedIssuer, workloadIdentityGrant } from "../src/Server.js"
+import { type TrustedIssuer, workloadIdentityGrant } from "../src/authorization-server.js"
 import { callMcp, type Stack, startStack, startWorkloadIssuer, tokenRequest, type WorkloadIssuer } from "./support.js"
 
 const SUB = "spiffe://example.org/agent"

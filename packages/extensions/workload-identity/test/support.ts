@@ -10,7 +10,7 @@ import { join } from "node:path"
 import { createAuthorizationServer, NodeServer } from "@keyway/authorization-server"
 import { createProtectedResource, jwt } from "@keyway/resource-server"
 import { exportJWK, generateKeyPair, type JWK, type JWTPayload, SignJWT } from "jose"
-import { type TrustedIssuer, type WorkloadIdentityOptions, workloadIdentityGrant } from "../src/Server.js"
+import { type TrustedIssuer, type WorkloadIdentityOptions, workloadIdentityGrant } from "../src/authorization-server.js"
 
 /** Listens on 127.0.0.1 with a handler that may be set once the URL is known (the issuer names itself). */
 const listening = async () => {
