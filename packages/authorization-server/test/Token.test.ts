@@ -416,6 +416,48 @@ describe("client authentication", () => {
     )
   })
 
+  it("private_key_jwt: each claim RFC 7523 §3 asks for is checked, with the failure named", async () => {
+    const now = Math.floor(Date.now() / 1000)
+    const sign = (claims: Record<string, unknown>) =>
+      new SignJWT({
+        iss: "jwt-app",
+        sub: "jwt-app",
+        aud: `${server.issuer}/token`,
+        iat: now,
+        exp: now + 120,
+        jti: crypto.randomUUID(),
+        ...claims,
+      })
+        .setProtectedHeader({ alg: "ES256", kid: "k1" })
+        .sign(jwtClientKey)
+    const refused = async (claims: Record<string, unknown>, description: string) =>
+      expectOAuthError(
+        await tokenRequest(server, {
+          grant_type: "refresh_token",
+          refresh_token: "x",
+          client_assertion_type: "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+          client_assertion: await sign(claims),
+        }),
+        401,
+        "invalid_client",
+        `client_assertion rejected: ${description}`,
+      )
+    await refused({ iss: "another-app" }, "the assertion's iss another-app is not jwt-app")
+    await refused(
+      { aud: "https://elsewhere.example.com/token" },
+      `the assertion's aud does not name this authorization server (accepted: ${server.issuer}, ${server.issuer}/token)`,
+    )
+    await refused({ exp: undefined }, "the assertion has no exp claim (RFC 7523 section 3 item 4)")
+    await refused({ iat: now - 600, exp: now - 300 }, `the assertion expired at ${now - 300} (clock skew 5 s)`)
+    await refused({ nbf: now + 600 }, `the assertion is not valid before ${now + 600} (clock skew 5 s)`)
+    await refused(
+      { iat: now + 600, exp: now + 700 },
+      `the assertion's iat ${now + 600} is in the future (clock skew 5 s)`,
+    )
+    await refused({ exp: now + 3700 }, "the assertion lives 3700 s (exp - iat), longer than the 3600 s accepted")
+    await refused({ jti: undefined }, "the assertion has no jti claim (RFC 7523 section 3 item 7)")
+  })
+
   it("private_key_jwt with a wrong assertion type: invalid_request", async () => {
     await expectOAuthError(
       await tokenRequest(server, {

@@ -1,6 +1,6 @@
-import { ClientAuth, Grant } from "@keyway/core"
-import { Effect } from "effect"
-import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, type JSONWebKeySet, jwtVerify } from "jose"
+import { Assertion, ClientAuth, Grant } from "@keyway/core"
+import { Effect, Result } from "effect"
+import { compactVerify, createLocalJWKSet, decodeJwt, decodeProtectedHeader, type JSONWebKeySet } from "jose"
 import type { ResolvedConfig } from "../Config.js"
 import type { ClientMetadataError } from "../cimd/ClientMetadataResolver.js"
 import { type ClientAuthenticationContext, type ClientAuthenticationMethod, ClientAuthFailure } from "../Extension.js"
@@ -131,6 +131,12 @@ const clientSecretPost: Method = {
     }),
 }
 
+/** The clock skew tolerated on a client assertion's `exp`, `nbf` and `iat`, in seconds. */
+const CLIENT_ASSERTION_SKEW = 5
+
+/** The longest lifetime of a client assertion (`exp` - `iat`, or `exp` - now without `iat`), in seconds. */
+const CLIENT_ASSERTION_MAX_LIFETIME = 3600
+
 /**
  * `private_key_jwt`: a JWT signed with the client's key as `client_assertion`, single use by its `jti`.
  *
@@ -148,13 +154,13 @@ const privateKeyJwt: Method = {
         return yield* fail("invalid_request", `client_assertion_type must be ${Grant.JWT_CLIENT_ASSERTION_TYPE}`)
       }
       const assertion = form.get("client_assertion") ?? ""
-      let claimedId: string | undefined
+      let claims: Readonly<Record<string, unknown>>
       try {
-        const claims = decodeJwt(assertion)
-        claimedId = typeof claims.sub === "string" ? claims.sub : undefined
+        claims = decodeJwt(assertion)
       } catch {
         return yield* fail("invalid_client", "client_assertion is not a JWT")
       }
+      const claimedId = typeof claims.sub === "string" ? claims.sub : undefined
       if (claimedId === undefined) return yield* fail("invalid_client", "client_assertion has no sub")
       const bodyId = form.get("client_id")
       if (bodyId !== undefined && bodyId !== claimedId) {
@@ -169,16 +175,12 @@ const privateKeyJwt: Method = {
           typeof e === "string" ? new ClientAuthFailure({ code: "invalid_client", description: e }) : e,
         ),
       )
-      const verified = yield* Effect.tryPromise({
+      // The signature here (of the very claims decoded above); the claims through core's Assertion.check, like every
+      // assertion grant's (RFC 7523 §3).
+      yield* Effect.tryPromise({
         try: () =>
-          jwtVerify(assertion, createLocalJWKSet(keys as unknown as JSONWebKeySet), {
-            issuer: client.client_id,
-            subject: client.client_id,
-            audience: [...context.audiences],
+          compactVerify(assertion, createLocalJWKSet(keys as unknown as JSONWebKeySet), {
             algorithms: [...CLIENT_ASSERTION_ALGORITHMS],
-            requiredClaims: ["exp", "jti"],
-            currentDate: new Date(now * 1000),
-            clockTolerance: 5,
           }),
         catch: (e) =>
           new ClientAuthFailure({
@@ -186,13 +188,22 @@ const privateKeyJwt: Method = {
             description: `client_assertion rejected: ${(e as Error).message}`,
           }),
       })
-      const { exp, jti } = verified.payload
-      if (typeof jti !== "string" || jti === "" || typeof exp !== "number") {
-        return yield* fail("invalid_client", "client_assertion needs jti and exp")
+      // Its sub named the client looked up above; its iss must name it too (RFC 7523 §3 items 1 and 2, §2.2).
+      const checked = Assertion.check(claims, {
+        issuer: client.client_id,
+        audiences: context.audiences,
+        now,
+        clockSkew: CLIENT_ASSERTION_SKEW,
+        maxLifetime: CLIENT_ASSERTION_MAX_LIFETIME,
+        requireIat: false,
+        requireJti: true,
+      })
+      if (Result.isFailure(checked)) {
+        return yield* fail("invalid_client", `client_assertion rejected: ${checked.failure}`)
       }
-      if (exp > now + 3600) return yield* fail("invalid_client", "client_assertion lives longer than one hour")
+      const { exp, jti } = checked.success
       const grants = yield* GrantStore
-      const fresh = yield* grants.rememberJti(client.client_id, jti, exp)
+      const fresh = yield* grants.rememberJti(client.client_id, jti!, exp)
       if (!fresh) return yield* fail("invalid_client", "client_assertion jti was already used")
       return client
     }),
