@@ -1,6 +1,7 @@
+import { createServer } from "node:http"
 import { createAuthClient, isAuthError } from "@keyway/client"
 import { Grant, Options } from "@keyway/core"
-import { thrownBy } from "@keyway/testing"
+import { closing, listening, thrownBy } from "@keyway/testing"
 import { decodeJwt, generateKeyPair, type JWTPayload } from "jose"
 import { afterEach, describe, expect, it } from "vitest"
 // The protected notes stack the extensions' tests share.
@@ -183,6 +184,69 @@ describe("enterprise-managed authorization: Keyway's client, an identity provide
       "unsupported-token-type",
       `the token exchange response from ${idp.issuer}/token has issued_token_type "urn:ietf:params:oauth:token-type:access_token", not ${Grant.ID_JAG_TOKEN_TYPE}`,
     ])
+    expect(s.tokenRequests).toHaveLength(0)
+  })
+
+  it("the identity provider's metadata passes core's checks: schema, exact issuer, token endpoint", async () => {
+    const { idp, s } = await setup()
+    // A stand-in for the identity provider's metadata, one document at a time; nothing at the other locations.
+    let document: unknown
+    const server = createServer((req, res) => {
+      if (req.url !== "/.well-known/oauth-authorization-server" || document === undefined) {
+        res.writeHead(404, { "content-type": "text/plain" }).end("Not Found")
+        return
+      }
+      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(document))
+    })
+    const issuer = await listening(server)
+    cleanups.push(() => closing(server))
+    const failureWith = async (metadata: unknown) => {
+      document = metadata
+      const auth = createAuthClient({
+        extensions: [
+          enterpriseManaged({
+            identityProvider: { issuer, clientId: "chat-at-idp", clientSecret: "idp-secret" },
+            idToken: () => "alice-id-token",
+            clients: { issuer: s.issuer, clientId: "chat", clientSecret: SECRET },
+          }),
+        ],
+      })
+      cleanups.push(() => auth.dispose())
+      const failure = await call(auth.fetch, s.mcp[0], "tools/list").catch((e: unknown) => e)
+      return isAuthError(failure) ? [failure.step, failure.reason, failure.url, failure.message] : failure
+    }
+    const at = `${issuer}/.well-known/oauth-authorization-server`
+    expect(await failureWith({ issuer: `${issuer}/`, token_endpoint: `${issuer}/token` })).toEqual([
+      "token",
+      "issuer-mismatch",
+      at,
+      `the identity provider ${issuer}: the authorization server metadata at ${at} has issuer "${issuer}/" but "${issuer}" was expected (compared exactly, without normalisation); refusing to use it`,
+    ])
+    expect(await failureWith({ issuer })).toEqual([
+      "token",
+      "missing-endpoint",
+      at,
+      expect.stringMatching(
+        new RegExp(
+          `^the identity provider ${issuer}: the authorization server metadata at ${at} has no token_endpoint`,
+        ),
+      ),
+    ])
+    expect(await failureWith({ issuer, token_endpoint: 5 })).toEqual([
+      "token",
+      "invalid-document",
+      at,
+      expect.stringMatching(
+        new RegExp(`^the identity provider ${issuer}: the authorization server metadata at ${at} is invalid: `),
+      ),
+    ])
+    expect(await failureWith(undefined)).toEqual([
+      "token",
+      "not-found",
+      issuer,
+      `no metadata of the identity provider ${issuer} was found`,
+    ])
+    expect(idp.exchanges).toHaveLength(0)
     expect(s.tokenRequests).toHaveLength(0)
   })
 

@@ -1,7 +1,7 @@
 import type { ClientConfig, Extension } from "@keyway/client"
 import { AuthError } from "@keyway/client"
-import { ClientAuth, Grant, Options, SecureUrl, WellKnown } from "@keyway/core"
-import { Clock, Effect } from "effect"
+import { ClientAuth, Grant, Metadata, Options, SecureUrl, WellKnown } from "@keyway/core"
+import { Clock, Effect, Result } from "effect"
 import { decodeJwt } from "jose"
 
 /**
@@ -138,24 +138,27 @@ export const enterpriseManaged = (options: EnterpriseManagedOptions): Extension.
               message: `the identity provider's metadata ${where} could not be fetched: ${(e as Error).message}`,
             }),
         })
-        if (response.status !== 200) continue
+        if (response.status !== 200) {
+          // Let go of the body without waiting on it (a caller's fetch may keep a clone).
+          response.body?.cancel().catch(() => undefined)
+          continue
+        }
         const json = yield* Effect.promise(() => response.json().catch(() => undefined))
         if (!isRecord(json)) continue
-        if (json.issuer !== issuer) {
+        // Core's checks of authorization server metadata: the schema, the issuer compared exactly, the token
+        // endpoint. No PKCE: the identity provider is used for token exchange only.
+        const metadata = Metadata.processAuthorizationServerMetadata(issuer, where, json, {
+          pkce: false,
+          endpoints: ["token_endpoint"],
+        })
+        if (Result.isFailure(metadata)) {
           return yield* fail(
             where,
-            "issuer-mismatch",
-            `the identity provider's metadata at ${where} names the issuer ${String(json.issuer)}, not ${issuer}`,
+            metadata.failure.reason,
+            `the identity provider ${issuer}: ${metadata.failure.message}`,
           )
         }
-        if (typeof json.token_endpoint !== "string") {
-          return yield* fail(
-            where,
-            "missing-endpoint",
-            `the identity provider's metadata at ${where} has no token_endpoint`,
-          )
-        }
-        discovered = json.token_endpoint
+        discovered = metadata.success.token_endpoint as string
         return discovered
       }
       return yield* fail(issuer, "not-found", `no metadata of the identity provider ${issuer} was found`)
