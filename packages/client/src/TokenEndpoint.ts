@@ -5,7 +5,7 @@
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-3.2 | OAuth 2.1 §3.2}
  * @module
  */
-import { ClientAuth, Grant, Wire } from "@keyway/core"
+import { ClientAuth, Wire } from "@keyway/core"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
@@ -37,8 +37,7 @@ export const authenticate = Effect.fnUntraced(function* (
   const url = server.metadata.token_endpoint as string
   switch (method) {
     case "none":
-      body.set("client_id", client.client_id)
-      return
+      return ClientAuth.addTo(ClientAuth.apply("none", { clientId: client.client_id }), headers, body)
     case "client_secret_basic":
     case "client_secret_post": {
       const secret = client.client_secret
@@ -50,13 +49,7 @@ export const authenticate = Effect.fnUntraced(function* (
           message: `client ${client.client_id} uses ${method} but has no client_secret; provide it in the client information`,
         })
       }
-      if (method === "client_secret_basic") {
-        headers.set("authorization", ClientAuth.encodeClientSecretBasic(client.client_id, secret))
-      } else {
-        body.set("client_id", client.client_id)
-        body.set("client_secret", secret)
-      }
-      return
+      return ClientAuth.addTo(ClientAuth.apply(method, { clientId: client.client_id, clientSecret: secret }), headers, body)
     }
     case "private_key_jwt": {
       const key = options.privateKey ?? config.privateKeyJwt
@@ -81,10 +74,7 @@ export const authenticate = Effect.fnUntraced(function* (
           .setExpirationTime(issuedAt + 60)
           .sign(key.key),
       )
-      body.set("client_id", client.client_id)
-      body.set("client_assertion_type", Grant.JWT_CLIENT_ASSERTION_TYPE)
-      body.set("client_assertion", assertion)
-      return
+      return ClientAuth.addTo(ClientAuth.apply("private_key_jwt", { clientId: client.client_id, clientAssertion: assertion }), headers, body)
     }
   }
 })

@@ -65,3 +65,92 @@ describe("ClientAuth.decodeClientSecretBasic", () => {
     expect(ClientAuth.decodeClientSecretBasic(header)).toBeUndefined()
   })
 })
+
+describe("ClientAuth.chooseMethod (RFC 8414 §2)", () => {
+  const both = { secret: true, privateKey: true }
+  it.each([
+    [
+      "a server that lists none supports client_secret_basic",
+      undefined,
+      { secret: true, privateKey: false },
+      "client_secret_basic",
+    ],
+    ["a key alone, with a server that lists none: nothing", undefined, { secret: false, privateKey: true }, undefined],
+    ["a key is preferred where it is listed", ["client_secret_basic", "private_key_jwt"], both, "private_key_jwt"],
+    ["a secret where the key's method is not listed", ["client_secret_post"], both, "client_secret_post"],
+    [
+      "basic before post",
+      ["client_secret_post", "client_secret_basic"],
+      { secret: true, privateKey: false },
+      "client_secret_basic",
+    ],
+    [
+      "the method asked for, listed",
+      ["client_secret_basic", "client_secret_post"],
+      { ...both, method: "client_secret_post" },
+      "client_secret_post",
+    ],
+    [
+      "the method asked for, not listed: nothing",
+      ["client_secret_basic"],
+      { ...both, method: "client_secret_post" },
+      undefined,
+    ],
+    [
+      "the method asked for without its credential: nothing",
+      ["private_key_jwt"],
+      { secret: true, privateKey: false, method: "private_key_jwt" },
+      undefined,
+    ],
+    [
+      "nothing to authenticate with: nothing",
+      ["none", "client_secret_basic"],
+      { secret: false, privateKey: false },
+      undefined,
+    ],
+  ] as const)("%s", (_name, supported, available, expected) => {
+    expect(ClientAuth.chooseMethod(supported, available)).toBe(expected)
+  })
+})
+
+describe("ClientAuth.apply (RFC 6749 §2.3.1, RFC 7523 §2.2)", () => {
+  it("none sends the client ID in the form", () => {
+    expect(ClientAuth.apply("none", { clientId: "-app" })).toEqual({ headers: {}, form: { client_id: "-app" } })
+  })
+  it("client_secret_basic sends the form-encoded ID and secret in an Authorization header", () => {
+    expect(ClientAuth.apply("client_secret_basic", { clientId: "a:b", clientSecret: "s é" })).toEqual({
+      headers: { authorization: `Basic ${btoa("a%3Ab:s+%C3%A9")}` },
+      form: {},
+    })
+  })
+  it("client_secret_post sends the ID and the secret in the form", () => {
+    expect(ClientAuth.apply("client_secret_post", { clientId: "app", clientSecret: "s" })).toEqual({
+      headers: {},
+      form: { client_id: "app", client_secret: "s" },
+    })
+  })
+  it("private_key_jwt sends the ID, the assertion type and the assertion", () => {
+    expect(ClientAuth.apply("private_key_jwt", { clientId: "app", clientAssertion: "h.p.s" })).toEqual({
+      headers: {},
+      form: {
+        client_id: "app",
+        client_assertion_type: "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+        client_assertion: "h.p.s",
+      },
+    })
+  })
+})
+
+describe("ClientAuth.addTo", () => {
+  it("sets the headers and form fields of a method on a request's", () => {
+    const headers = new Headers({ accept: "application/json" })
+    const body = new URLSearchParams({ grant_type: "refresh_token", client_id: "stale" })
+    ClientAuth.addTo(ClientAuth.apply("client_secret_post", { clientId: "app", clientSecret: "s" }), headers, body)
+    ClientAuth.addTo(ClientAuth.apply("client_secret_basic", { clientId: "app", clientSecret: "s" }), headers, body)
+    expect([...headers]).toEqual([
+      ["accept", "application/json"],
+      ["authorization", `Basic ${btoa("app:s")}`],
+    ])
+    expect(body.toString()).toBe("grant_type=refresh_token&client_id=app&client_secret=s")
+  })
+})

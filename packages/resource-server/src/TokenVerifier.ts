@@ -532,10 +532,10 @@ const makeIntrospectionVerify = (
   let extraForm = ""
   if (auth.method === "bearer") {
     headers.authorization = `Bearer ${auth.token}`
-  } else if (auth.method === "client_secret_basic") {
-    headers.authorization = ClientAuth.encodeClientSecretBasic(auth.clientId, auth.clientSecret)
   } else {
-    extraForm = `&client_id=${formEncode(auth.clientId)}&client_secret=${formEncode(auth.clientSecret)}`
+    const applied = ClientAuth.apply(auth.method, { clientId: auth.clientId, clientSecret: auth.clientSecret })
+    Object.assign(headers, applied.headers)
+    for (const [name, value] of Object.entries(applied.form)) extraForm += `&${name}=${formEncode(value)}`
   }
 
   const unavailable = (detail: string) => new VerifierUnavailable({ source: "introspection", detail })

@@ -96,15 +96,16 @@ export const createUpstreamApiClient = (options: UpstreamApiClientOptions): Upst
     if (options.scopes !== undefined && options.scopes.length > 0)
       form.push(`scope=${formEncode(options.scopes.join(" "))}`)
     if (options.resource !== undefined) form.push(`resource=${formEncode(options.resource)}`)
+    const auth = ClientAuth.apply(options.authMethod ?? "client_secret_basic", {
+      clientId: options.clientId,
+      clientSecret: options.clientSecret,
+    })
     const headers: Record<string, string> = {
       "content-type": "application/x-www-form-urlencoded",
       accept: "application/json",
+      ...auth.headers,
     }
-    if ((options.authMethod ?? "client_secret_basic") === "client_secret_basic") {
-      headers.authorization = ClientAuth.encodeClientSecretBasic(options.clientId, options.clientSecret)
-    } else {
-      form.push(`client_id=${formEncode(options.clientId)}`, `client_secret=${formEncode(options.clientSecret)}`)
-    }
+    for (const [name, value] of Object.entries(auth.form)) form.push(`${name}=${formEncode(value)}`)
     const response = await doFetch(options.tokenEndpoint, {
       method: "POST",
       headers,

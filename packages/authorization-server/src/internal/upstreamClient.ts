@@ -103,13 +103,16 @@ export class UpstreamClient {
       redirect_uri: redirectUri,
     })
     if (this.options.resource !== undefined) body.set("resource", this.options.resource)
+    const { clientId, clientSecret } = this.options
+    const auth =
+      clientSecret === undefined
+        ? ClientAuth.apply("none", { clientId })
+        : ClientAuth.apply("client_secret_basic", { clientId, clientSecret })
+    for (const [name, value] of Object.entries(auth.form)) body.set(name, value)
     const headers: Record<string, string> = {
       "content-type": "application/x-www-form-urlencoded",
       accept: "application/json",
-    }
-    if (this.options.clientSecret === undefined) body.set("client_id", this.options.clientId)
-    else {
-      headers.authorization = ClientAuth.encodeClientSecretBasic(this.options.clientId, this.options.clientSecret)
+      ...auth.headers,
     }
     let response: Response
     try {

@@ -261,6 +261,58 @@ describe("enterprise-managed authorization: Keyway's client, an identity provide
     ])
   })
 
+  it("an authorization server that takes none of the client's methods: a typed error, and no assertion obtained", async () => {
+    const { idp } = await setup()
+    // An MCP server whose authorization server takes client_secret_basic only; the client has a private key.
+    let origin = ""
+    const server = createServer((req, res) => {
+      const json = (body: unknown) =>
+        res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(body))
+      if (req.url === "/.well-known/oauth-protected-resource/mcp") {
+        return json({ resource: `${origin}/mcp`, authorization_servers: [origin] })
+      }
+      if (req.url === "/.well-known/oauth-authorization-server") {
+        return json({
+          issuer: origin,
+          authorization_endpoint: `${origin}/authorize`,
+          token_endpoint: `${origin}/token`,
+          code_challenge_methods_supported: ["S256"],
+          token_endpoint_auth_methods_supported: ["client_secret_basic"],
+        })
+      }
+      if (req.url === "/mcp") {
+        res
+          .writeHead(401, {
+            "www-authenticate": `Bearer resource_metadata="${origin}/.well-known/oauth-protected-resource/mcp"`,
+          })
+          .end()
+        return
+      }
+      res.writeHead(404).end()
+    })
+    origin = await listening(server)
+    cleanups.push(() => closing(server))
+    const { privateKey } = await generateKeyPair("ES256")
+    const auth = createAuthClient({
+      extensions: [
+        enterpriseManaged({
+          identityProvider: { issuer: idp.issuer, clientId: "chat-at-idp", clientSecret: "idp-secret" },
+          idToken: () => "alice-id-token",
+          clients: { issuer: origin, clientId: "chat", privateKey: { key: privateKey, alg: "ES256" } },
+        }),
+      ],
+    })
+    cleanups.push(() => auth.dispose())
+    const failure = await call(auth.fetch, `${origin}/mcp`, "tools/list").catch((e: unknown) => e)
+    expect(isAuthError(failure) && [failure.step, failure.reason, failure.url, failure.message]).toEqual([
+      "token",
+      "invalid-input",
+      `${origin}/token`,
+      `${origin} accepts client_secret_basic at its token endpoint, but the client chat has a private key`,
+    ])
+    expect(idp.exchanges).toHaveLength(0)
+  })
+
   it("credentials go only to the authorization server they belong to", async () => {
     const { idp, s } = await setup()
     const auth = createAuthClient({

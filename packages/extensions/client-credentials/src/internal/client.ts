@@ -1,6 +1,6 @@
 import type { ClientConfig, Extension } from "@keyway/client"
 import { AuthError } from "@keyway/client"
-import { Grant, Options, type Wire } from "@keyway/core"
+import { ClientAuth, Grant, Options, type Wire } from "@keyway/core"
 import { Effect } from "effect"
 import { calculateJwkThumbprint, exportJWK, importPKCS8 } from "jose"
 
@@ -95,15 +95,12 @@ const algorithmsOf = (key: CryptoKey): ReadonlyArray<string> => {
 export const selectMethod = (
   supported: ReadonlyArray<string> | undefined,
   options: Pick<ClientCredentialsOptions, "clientSecret" | "privateKey" | "method">,
-): "private_key_jwt" | SecretMethod | undefined => {
-  const listed = supported ?? ["client_secret_basic"]
-  const usable = (method: "private_key_jwt" | SecretMethod) =>
-    listed.includes(method) &&
-    (method === "private_key_jwt" ? options.privateKey !== undefined : options.clientSecret !== undefined)
-  if (options.method !== undefined) return usable(options.method) ? options.method : undefined
-  const order = ["private_key_jwt", "client_secret_basic", "client_secret_post"] as const
-  return order.find(usable)
-}
+): "private_key_jwt" | SecretMethod | undefined =>
+  ClientAuth.chooseMethod(supported, {
+    secret: options.clientSecret !== undefined,
+    privateKey: options.privateKey !== undefined,
+    method: options.method,
+  })
 
 const fail = (url: string, message: string) =>
   Effect.fail(new AuthError.AuthError({ step: "token", reason: "invalid-input", url, message }))

@@ -194,11 +194,14 @@ export const enterpriseManaged = (options: EnterpriseManagedOptions): Extension.
       })
       if (context.scope !== undefined) body.set("scope", context.scope)
       const headers = new Headers({ "content-type": "application/x-www-form-urlencoded", accept: "application/json" })
-      if (idp.clientSecret === undefined) body.set("client_id", idp.clientId)
-      else if (idp.method === "client_secret_post") {
-        body.set("client_id", idp.clientId)
-        body.set("client_secret", idp.clientSecret)
-      } else headers.set("authorization", ClientAuth.encodeClientSecretBasic(idp.clientId, idp.clientSecret))
+      const auth =
+        idp.clientSecret === undefined
+          ? ClientAuth.apply("none", { clientId: idp.clientId })
+          : ClientAuth.apply(idp.method ?? "client_secret_basic", {
+              clientId: idp.clientId,
+              clientSecret: idp.clientSecret,
+            })
+      ClientAuth.addTo(auth, headers, body)
       const response = yield* Effect.tryPromise({
         try: (signal) =>
           context.fetch(endpoint, { method: "POST", redirect: "manual", signal, headers, body: body.toString() }),
@@ -271,6 +274,20 @@ export const enterpriseManaged = (options: EnterpriseManagedOptions): Extension.
               `${context.serverUrl} uses the authorization server ${server.issuer}, where this client has no registration for enterprise-managed authorization`,
             )
           }
+          // How to authenticate there, before an identity assertion is obtained for it.
+          const listed = server.metadata.token_endpoint_auth_methods_supported
+          const method = ClientAuth.chooseMethod(listed, {
+            secret: registration.clientSecret !== undefined,
+            privateKey: registration.privateKey !== undefined,
+            method: registration.method,
+          })
+          if (method === undefined) {
+            return yield* fail(
+              server.metadata.token_endpoint ?? server.issuer,
+              "invalid-input",
+              `${server.issuer} accepts ${(listed ?? ["client_secret_basic"]).join(", ")} at its token endpoint, but the client ${registration.clientId} has ${registration.privateKey === undefined ? "a secret" : registration.clientSecret === undefined ? "a private key" : "a private key and a secret"}${registration.method === undefined ? "" : ` and asks for ${registration.method}`}`,
+            )
+          }
           const key = `${server.issuer} ${context.resource} ${context.scope ?? ""}`
           const now = yield* Clock.currentTimeMillis
           let current = held.get(key)
@@ -281,16 +298,6 @@ export const enterpriseManaged = (options: EnterpriseManagedOptions): Extension.
           }
           const body = new URLSearchParams({ grant_type: Grant.JWT_BEARER, assertion: current.assertion })
           if (context.scope !== undefined) body.set("scope", context.scope)
-          const listed = server.metadata.token_endpoint_auth_methods_supported
-          const method =
-            registration.privateKey !== undefined
-              ? "private_key_jwt"
-              : (registration.method ??
-                (listed !== undefined &&
-                !listed.includes("client_secret_basic") &&
-                listed.includes("client_secret_post")
-                  ? "client_secret_post"
-                  : "client_secret_basic"))
           const response = yield* context
             .tokenRequest(body, {
               client: {

@@ -139,8 +139,14 @@ export const signIn = (options: SignInOptions): Promise<SignedIn> => {
           redirect_uri: session.redirectUri,
           code_verifier: pkce.verifier,
         })
-        if (options.clientSecret === undefined) body.set("client_id", options.clientId)
-        else headers.set("authorization", ClientAuth.encodeClientSecretBasic(options.clientId, options.clientSecret))
+        const auth =
+          options.clientSecret === undefined
+            ? ClientAuth.apply("none", { clientId: options.clientId })
+            : ClientAuth.apply("client_secret_basic", {
+                clientId: options.clientId,
+                clientSecret: options.clientSecret,
+              })
+        ClientAuth.addTo(auth, headers, body)
         const answer = yield* Effect.tryPromise({
           try: async (signal) => {
             const response = await fetch(token, {
