@@ -3,7 +3,7 @@ import type { AddressInfo } from "node:net"
 import { Effect, Result } from "effect"
 import { TestClock } from "effect/testing"
 import { afterEach, describe, expect, it } from "vitest"
-import { UpstreamClient } from "../src/internal/upstreamClient.js"
+import { UpstreamClient, UpstreamFailure } from "../src/internal/upstreamClient.js"
 import { resolveUpstream } from "../src/internal/upstreamOptions.js"
 
 let server: Server | undefined
@@ -14,12 +14,21 @@ afterEach(async () => {
   server = undefined
 })
 
-/** An upstream whose RFC 8414 document is `document(issuer)`; counts the metadata requests. */
-const upstream = async (document: (issuer: string) => unknown) => {
+/**
+ * An upstream whose RFC 8414 document is `document(issuer)`, and whose token endpoint answers `token` (status and
+ * body); counts the metadata requests.
+ */
+const upstream = async (
+  document: (issuer: string) => unknown,
+  token: { readonly status: number; readonly body: unknown } = { status: 404, body: {} },
+) => {
   const requests: Array<string> = []
   server = createServer((req, res) => {
     requests.push(req.url ?? "")
-    if (req.url === "/.well-known/oauth-authorization-server") {
+    if (req.url === "/token") {
+      res.writeHead(token.status, { "content-type": "application/json" })
+      res.end(JSON.stringify(token.body))
+    } else if (req.url === "/.well-known/oauth-authorization-server") {
       res.writeHead(200, { "content-type": "application/json" })
       res.end(JSON.stringify(document(issuer)))
     } else {
@@ -93,4 +102,35 @@ describe("UpstreamClient metadata discovery", () => {
       expect(requests).toEqual([url.slice(issuer.length), url.slice(issuer.length)])
     },
   )
+})
+
+describe("UpstreamClient code exchange", () => {
+  const failureOf = async (status: number, body: unknown) => {
+    const { client, issuer } = await upstream(good, { status, body })
+    const metadata = await run(client.metadata)
+    const outcome = await client
+      .exchange(metadata, "code", "v".repeat(43), "http://127.0.0.1/cb")
+      .catch((e: unknown) => e)
+    return { outcome, endpoint: `${issuer}/token` }
+  }
+
+  it("takes any token type and reads the tokens only, even with an expires_in that is a string", async () => {
+    const body = { access_token: "at", token_type: "N_A", id_token: "h.p.s", expires_in: "3600" }
+    expect((await failureOf(200, body)).outcome).toEqual(body)
+  })
+
+  it("refuses an error response and a response without an access token, saying which", async () => {
+    const refused = await failureOf(400, { error: "invalid_grant", error_description: "code expired" })
+    expect(refused.outcome).toEqual(
+      new UpstreamFailure({
+        message: `upstream: the token endpoint ${refused.endpoint} answered HTTP 400 invalid_grant: code expired`,
+      }),
+    )
+    const empty = await failureOf(200, { token_type: "Bearer" })
+    expect(empty.outcome).toEqual(
+      new UpstreamFailure({
+        message: `upstream: the token response from ${empty.endpoint} has no access_token; the authorization server must return one (RFC 6749 §5.1)`,
+      }),
+    )
+  })
 })

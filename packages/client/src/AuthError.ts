@@ -5,6 +5,7 @@
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#authorization-flow-steps | MCP authorization flow}
  * @module
  */
+import type { TokenResponse } from "@keyway/core"
 import * as Schema from "effect/Schema"
 
 /**
@@ -92,3 +93,29 @@ export class AuthError extends Schema.TaggedError<AuthError>()("AuthError", {
 
 /** Whether a value is an {@link AuthError}. */
 export const isAuthError = (u: unknown): u is AuthError => u instanceof AuthError
+
+/**
+ * The error of a token response core's {@link TokenResponse.process} refused: an error response is `invalid-grant`
+ * for `invalid_grant` and `oauth-error` otherwise, with its status and code; a token exchange's unexpected
+ * `issued_token_type` is `unsupported-token-type`; the other reasons are the same. `message` replaces the problem's.
+ */
+export const fromTokenResponseProblem = (
+  step: Step,
+  problem: TokenResponse.TokenResponseProblem,
+  message: string = problem.message,
+): AuthError =>
+  new AuthError({
+    step,
+    reason:
+      problem.reason === "error-response"
+        ? problem.error === "invalid_grant"
+          ? "invalid-grant"
+          : "oauth-error"
+        : problem.reason === "unexpected-issued-token-type"
+          ? "unsupported-token-type"
+          : problem.reason,
+    url: problem.url,
+    message,
+    ...(problem.reason === "error-response" ? { status: problem.status } : {}),
+    ...(problem.error === undefined ? {} : { error: problem.error }),
+  })

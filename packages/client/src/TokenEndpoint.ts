@@ -5,12 +5,12 @@
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-3.2 | OAuth 2.1 §3.2}
  * @module
  */
-import { ClientAuth, Wire } from "@keyway/core"
+import { ClientAuth, TokenResponse, type Wire } from "@keyway/core"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import { SignJWT } from "jose/jwt/sign"
-import { AuthError, type Step } from "./AuthError.js"
+import { AuthError, fromTokenResponseProblem, type Step } from "./AuthError.js"
 import { ClientConfig, type ClientInformation } from "./ClientConfig.js"
 import type { DiscoveredAuthorizationServer } from "./Discovery.js"
 import type { OutgoingRequest, TokenRequestOptions } from "./Extension.js"
@@ -49,7 +49,11 @@ export const authenticate = Effect.fnUntraced(function* (
           message: `client ${client.client_id} uses ${method} but has no client_secret; provide it in the client information`,
         })
       }
-      return ClientAuth.addTo(ClientAuth.apply(method, { clientId: client.client_id, clientSecret: secret }), headers, body)
+      return ClientAuth.addTo(
+        ClientAuth.apply(method, { clientId: client.client_id, clientSecret: secret }),
+        headers,
+        body,
+      )
     }
     case "private_key_jwt": {
       const key = options.privateKey ?? config.privateKeyJwt
@@ -74,7 +78,11 @@ export const authenticate = Effect.fnUntraced(function* (
           .setExpirationTime(issuedAt + 60)
           .sign(key.key),
       )
-      return ClientAuth.addTo(ClientAuth.apply("private_key_jwt", { clientId: client.client_id, clientAssertion: assertion }), headers, body)
+      return ClientAuth.addTo(
+        ClientAuth.apply("private_key_jwt", { clientId: client.client_id, clientAssertion: assertion }),
+        headers,
+        body,
+      )
     }
   }
 })
@@ -130,50 +138,18 @@ export const request = Effect.fnUntraced(function* (
     discard(response)
   }
   const json = yield* readJson(step, endpoint, response)
-  if (response.status !== 200) {
-    const error = isRecord(json) && typeof json.error === "string" ? json.error : undefined
-    const description = isRecord(json) && typeof json.error_description === "string" ? json.error_description : ""
-    return yield* new AuthError({
-      step,
-      reason: error === "invalid_grant" ? "invalid-grant" : "oauth-error",
-      url: endpoint,
-      status: response.status,
-      ...(error !== undefined ? { error } : {}),
-      message: `the token endpoint ${endpoint} answered HTTP ${response.status} ${error ?? "without an OAuth error code"}${description !== "" ? `: ${description}` : ""}`,
-    })
-  }
-  if (!isRecord(json) || typeof json.access_token !== "string" || json.access_token === "") {
-    return yield* new AuthError({
-      step,
-      reason: "missing-access-token",
-      url: endpoint,
-      message: `the token response from ${endpoint} has no access_token; the authorization server must return one (RFC 6749 §5.1)`,
-    })
-  }
+  // A token type beside Bearer is usable when an extension takes it (DPoP, RFC 9449 §5).
   let accepted = false
-  if (typeof json.token_type === "string") {
+  if (response.status === 200 && isRecord(json) && typeof json.token_type === "string") {
     for (const extension of config.extensions) {
       if (extension.tokenType !== undefined && (yield* extension.tokenType(json.token_type, outgoing))) accepted = true
     }
   }
-  if (!accepted && (typeof json.token_type !== "string" || json.token_type.toLowerCase() !== "bearer")) {
-    return yield* new AuthError({
-      step,
-      reason: "unsupported-token-type",
-      url: endpoint,
-      message: `the token response from ${endpoint} has token_type ${JSON.stringify(json.token_type ?? null)}; only Bearer tokens can be used with MCP servers`,
-    })
-  }
-  const parsed = Wire.validate(Wire.TokenResponse, json, "token response")
-  if (Result.isFailure(parsed)) {
-    return yield* new AuthError({
-      step,
-      reason: "invalid-document",
-      url: endpoint,
-      message: `the token response from ${endpoint} is invalid: ${parsed.failure.message}`,
-    })
-  }
-  return parsed.success
+  const processed = TokenResponse.process(endpoint, response.status, json, {
+    tokenType: (tokenType) => accepted || tokenType.toLowerCase() === "bearer",
+  })
+  if (Result.isFailure(processed)) return yield* fromTokenResponseProblem(step, processed.failure)
+  return processed.success
 })
 
 /**

@@ -28,7 +28,7 @@ describe("token response validation", () => {
     const error = await rejection(client.fetch(rs.url, initialize))
     expect(error).toMatchObject({ step: "token", reason: "unsupported-token-type", url: `${as.issuer}/token` })
     expect((error as AuthError).message).toBe(
-      `the token response from ${as.issuer}/token has token_type "N_A"; only Bearer tokens can be used with MCP servers`,
+      `the token response from ${as.issuer}/token has token_type "N_A"; only Bearer tokens can be used`,
     )
   })
 

@@ -49,6 +49,9 @@ export * as Scope from "./Scope.js"
 /** Where plain http is acceptable: loopback hosts, the secure-or-loopback policy, loopback redirect URIs (RFC 8252 §7.3, §8.3). */
 export * as SecureUrl from "./SecureUrl.js"
 
+/** The processing half of a token request: an error response, a missing token, a token type the caller cannot use (RFC 6749 §5, RFC 8693 §2.2). */
+export * as TokenResponse from "./TokenResponse.js"
+
 /** Well-known metadata locations (RFC 9728 §3, RFC 8414 §3, OpenID Connect Discovery §4). */
 export * as WellKnown from "./WellKnown.js"
 

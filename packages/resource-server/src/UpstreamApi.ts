@@ -6,8 +6,8 @@
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/security_best_practices#token-passthrough | MCP: Token Passthrough}
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.2 | OAuth 2.1 §4.2 (client credentials)}
  */
-import { ClientAuth } from "@keyway/core"
-import { Cache, Cause, Duration, Effect, Exit, Schema } from "effect"
+import { ClientAuth, TokenResponse } from "@keyway/core"
+import { Cache, Cause, Duration, Effect, Exit, Result, Schema } from "effect"
 import type { Authenticated } from "./ProtectedResource.js"
 
 /**
@@ -112,20 +112,21 @@ export const createUpstreamApiClient = (options: UpstreamApiClientOptions): Upst
       body: form.join("&"),
       redirect: "manual",
     })
-    const body = (await response.json().catch(() => undefined)) as Record<string, unknown> | undefined
-    if (response.status !== 200 || body === undefined || typeof body.access_token !== "string") {
+    const json: unknown = await response.json().catch(() => undefined)
+    const processed = TokenResponse.process(options.tokenEndpoint, response.status, json)
+    if (Result.isFailure(processed)) {
+      const problem = processed.failure
+      // An error response is reported as the endpoint gave it; any other problem as invalid_response, saying why.
+      const description = problem.reason === "error-response" ? problem.description : problem.message
       throw new UpstreamTokenError({
         status: response.status,
-        error: typeof body?.error === "string" ? body.error : "invalid_response",
-        ...(typeof body?.error_description === "string" ? { description: body.error_description } : {}),
+        error: problem.error ?? "invalid_response",
+        ...(description === undefined ? {} : { description }),
       })
     }
-    if (typeof body.token_type !== "string" || body.token_type.toLowerCase() !== "bearer") {
-      throw new UpstreamTokenError({ status: 200, error: "invalid_response", description: "token_type is not Bearer" })
-    }
     return {
-      token: body.access_token,
-      lifetimeMs: typeof body.expires_in === "number" ? body.expires_in * 1000 : 300_000,
+      token: processed.success.access_token,
+      lifetimeMs: processed.success.expires_in === undefined ? 300_000 : processed.success.expires_in * 1000,
     }
   }
 

@@ -19,6 +19,8 @@ const seen: Array<Seen> = []
 let issued = 0
 let rejectNext = false
 let tokenError = false
+// A body the token endpoint answers 200 with instead of a token, when set.
+let tokenOverride: unknown
 
 beforeAll(async () => {
   // The upstream API records every byte it receives: URL, all header lines and the body.
@@ -59,6 +61,10 @@ beforeAll(async () => {
       }
       if (form.get("grant_type") !== "client_credentials" || form.get("resource") !== "https://api.example.com") {
         res.writeHead(400, { "content-type": "application/json" }).end(`{"error":"invalid_request"}`)
+        return
+      }
+      if (tokenOverride !== undefined) {
+        res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(tokenOverride))
         return
       }
       issued++
@@ -195,6 +201,38 @@ describe("no token passthrough", () => {
     expect(new Set(tokens).size).toBe(1)
     expect(await c.token()).toBe(tokens[0])
     expect(issued).toBe(before + 1)
+  })
+
+  it("refuses a token response it cannot use: no access token, a token type other than Bearer", async () => {
+    const endpoint = `${tokenEndpoint.origin}/token`
+    try {
+      tokenOverride = { token_type: "Bearer" }
+      expect(
+        await client()
+          .token()
+          .catch((e: unknown) => e),
+      ).toEqual(
+        new UpstreamTokenError({
+          status: 200,
+          error: "invalid_response",
+          description: `the token response from ${endpoint} has no access_token; the authorization server must return one (RFC 6749 §5.1)`,
+        }),
+      )
+      tokenOverride = { access_token: "t", token_type: "mac" }
+      expect(
+        await client()
+          .token()
+          .catch((e: unknown) => e),
+      ).toEqual(
+        new UpstreamTokenError({
+          status: 200,
+          error: "invalid_response",
+          description: `the token response from ${endpoint} has token_type "mac"; only Bearer tokens can be used`,
+        }),
+      )
+    } finally {
+      tokenOverride = undefined
+    }
   })
 
   it("reports token endpoint errors", async () => {

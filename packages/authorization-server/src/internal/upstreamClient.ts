@@ -1,4 +1,4 @@
-import { ClientAuth, Metadata, WellKnown, type Wire } from "@keyway/core"
+import { ClientAuth, Metadata, TokenResponse, WellKnown, type Wire } from "@keyway/core"
 import { Cache, Duration, Effect, Exit, Result, Schema } from "effect"
 import { createRemoteJWKSet, type JWTPayload, jwtVerify } from "jose"
 import type { ResolvedUpstream, UpstreamIdentity, UpstreamTokenResponse } from "../proxy/UpstreamProvider.js"
@@ -126,15 +126,14 @@ export class UpstreamClient {
     } catch (e) {
       throw new UpstreamFailure({ message: `the upstream token request failed: ${(e as Error).message}` })
     }
-    const json = (await response.json().catch(() => undefined)) as Record<string, unknown> | undefined
-    if (response.status !== 200 || typeof json !== "object" || json === null) {
-      const code = typeof json?.error === "string" ? ` (${json.error})` : ""
-      throw new UpstreamFailure({ message: `the upstream token endpoint answered HTTP ${response.status}${code}` })
-    }
-    if (!string(json.access_token) || typeof json.token_type !== "string") {
-      throw new UpstreamFailure({ message: "the upstream token response lacks access_token or token_type" })
-    }
-    return json as UpstreamTokenResponse
+    const json: unknown = await response.json().catch(() => undefined)
+    // Any token type and no schema beyond the tokens: they only say who signed in, they are never used here.
+    const processed = TokenResponse.process(metadata.token_endpoint, response.status, json, {
+      tokenType: () => true,
+      schema: false,
+    })
+    if (Result.isFailure(processed)) throw new UpstreamFailure({ message: `upstream: ${processed.failure.message}` })
+    return processed.success as UpstreamTokenResponse
   }
 
   private jwks(metadata: UpstreamMetadata) {

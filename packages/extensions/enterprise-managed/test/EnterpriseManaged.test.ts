@@ -182,7 +182,7 @@ describe("enterprise-managed authorization: Keyway's client, an identity provide
     const failure = await call(client(idp, s).fetch, s.mcp[0], "tools/list").catch((e: unknown) => e)
     expect(isAuthError(failure) && [failure.reason, failure.message]).toEqual([
       "unsupported-token-type",
-      `the token exchange response from ${idp.issuer}/token has issued_token_type "urn:ietf:params:oauth:token-type:access_token", not ${Grant.ID_JAG_TOKEN_TYPE}`,
+      `the identity provider's token exchange: the token response from ${idp.issuer}/token has issued_token_type "urn:ietf:params:oauth:token-type:access_token", not ${Grant.ID_JAG_TOKEN_TYPE}`,
     ])
     expect(s.tokenRequests).toHaveLength(0)
   })
@@ -257,7 +257,7 @@ describe("enterprise-managed authorization: Keyway's client, an identity provide
     expect(isAuthError(failure) && [failure.reason, failure.error, failure.message]).toEqual([
       "oauth-error",
       "access_denied",
-      `the identity provider's token endpoint ${idp.issuer}/token refused the token exchange: HTTP 400 access_denied: policy`,
+      `the identity provider's token exchange: the token endpoint ${idp.issuer}/token answered HTTP 400 access_denied: policy`,
     ])
   })
 

@@ -230,6 +230,37 @@ describe("Keyway's authorization server as the enterprise identity provider", ()
     expect(isAuthError(failure) && [failure.step, failure.reason]).toEqual(["authorization", "user-agent-failed"])
   })
 
+  it("the client's own sign-in refuses a token response it cannot use, with the exact error", async () => {
+    const { idp } = await wire()
+    const user = () => UserAgent.testUser({ username: "alice", password: PASSWORD })
+    // The identity provider refuses a wrong secret at its token endpoint.
+    const refused = await signInWith({ issuer: idp, clientId: "chat", clientSecret: "wrong", userAgent: user() }).catch(
+      (e: unknown) => e,
+    )
+    expect(
+      isAuthError(refused) && [refused.step, refused.reason, refused.status, refused.error, refused.message],
+    ).toEqual([
+      "token",
+      "oauth-error",
+      401,
+      "invalid_client",
+      `the identity provider's sign-in: the token endpoint ${idp}/token answered HTTP 401 invalid_client: client authentication failed`,
+    ])
+    // Without openid, the identity provider answers tokens but no ID token.
+    const withoutOpenid = await signInWith({
+      issuer: idp,
+      clientId: "chat",
+      clientSecret: IDP_SECRET,
+      userAgent: user(),
+      scope: "profile",
+    }).catch((e: unknown) => e)
+    expect(isAuthError(withoutOpenid) && [withoutOpenid.step, withoutOpenid.reason, withoutOpenid.message]).toEqual([
+      "token",
+      "invalid-document",
+      `the identity provider's token response from ${idp}/token has no id_token (OpenID Connect Core §3.1.3.3)`,
+    ])
+  })
+
   it("refuses every exchange it should, with the exact error", async () => {
     const { idp, s } = await wire()
     const alice = (await signIn(idp, "alice")).idToken

@@ -1,6 +1,6 @@
 import type { ClientConfig, Extension } from "@keyway/client"
 import { AuthError } from "@keyway/client"
-import { ClientAuth, Grant, Metadata, Options, SecureUrl, WellKnown } from "@keyway/core"
+import { ClientAuth, Grant, Metadata, Options, SecureUrl, TokenResponse, WellKnown } from "@keyway/core"
 import { Clock, Effect, Result } from "effect"
 import { decodeJwt } from "jose"
 
@@ -214,34 +214,23 @@ export const enterpriseManaged = (options: EnterpriseManagedOptions): Extension.
           }),
       })
       const json = yield* Effect.promise(() => response.json().catch(() => undefined))
-      if (response.status !== 200) {
-        const error = isRecord(json) && typeof json.error === "string" ? json.error : undefined
-        const description =
-          isRecord(json) && typeof json.error_description === "string" ? `: ${json.error_description}` : ""
-        return yield* fail(
-          endpoint,
-          error === "invalid_grant" ? "invalid-grant" : "oauth-error",
-          `the identity provider's token endpoint ${endpoint} refused the token exchange: HTTP ${response.status} ${error ?? "without an OAuth error code"}${description}`,
-          { status: response.status, ...(error === undefined ? {} : { error }) },
+      // RFC 8693 §2.2.1: an ID-JAG, of the token type N_A (it is not an access token).
+      const processed = TokenResponse.process(endpoint, response.status, json, {
+        tokenType: () => true,
+        issuedTokenType: Grant.ID_JAG_TOKEN_TYPE,
+      })
+      if (Result.isFailure(processed)) {
+        const problem = processed.failure
+        return yield* AuthError.fromTokenResponseProblem(
+          "token",
+          problem,
+          `the identity provider's token exchange: ${problem.message}`,
         )
       }
-      if (!isRecord(json) || typeof json.access_token !== "string" || json.access_token === "") {
-        return yield* fail(
-          endpoint,
-          "missing-access-token",
-          `the token exchange response from ${endpoint} has no access_token`,
-        )
-      }
-      if (json.issued_token_type !== Grant.ID_JAG_TOKEN_TYPE) {
-        return yield* fail(
-          endpoint,
-          "unsupported-token-type",
-          `the token exchange response from ${endpoint} has issued_token_type ${JSON.stringify(json.issued_token_type ?? null)}, not ${Grant.ID_JAG_TOKEN_TYPE}`,
-        )
-      }
+      const exchanged = processed.success
       let claims: Record<string, unknown>
       try {
-        claims = decodeJwt(json.access_token) as Record<string, unknown>
+        claims = decodeJwt(exchanged.access_token) as Record<string, unknown>
       } catch {
         return yield* fail(endpoint, "invalid-document", `the identity assertion from ${endpoint} is not a JWT`)
       }
@@ -250,10 +239,10 @@ export const enterpriseManaged = (options: EnterpriseManagedOptions): Extension.
       const expiresAt =
         typeof claims.exp === "number"
           ? claims.exp * 1000
-          : typeof json.expires_in === "number"
-            ? now + json.expires_in * 1000
+          : exchanged.expires_in !== undefined
+            ? now + exchanged.expires_in * 1000
             : now
-      return { assertion: json.access_token, expiresAt } satisfies Held
+      return { assertion: exchanged.access_token, expiresAt } satisfies Held
     })
 
   return {

@@ -1,6 +1,6 @@
 import { AuthError, type UserAgent } from "@keyway/client"
-import { ClientAuth, Pkce, SecureUrl, WellKnown } from "@keyway/core"
-import { Clock, Effect } from "effect"
+import { ClientAuth, Pkce, SecureUrl, TokenResponse, WellKnown } from "@keyway/core"
+import { Clock, Effect, Result } from "effect"
 import { createRemoteJWKSet, customFetch, jwtVerify } from "jose"
 
 /**
@@ -156,20 +156,29 @@ export const signIn = (options: SignInOptions): Promise<SignedIn> => {
               headers,
               body: body.toString(),
             })
-            return {
-              status: response.status,
-              json: (await response.json().catch(() => undefined)) as Record<string, unknown> | undefined,
-            }
+            return { status: response.status, json: (await response.json().catch(() => undefined)) as unknown }
           },
           catch: (e) =>
             failure(token, "network-error", `${token} could not be reached: ${(e as Error).message}`, "token"),
         })
-        const idToken = answer.json?.id_token
-        if (answer.status !== 200 || typeof idToken !== "string") {
+        // Only the ID token is used: any token type, no schema beyond the tokens.
+        const processed = TokenResponse.process(token, answer.status, answer.json, {
+          tokenType: () => true,
+          schema: false,
+        })
+        if (Result.isFailure(processed)) {
+          return yield* AuthError.fromTokenResponseProblem(
+            "token",
+            processed.failure,
+            `the identity provider's sign-in: ${processed.failure.message}`,
+          )
+        }
+        const idToken = processed.success.id_token
+        if (typeof idToken !== "string") {
           return yield* failure(
             token,
-            answer.status === 200 ? "invalid-document" : "oauth-error",
-            `the identity provider's token endpoint answered HTTP ${answer.status} ${answer.status === 200 ? "without an id_token" : String(answer.json?.error ?? "")}`,
+            "invalid-document",
+            `the identity provider's token response from ${token} has no id_token (OpenID Connect Core §3.1.3.3)`,
             "token",
           )
         }
