@@ -14,7 +14,7 @@ import type { AddressInfo } from "node:net"
 import { Layer, ManagedRuntime } from "effect"
 import { exportJWK, generateKeyPair } from "jose"
 import Provider from "oidc-provider"
-import { AuthorizationServer, NodeServer, Storage, UserAuthenticator } from "../dist/index.js"
+import type * as Keyway from "../dist/index.js"
 
 export interface Settings {
   readonly target: "keyway" | "oidc-provider"
@@ -27,6 +27,8 @@ export interface Settings {
   readonly redirectUri: string
   readonly resource: string
   readonly scope: string
+  /** Another build of this package to run instead of `dist` (its `index.js`), for before/after rows. */
+  readonly module?: string
 }
 
 /** What the bench needs to drive a server. */
@@ -39,6 +41,9 @@ export interface Endpoints {
 }
 
 const settings = JSON.parse(process.argv[2] ?? "{}") as Settings
+const { AuthorizationServer, NodeServer, Storage, UserAuthenticator } = (await import(
+  settings.module ?? "../dist/index.js"
+)) as typeof Keyway
 
 const listenOn = async (handler: (req: IncomingMessage, res: ServerResponse) => void) => {
   const server = createServer(handler)

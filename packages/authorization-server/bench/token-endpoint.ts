@@ -7,16 +7,19 @@
  * (`npm run build`, or `npx tsc -b tsconfig.json` in this package):
  *
  *     node packages/authorization-server/bench/token-endpoint.ts [--write] [--rounds=3] [--seconds=8]
- *       [--connections=16] [--only=sqlite,sqlite-each,memory,postgres,oidc-provider]
+ *       [--connections=16] [--only=sqlite,sqlite-each,memory,postgres,oidc-provider,previous-sqlite,previous-memory]
+ *       [--previous=<dir>/index.js]
  *
  * PostgreSQL is a throw-away cluster started from the machine's binaries (`startPostgres` of @keyway/testing; the
  * `postgresql` Debian package must be installed, as `npm test` does). `--write` replaces this script's section of
- * docs/benchmarks.md (between its markers) with the figures, the machine and the command.
+ * docs/benchmarks.md (between its markers) with the figures, the machine and the command. `--previous` adds two rows
+ * (SQLite file and memory) for another build of this package, interleaved with the others in every round: the
+ * `dist/index.js` of a worktree of an earlier commit, built, so that its imports resolve in its own tree.
  */
 import { execFileSync, spawn } from "node:child_process"
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { cpus, loadavg, tmpdir } from "node:os"
-import { dirname, join } from "node:path"
+import { dirname, join, resolve } from "node:path"
 import { createInterface } from "node:readline"
 import { fileURLToPath } from "node:url"
 import { Pkce } from "@keyway/core"
@@ -78,6 +81,27 @@ const all: Array<Target> = [
     settings: { target: "oidc-provider", ...common },
   },
 ]
+const previousArg = arg("previous")
+const previous = previousArg === undefined ? undefined : resolve(previousArg)
+if (previous !== undefined) {
+  all.push(
+    {
+      id: "previous-sqlite",
+      label: "previous build, SQLite file (default: group commit)",
+      settings: {
+        target: "keyway",
+        storage: { type: "sqlite", path: join(dir, "previous.db"), groupCommit: true },
+        module: previous,
+        ...common,
+      },
+    },
+    {
+      id: "previous-memory",
+      label: "previous build, memory (SQLite `:memory:`)",
+      settings: { target: "keyway", storage: { type: "memory" }, module: previous, ...common },
+    },
+  )
+}
 const only = arg("only")?.split(",")
 const targets = all.filter((t) => only === undefined || only.includes(t.id))
 
