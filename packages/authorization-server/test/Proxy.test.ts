@@ -456,6 +456,34 @@ describe("proxy mode: per-client consent before the upstream sign-in", () => {
     expect(upstream.seen.filter((p) => p === "/token").length).toBe(tokenCalls)
   })
 
+  it("a response that repeats a parameter is refused without redeeming a code (RFC 6749 §3.1)", async () => {
+    const clientId = await register("Cool MCP Client")
+    const browser = new Jar()
+    const request = await mcpRequest(clientId)
+    const page = await get(request.url, browser)
+    const approved = await approveAtProxy(browser, request.query, await page.text())
+    const state = new URL(approved.headers.get("location")!).searchParams.get("state")!
+    const repeated = new URL(`${proxy.as.issuer}/upstream/callback`)
+    repeated.searchParams.set("state", state)
+    repeated.searchParams.set("iss", upstream.as.issuer)
+    repeated.searchParams.append("code", "first")
+    repeated.searchParams.append("code", "second")
+    const tokenCalls = upstream.seen.filter((p) => p === "/token").length
+    const final = await get(repeated.href, browser)
+    expect(final.status).toBe(302)
+    const location = new URL(final.headers.get("location")!)
+    expect(location.searchParams.get("error")).toBe("server_error")
+    expect(location.searchParams.get("error_description")).toBe(
+      `the upstream sign-in response cannot be used: the authorization response at ${proxy.as.issuer}/upstream/callback carries code 2 times; a parameter may appear only once (RFC 6749 §3.1)`,
+    )
+    expect(upstream.seen.filter((p) => p === "/token").length).toBe(tokenCalls)
+    // A repeated state cannot name one sign-in.
+    await expectErrorPage(
+      await get(`${proxy.as.issuer}/upstream/callback?code=abc&state=${state}&state=${state}`, browser),
+      "the sign-in response has no state; start again from your application",
+    )
+  })
+
   it("Deny at the proxy sends access_denied with iss and state to the client, and nothing upstream", async () => {
     const clientId = await register("Cool MCP Client")
     const browser = new Jar()

@@ -5,13 +5,13 @@
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1 | OAuth 2.1 §4.1}
  * @module
  */
-import { Bytes, Pkce, Scope, type Wire } from "@keyway/core"
+import { AuthorizationResponse, Bytes, Pkce, Scope, type Wire } from "@keyway/core"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import { AuthError } from "./AuthError.js"
 import type { ClientInformation } from "./ClientConfig.js"
 import type { DiscoveredAuthorizationServer, DiscoveredResource } from "./Discovery.js"
-import { stateMissing } from "./internal/callback.js"
 import type { Pending } from "./TokenStore.js"
 
 /**
@@ -153,10 +153,39 @@ export const buildRequest = Effect.fn("Authorization.buildRequest")(function* (i
 })
 
 /**
- * Validates the authorization response delivered to the redirect URI and returns the code. In order: `state` must
- * be present and equal (else the response is discarded); `iss` is checked against the recorded issuer by simple
- * string comparison (required when the server advertises `authorization_response_iss_parameter_supported`,
- * compared whenever present); only then are `error` responses surfaced; finally the `code` must be present.
+ * The client's error for a response core's {@link AuthorizationResponse.process} refused: an error response belongs to
+ * the authorization step (with its OAuth code), the rest to the callback; an `iss` other than the issuer is
+ * `iss-mismatch` from a server that advertises `iss` and `iss-unexpected` from one that does not; a repeated parameter
+ * is `invalid-input`.
+ */
+const fromProblem = (
+  problem: AuthorizationResponse.AuthorizationResponseProblem,
+  where: string,
+  pending: Pending,
+): AuthError => {
+  const reason: AuthError["reason"] =
+    problem.reason === "error-response"
+      ? "authorization-error"
+      : problem.reason === "repeated-parameter"
+        ? "invalid-input"
+        : problem.reason === "iss-mismatch" && !pending.iss_parameter_supported
+          ? "iss-unexpected"
+          : problem.reason
+  return new AuthError({
+    step: problem.reason === "error-response" ? "authorization" : "callback",
+    reason,
+    url: where,
+    message: problem.message,
+    ...(problem.error === undefined ? {} : { error: problem.error }),
+  })
+}
+
+/**
+ * Validates the authorization response delivered to the redirect URI and returns the code, with core's
+ * {@link AuthorizationResponse.process}. In order: `state` must be present and equal (else the response is
+ * discarded); `iss` is checked against the recorded issuer by simple string comparison (required when the server
+ * advertises `authorization_response_iss_parameter_supported`, compared whenever present); only then are `error`
+ * responses surfaced; finally the `code` must be present. No parameter may appear twice.
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc9207.html#section-2.4 | RFC 9207 §2.4}
  * @see {@link https://modelcontextprotocol.io/specification/2026-07-28/basic/authorization#authorization-response-validation | MCP 2026-07-28 authorization response validation}
@@ -175,54 +204,11 @@ export const validateCallback = Effect.fn("Authorization.validateCallback")(func
       message: `the callback URL "${callbackUrl}" is not an absolute URL`,
     })
   }
-  const where = `${url.origin}${url.pathname}`
-  const params = url.searchParams
-  const state = params.get("state")
-  if (state === null) return yield* stateMissing(where)
-  if (!Bytes.timingSafeEqual(state, pending.state)) {
-    return yield* new AuthError({
-      step: "callback",
-      reason: "state-mismatch",
-      url: where,
-      message: `the authorization response at ${where} carries a state that does not match the request; it was discarded (it may be forged or from another request)`,
-    })
-  }
-  const iss = params.get("iss")
-  if (iss === null && pending.iss_parameter_supported) {
-    return yield* new AuthError({
-      step: "callback",
-      reason: "iss-missing",
-      url: where,
-      message: `the authorization response at ${where} has no iss although ${pending.issuer} advertises authorization_response_iss_parameter_supported; rejected as a possible mix-up attack (RFC 9207)`,
-    })
-  }
-  if (iss !== null && iss !== pending.issuer) {
-    return yield* new AuthError({
-      step: "callback",
-      reason: pending.iss_parameter_supported ? "iss-mismatch" : "iss-unexpected",
-      url: where,
-      message: `the authorization response at ${where} has iss "${iss}" but the request went to "${pending.issuer}"; rejected as a possible mix-up attack (RFC 9207)`,
-    })
-  }
-  const error = params.get("error")
-  if (error !== null) {
-    const description = params.get("error_description")
-    return yield* new AuthError({
-      step: "authorization",
-      reason: "authorization-error",
-      url: where,
-      error,
-      message: `the authorization server ${pending.issuer} answered the authorization request with ${error}${description !== null ? `: ${description}` : ""}`,
-    })
-  }
-  const code = params.get("code")
-  if (code === null || code === "") {
-    return yield* new AuthError({
-      step: "callback",
-      reason: "code-missing",
-      url: where,
-      message: `the authorization response at ${where} carries neither code nor error`,
-    })
-  }
-  return code
+  const processed = AuthorizationResponse.process(url, {
+    state: pending.state,
+    issuer: pending.issuer,
+    issParameterSupported: pending.iss_parameter_supported,
+  })
+  if (Result.isFailure(processed)) return yield* fromProblem(processed.failure, `${url.origin}${url.pathname}`, pending)
+  return processed.success.code
 })

@@ -30,6 +30,25 @@ describe("callback: state", () => {
     )
     expect(as.tokenRequests).toHaveLength(0)
   })
+
+  it("discards a response with an empty state as one without state", async () => {
+    const { as, rs, client } = await world({ as: { tamperRedirect: (p) => p.set("state", "") } })
+    const error = await rejection(client.fetch(rs.url, initialize))
+    expect(error).toMatchObject({ step: "callback", reason: "state-missing", url: CALLBACK })
+    expect(as.tokenRequests).toHaveLength(0)
+  })
+})
+
+describe("callback: repeated parameters (RFC 6749 §3.1)", () => {
+  it("refuses a response that carries iss twice, even with the right value", async () => {
+    const { as, rs, client } = await world({ as: { tamperRedirect: (p) => p.append("iss", p.get("iss") ?? "") } })
+    const error = await rejection(client.fetch(rs.url, initialize))
+    expect(error).toMatchObject({ step: "callback", reason: "invalid-input", url: CALLBACK })
+    expect((error as AuthError).message).toBe(
+      `the authorization response at ${CALLBACK} carries iss 2 times; a parameter may appear only once (RFC 6749 §3.1)`,
+    )
+    expect(as.tokenRequests).toHaveLength(0)
+  })
 })
 
 describe("callback: iss (RFC 9207, MCP 2026-07-28 table)", () => {

@@ -7,6 +7,8 @@
 
 /** Claim checks of JWTs presented as authorization grants (RFC 7523 §3). */
 export * as Assertion from "./Assertion.js"
+/** The processing half of an authorization request: state, RFC 9207 iss, error responses, the code (RFC 6749 §4.1.2, RFC 9207 §2.4). */
+export * as AuthorizationResponse from "./AuthorizationResponse.js"
 /** Web-standard byte helpers: base64url, random values, constant-time comparison (RFC 4648 §5). */
 export * as Bytes from "./Bytes.js"
 /** Canonical server URIs: parse, validate, canonicalise, compare (RFC 8707 §2, RFC 3986 §6). */

@@ -1,4 +1,4 @@
-import { Pkce } from "@keyway/core"
+import { AuthorizationResponse, Pkce } from "@keyway/core"
 import { Clock, Effect, Result } from "effect"
 import type { ResolvedConfig } from "../Config.js"
 import type { StorageError } from "../storage/Errors.js"
@@ -234,11 +234,12 @@ export const upstreamCallback = (
   request: Request,
 ): Effect.Effect<Response, StorageError, Needs> =>
   Effect.gen(function* () {
-    const params = new URL(request.url).searchParams
-    const upstreamState = params.get("state")
-    if (upstreamState === null || upstreamState === "" || params.getAll("state").length > 1) {
+    const response = new URL(request.url)
+    const stated = AuthorizationResponse.state(response)
+    if (Result.isFailure(stated)) {
       return callbackError("the sign-in response has no state; start again from your application", [])
     }
+    const upstreamState = stated.success
     const clear = [state.clearPending(upstreamState)]
     const pending = state.openPending(request, upstreamState)
     if (pending === undefined) {
@@ -270,24 +271,32 @@ export const upstreamCallback = (
     if (Result.isFailure(metadata)) {
       return yield* fail("temporarily_unavailable", "the upstream authorization server cannot be reached")
     }
-    const iss = params.get("iss")
-    if (
-      iss !== null
-        ? iss !== state.upstream.options.issuer
-        : metadata.success.authorization_response_iss_parameter_supported === true
-    ) {
-      return yield* fail(
-        "server_error",
-        "the sign-in response did not come from the configured upstream (iss mismatch, RFC 9207)",
-      )
+    // The state already matched the sign-in's cookie; core checks it again with iss, the error and the code.
+    const processed = AuthorizationResponse.process(response, {
+      state: upstreamState,
+      issuer: state.upstream.options.issuer,
+      issParameterSupported: metadata.success.authorization_response_iss_parameter_supported === true,
+    })
+    if (Result.isFailure(processed)) {
+      const problem = processed.failure
+      switch (problem.reason) {
+        case "iss-missing":
+        case "iss-mismatch":
+          return yield* fail(
+            "server_error",
+            "the sign-in response did not come from the configured upstream (iss mismatch, RFC 9207)",
+          )
+        case "error-response": {
+          const mapped = mapUpstreamError(problem.error ?? "")
+          return yield* fail(mapped.error, mapped.description)
+        }
+        case "code-missing":
+          return yield* fail("server_error", "the upstream sign-in response has no code")
+        default:
+          return yield* fail("server_error", `the upstream sign-in response cannot be used: ${problem.message}`)
+      }
     }
-    const error = params.get("error")
-    if (error !== null) {
-      const mapped = mapUpstreamError(error)
-      return yield* fail(mapped.error, mapped.description)
-    }
-    const code = params.get("code")
-    if (code === null || code === "") return yield* fail("server_error", "the upstream sign-in response has no code")
+    const { code } = processed.success
     const nowMillis = yield* Clock.currentTimeMillis
     const identity = yield* Effect.tryPromise({
       try: async () => {

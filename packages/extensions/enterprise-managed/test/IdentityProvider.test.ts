@@ -435,3 +435,144 @@ describe("Keyway's authorization server as the enterprise identity provider", ()
     })
   })
 })
+
+describe("the client's own sign-in: the identity provider's metadata and answer", () => {
+  /**
+   * A stand-in identity provider: one metadata document at the RFC 8414 location, and an authorization endpoint that
+   * answers at once with the query `answer` builds from the request's state (no person needed).
+   */
+  const standIn = async () => {
+    const stand = {
+      metadata: undefined as unknown,
+      answer: (state: string) => new URLSearchParams({ code: "c1", state }),
+      seen: [] as Array<string>,
+      issuer: "",
+    }
+    const server = createServer((req, res) => {
+      const url = new URL(req.url ?? "/", stand.issuer)
+      stand.seen.push(url.pathname)
+      if (url.pathname === "/.well-known/oauth-authorization-server" && stand.metadata !== undefined) {
+        res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(stand.metadata))
+        return
+      }
+      if (url.pathname === "/authorize") {
+        const back = new URL(url.searchParams.get("redirect_uri") ?? "")
+        back.search = stand.answer(url.searchParams.get("state") ?? "").toString()
+        res.writeHead(302, { location: back.href }).end()
+        return
+      }
+      res.writeHead(404, { "content-type": "text/plain" }).end("Not Found")
+    })
+    stand.issuer = await listening(server)
+    cleanups.push(() => closing(server))
+    return stand
+  }
+
+  const refusal = async (issuer: string) => {
+    const failure = await signInWith({ issuer, clientId: "chat", userAgent: UserAgent.headless() }).catch(
+      (e: unknown) => e,
+    )
+    return isAuthError(failure) ? [failure.step, failure.reason, failure.url, failure.message] : failure
+  }
+
+  const endpoints = (issuer: string) => ({
+    authorization_endpoint: `${issuer}/authorize`,
+    token_endpoint: `${issuer}/token`,
+    jwks_uri: `${issuer}/jwks`,
+  })
+
+  it("is checked by core before the user is sent anywhere: exact issuer, PKCE S256, endpoints", async () => {
+    const stand = await standIn()
+    const { issuer } = stand
+    const at = `${issuer}/.well-known/oauth-authorization-server`
+    stand.metadata = {
+      issuer: "https://idp.elsewhere.example",
+      ...endpoints(issuer),
+      code_challenge_methods_supported: ["S256"],
+    }
+    expect(await refusal(issuer)).toEqual([
+      "authorization",
+      "issuer-mismatch",
+      at,
+      `the identity provider ${issuer}: the authorization server metadata at ${at} has issuer "https://idp.elsewhere.example" but "${issuer}" was expected (compared exactly, without normalisation); refusing to use it`,
+    ])
+    stand.metadata = { issuer, ...endpoints(issuer), code_challenge_methods_supported: ["plain"] }
+    expect(await refusal(issuer)).toEqual([
+      "authorization",
+      "pkce-unsupported",
+      at,
+      `the identity provider ${issuer}: the authorization server metadata at ${at} lists code_challenge_methods_supported [plain] without S256; the authorization server must support PKCE S256`,
+    ])
+    stand.metadata = { issuer, ...endpoints(issuer) }
+    expect(await refusal(issuer)).toEqual([
+      "authorization",
+      "pkce-unsupported",
+      at,
+      `the identity provider ${issuer}: the authorization server metadata at ${at} has no code_challenge_methods_supported, so PKCE support cannot be verified; the authorization server must list S256`,
+    ])
+    stand.metadata = { ...endpoints(issuer), issuer, jwks_uri: undefined, code_challenge_methods_supported: ["S256"] }
+    expect(await refusal(issuer)).toEqual([
+      "authorization",
+      "missing-endpoint",
+      at,
+      `the identity provider ${issuer}: the authorization server metadata at ${at} has no jwks_uri; its signing keys cannot be found`,
+    ])
+    stand.metadata = undefined
+    expect(await refusal(issuer)).toEqual([
+      "authorization",
+      "not-found",
+      issuer,
+      `no metadata of the identity provider ${issuer} was found`,
+    ])
+    expect(stand.seen.filter((path) => path === "/authorize" || path === "/token")).toEqual([])
+  })
+
+  it("its answer is checked by core: iss per RFC 9207, state, errors, before the code is redeemed", async () => {
+    const stand = await standIn()
+    const { issuer } = stand
+    const origin = "http://127.0.0.1"
+    stand.metadata = {
+      issuer,
+      ...endpoints(issuer),
+      code_challenge_methods_supported: ["S256"],
+      authorization_response_iss_parameter_supported: true,
+    }
+    stand.answer = (state) => new URLSearchParams({ code: "c1", state, iss: "https://idp.elsewhere.example" })
+    expect(await refusal(issuer)).toEqual([
+      "authorization",
+      "iss-mismatch",
+      origin,
+      `the answer comes from https://idp.elsewhere.example, not ${issuer} (RFC 9207)`,
+    ])
+    stand.answer = (state) => new URLSearchParams({ code: "c1", state })
+    expect(await refusal(issuer)).toEqual([
+      "authorization",
+      "iss-missing",
+      origin,
+      `the authorization response at ${origin}/callback has no iss although ${issuer} advertises authorization_response_iss_parameter_supported; rejected as a possible mix-up attack (RFC 9207)`,
+    ])
+    stand.answer = () => new URLSearchParams({ code: "c1", state: "forged", iss: issuer })
+    expect(await refusal(issuer)).toEqual([
+      "authorization",
+      "state-mismatch",
+      origin,
+      "the identity provider's answer does not carry the request's state",
+    ])
+    stand.answer = (state) =>
+      new URLSearchParams({ error: "access_denied", error_description: "not today", state, iss: issuer })
+    expect(await refusal(issuer)).toEqual([
+      "authorization",
+      "authorization-error",
+      origin,
+      "the identity provider refused the sign-in: access_denied not today",
+    ])
+    stand.answer = (state) => new URLSearchParams({ state, iss: issuer })
+    expect(await refusal(issuer)).toEqual([
+      "authorization",
+      "authorization-error",
+      origin,
+      "the identity provider refused the sign-in: no code",
+    ])
+    expect(stand.seen.filter((path) => path === "/token")).toEqual([])
+  })
+})

@@ -22,11 +22,12 @@ export interface PrivateKeyOption {
 }
 
 /**
- * A secret-based client-authentication method.
+ * A secret-based client-authentication method: core's `ClientAuth.SecretMethod`, under the name this package has
+ * always exported.
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc6749.html#section-2.3.1 | RFC 6749 §2.3.1}
  */
-export type SecretMethod = "client_secret_basic" | "client_secret_post"
+export type SecretMethod = ClientAuth.SecretMethod
 
 /**
  * Options of {@link clientCredentials}.

@@ -1,8 +1,9 @@
 import type { ClientConfig, Extension } from "@keyway/client"
 import { AuthError } from "@keyway/client"
-import { ClientAuth, Grant, Metadata, Options, SecureUrl, TokenResponse, WellKnown } from "@keyway/core"
+import { ClientAuth, Grant, Options, SecureUrl, TokenResponse, WellKnown } from "@keyway/core"
 import { Clock, Effect, Result } from "effect"
 import { decodeJwt } from "jose"
+import { identityProviderMetadata } from "./discovery.js"
 
 /**
  * The enterprise identity provider the client exchanges ID tokens at.
@@ -70,8 +71,6 @@ const fail = (
   extra: { error?: string; status?: number } = {},
 ) => Effect.fail(new AuthError.AuthError({ step: "token", reason, url, message, ...extra }))
 
-const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
-
 interface Held {
   readonly assertion: string
   /** Milliseconds since the epoch. */
@@ -123,45 +122,13 @@ export const enterpriseManaged = (options: EnterpriseManagedOptions): Extension.
   const tokenEndpoint = (fetch: ClientConfig.FetchLike) =>
     Effect.gen(function* () {
       if (discovered !== undefined) return discovered
-      const issuer = idp.issuer as string
-      for (const where of metadataUrls) {
-        if (!SecureUrl.isAllowed(where, { httpLoopback: true })) {
-          return yield* fail(where, "insecure-endpoint", `the identity provider's metadata ${where} must use https`)
-        }
-        const response = yield* Effect.tryPromise({
-          try: (signal) => fetch(where, { redirect: "manual", signal, headers: { accept: "application/json" } }),
-          catch: (e) =>
-            new AuthError.AuthError({
-              step: "token",
-              reason: "network-error",
-              url: where,
-              message: `the identity provider's metadata ${where} could not be fetched: ${(e as Error).message}`,
-            }),
-        })
-        if (response.status !== 200) {
-          // Let go of the body without waiting on it (a caller's fetch may keep a clone).
-          response.body?.cancel().catch(() => undefined)
-          continue
-        }
-        const json = yield* Effect.promise(() => response.json().catch(() => undefined))
-        if (!isRecord(json)) continue
-        // Core's checks of authorization server metadata: the schema, the issuer compared exactly, the token
-        // endpoint. No PKCE: the identity provider is used for token exchange only.
-        const metadata = Metadata.processAuthorizationServerMetadata(issuer, where, json, {
-          pkce: false,
-          endpoints: ["token_endpoint"],
-        })
-        if (Result.isFailure(metadata)) {
-          return yield* fail(
-            where,
-            metadata.failure.reason,
-            `the identity provider ${issuer}: ${metadata.failure.message}`,
-          )
-        }
-        discovered = metadata.success.token_endpoint as string
-        return discovered
-      }
-      return yield* fail(issuer, "not-found", `no metadata of the identity provider ${issuer} was found`)
+      // No PKCE: the identity provider is used for token exchange only.
+      const metadata = yield* identityProviderMetadata(fetch, idp.issuer as string, metadataUrls, "token", {
+        pkce: false,
+        endpoints: ["token_endpoint"],
+      })
+      discovered = metadata.token_endpoint as string
+      return discovered
     })
 
   /** Token exchange at the identity provider: the ID token for an identity assertion. */

@@ -1,7 +1,8 @@
 import { AuthError, type UserAgent } from "@keyway/client"
-import { ClientAuth, Pkce, SecureUrl, TokenResponse, WellKnown } from "@keyway/core"
+import { AuthorizationResponse, ClientAuth, Pkce, TokenResponse, WellKnown } from "@keyway/core"
 import { Clock, Effect, Result } from "effect"
 import { createRemoteJWKSet, customFetch, jwtVerify } from "jose"
+import { identityProviderMetadata } from "./discovery.js"
 
 /**
  * Options of {@link signIn}.
@@ -9,7 +10,10 @@ import { createRemoteJWKSet, customFetch, jwtVerify } from "jose"
  * @see {@link https://openid.net/specs/openid-connect-core-1_0.html#CodeFlowAuth | OpenID Connect Core 1.0 §3.1}
  */
 export interface SignInOptions {
-  /** The identity provider's issuer identifier (its metadata is read and its `issuer` checked). */
+  /**
+   * The identity provider's issuer identifier. Its metadata is read and checked by `@keyway/core`'s `Metadata`: the
+   * `issuer` compared exactly, PKCE S256 listed, the authorization and token endpoints and `jwks_uri` published.
+   */
   readonly issuer: string
   /** The client's ID at the identity provider. */
   readonly clientId: string
@@ -38,19 +42,36 @@ export interface SignedIn {
 const failure = (url: string, reason: AuthError.Reason, message: string, step: AuthError.Step = "authorization") =>
   new AuthError.AuthError({ step, reason, url, message })
 
-const getJson = (fetch: typeof globalThis.fetch, url: string) =>
-  Effect.tryPromise({
-    try: async (signal) => {
-      const response = await fetch(url, { redirect: "manual", signal, headers: { accept: "application/json" } })
-      return { status: response.status, json: (await response.json().catch(() => undefined)) as unknown }
-    },
-    catch: (e) => failure(url, "network-error", `${url} could not be fetched: ${(e as Error).message}`),
-  })
+/** The sign-in's error for an answer core's `AuthorizationResponse.process` refused. */
+const refused = (url: string, issuer: string, problem: AuthorizationResponse.AuthorizationResponseProblem) => {
+  switch (problem.reason) {
+    case "state-missing":
+    case "state-mismatch":
+      return failure(url, "state-mismatch", "the identity provider's answer does not carry the request's state")
+    case "iss-mismatch":
+      return failure(url, "iss-mismatch", `the answer comes from ${problem.iss}, not ${issuer} (RFC 9207)`)
+    case "iss-missing":
+      return failure(url, "iss-missing", problem.message)
+    case "error-response":
+      return failure(
+        url,
+        "authorization-error",
+        `the identity provider refused the sign-in: ${problem.error} ${problem.description ?? ""}`.trim(),
+      )
+    case "code-missing":
+      return failure(url, "authorization-error", "the identity provider refused the sign-in: no code")
+    case "repeated-parameter":
+      return failure(url, "invalid-input", problem.message)
+  }
+}
 
 /**
  * Signs the user in with the enterprise identity provider (OpenID Connect authorization code flow with PKCE, `state`
  * and `nonce`, through one of the client's user agents) and returns the validated ID token: signature by the
- * provider's keys, `iss`, `aud` = the client, `exp`, `nonce`.
+ * provider's keys, `iss`, `aud` = the client, `exp`, `nonce`. The provider's metadata passes core's checks before the
+ * user is sent anywhere, and its answer is checked by core's `AuthorizationResponse.process` (`state`, RFC 9207
+ * `iss`, error, code). A refusal is an `AuthError`: a metadata document's with the reason core gave (`issuer-mismatch`,
+ * `pkce-unsupported`, `missing-endpoint`, `invalid-document`), `not-found` when no location has one.
  *
  * @example
  * ```ts
@@ -64,31 +85,16 @@ export const signIn = (options: SignInOptions): Promise<SignedIn> => {
   const scope = options.scope ?? "openid"
   return Effect.runPromise(
     Effect.gen(function* () {
-      let metadata: Record<string, unknown> | undefined
-      for (const { url } of WellKnown.authorizationServerMetadataUrls(options.issuer)) {
-        if (!SecureUrl.isAllowed(url, { httpLoopback: true })) {
-          return yield* failure(url, "insecure-endpoint", `the identity provider's metadata ${url} must use https`)
-        }
-        const answer = yield* getJson(fetch, url)
-        if (answer.status !== 200 || typeof answer.json !== "object" || answer.json === null) continue
-        metadata = answer.json as Record<string, unknown>
-        if (metadata.issuer !== options.issuer) {
-          return yield* failure(
-            url,
-            "issuer-mismatch",
-            `the metadata at ${url} names the issuer ${String(metadata.issuer)}, not ${options.issuer}`,
-          )
-        }
-        break
-      }
-      const { authorization_endpoint: authorize, token_endpoint: token, jwks_uri: jwks } = metadata ?? {}
-      if (typeof authorize !== "string" || typeof token !== "string" || typeof jwks !== "string") {
-        return yield* failure(
-          options.issuer,
-          "missing-endpoint",
-          `the identity provider ${options.issuer} publishes no metadata with authorization_endpoint, token_endpoint and jwks_uri`,
-        )
-      }
+      const metadata = yield* identityProviderMetadata(
+        fetch,
+        options.issuer,
+        WellKnown.authorizationServerMetadataUrls(options.issuer).map((location) => location.url),
+        "authorization",
+        { endpoints: ["authorization_endpoint", "token_endpoint", "jwks_uri"] },
+      )
+      const authorize = metadata.authorization_endpoint as string
+      const token = metadata.token_endpoint as string
+      const jwks = metadata.jwks_uri as string
       const session = yield* options.userAgent.open
       return yield* Effect.gen(function* () {
         const pkce = yield* Effect.promise(() => Pkce.generate())
@@ -108,30 +114,13 @@ export const signIn = (options: SignInOptions): Promise<SignedIn> => {
         }
         for (const [name, value] of Object.entries(params)) url.searchParams.set(name, value)
         const callback = new URL(yield* session.run(url.href))
-        if (callback.searchParams.get("state") !== state) {
-          return yield* failure(
-            callback.origin,
-            "state-mismatch",
-            "the identity provider's answer does not carry the request's state",
-          )
-        }
-        const iss = callback.searchParams.get("iss")
-        if (iss !== null && iss !== options.issuer) {
-          return yield* failure(
-            callback.origin,
-            "iss-mismatch",
-            `the answer comes from ${iss}, not ${options.issuer} (RFC 9207)`,
-          )
-        }
-        const error = callback.searchParams.get("error")
-        const code = callback.searchParams.get("code")
-        if (error !== null || code === null) {
-          return yield* failure(
-            callback.origin,
-            "authorization-error",
-            `the identity provider refused the sign-in: ${error ?? "no code"} ${callback.searchParams.get("error_description") ?? ""}`.trim(),
-          )
-        }
+        const answered = AuthorizationResponse.process(callback, {
+          state,
+          issuer: options.issuer,
+          issParameterSupported: metadata.authorization_response_iss_parameter_supported === true,
+        })
+        if (Result.isFailure(answered)) return yield* refused(callback.origin, options.issuer, answered.failure)
+        const { code } = answered.success
         const headers = new Headers({ "content-type": "application/x-www-form-urlencoded", accept: "application/json" })
         const body = new URLSearchParams({
           grant_type: "authorization_code",
