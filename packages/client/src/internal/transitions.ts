@@ -7,6 +7,7 @@
  *
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#authorization-flow-steps | MCP authorization flow}
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#step-up-authorization-flow | MCP step-up authorization}
+ * @module
  */
 import { type Challenge, Scope } from "@keyway/core"
 import { AuthError } from "../AuthError.js"
