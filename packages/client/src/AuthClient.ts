@@ -7,9 +7,9 @@
  * @module
  */
 import { CanonicalUri, Challenge, McpOperation, Pkce, Scope, type Wire } from "@keyway/core"
+import * as Cache from "effect/Cache"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
-import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
@@ -36,7 +36,9 @@ import { discard, send } from "./internal/http.js"
 import { authorizationBaseUrl } from "./internal/legacy.js"
 import { noUserAgent } from "./internal/noUserAgent.js"
 import { problemOf } from "./internal/options.js"
+import { ForServer, singleFlight } from "./internal/singleFlight.js"
 import { PENDING_LIFETIME_MS, pendingKey, tokensKey } from "./internal/storage.js"
+import { type Event, failure, initial, maxSends, type Policy, type Step, transition } from "./internal/transitions.js"
 import { findClient, forgetClient, obtainClient } from "./Registration.js"
 import { revoke, type TokenTypeHint } from "./Revocation.js"
 import { exchangeCode, refresh, request as tokenRequest, toTokens } from "./TokenEndpoint.js"
@@ -217,8 +219,7 @@ const make = Effect.gen(function* () {
       Effect.provideService(TokenStore, store),
       Effect.provideService(DiscoveryCache, cache),
     )
-  const inflight = new Map<string, Deferred.Deferred<Tokens | undefined, AuthError>>()
-  const authorizing = new Map<string, Deferred.Deferred<Tokens, AuthError>>()
+  // Authorizations per server and operation, counted towards the step-up limit until the operation succeeds.
   const stepUps = new Map<string, number>()
 
   const readTokens = (key: string) => store.get(tokensKey(key)).pipe(Effect.map((value) => value as Tokens | undefined))
@@ -454,29 +455,12 @@ const make = Effect.gen(function* () {
     )
   })
 
-  /** Runs an effect once per key at a time: callers arriving while it runs share its outcome. */
-  const singleFlight = <A>(
-    running: Map<string, Deferred.Deferred<A, AuthError>>,
-    key: string,
-    effect: Effect.Effect<A, AuthError>,
-  ): Effect.Effect<A, AuthError> =>
-    Effect.suspend(() => {
-      const current = running.get(key)
-      if (current !== undefined) return Deferred.await(current)
-      const deferred = Deferred.makeUnsafe<A, AuthError>()
-      running.set(key, deferred)
-      return effect.pipe(
-        Effect.onExit((exit) =>
-          Effect.sync(() => {
-            running.delete(key)
-          }).pipe(Effect.andThen(Deferred.done(deferred, exit))),
-        ),
-      )
-    })
-
   /** Concurrent requests that all need an authorization share one (one browser tab, not one per request). */
+  const authorizing = yield* singleFlight((_key: string, request: { serverUrl: string; options: AuthorizeOptions }) =>
+    authorize(request.serverUrl, request.options),
+  )
   const authorizeShared = (key: string, serverUrl: string, options: AuthorizeOptions) =>
-    singleFlight(authorizing, key, authorize(serverUrl, options))
+    Cache.get(authorizing, new ForServer(key, { serverUrl, options }))
 
   /**
    * The authorization server to refresh at: the token endpoint kept with the tokens (validated metadata when they
@@ -540,44 +524,43 @@ const make = Effect.gen(function* () {
   })
 
   /** Refreshes the tokens of a server; concurrent callers share one refresh. Undefined means re-authorize. */
+  const refreshing = yield* singleFlight((key: string, stale: Tokens) =>
+    Effect.gen(function* () {
+      const current = yield* readTokens(key)
+      // Someone else already replaced the token: use theirs rather than spending the refresh token again.
+      if (current !== undefined && current.access_token !== stale.access_token) return current
+      if (stale.client_id === undefined || stale.refresh_token === undefined) {
+        yield* store.delete(tokensKey(key))
+        return undefined
+      }
+      const server = yield* serverForRefresh(stale)
+      const client = yield* provide(findClient(stale.issuer, stale.client_id))
+      if (client === undefined) {
+        yield* store.delete(tokensKey(key))
+        return undefined
+      }
+      const fresh = yield* provide(refresh(server, client, stale)).pipe(
+        Effect.catchIf(
+          (error) => error.reason === "invalid-grant",
+          () => store.delete(tokensKey(key)).pipe(Effect.as(undefined)),
+        ),
+        // The authorization server no longer knows the registration the tokens were issued to: forget both, so
+        // that the next authorization registers anew. A configured client is the caller's to fix.
+        Effect.catchIf(
+          (error) => error.error === "invalid_client",
+          (error) =>
+            Effect.flatMap(provide(forgetClient(client)), (forgotten) =>
+              forgotten ? store.delete(tokensKey(key)).pipe(Effect.as(undefined)) : Effect.fail(error),
+            ),
+        ),
+      )
+      // Saved before anyone uses it, so a rotated refresh token is never lost.
+      if (fresh !== undefined) yield* store.set(tokensKey(key), fresh)
+      return fresh
+    }),
+  )
   const refreshShared = (key: string, stale: Tokens): Effect.Effect<Tokens | undefined, AuthError> =>
-    singleFlight(
-      inflight,
-      key,
-      Effect.gen(function* () {
-        const current = yield* readTokens(key)
-        // Someone else already replaced the token: use theirs rather than spending the refresh token again.
-        if (current !== undefined && current.access_token !== stale.access_token) return current
-        if (stale.client_id === undefined || stale.refresh_token === undefined) {
-          yield* store.delete(tokensKey(key))
-          return undefined
-        }
-        const server = yield* serverForRefresh(stale)
-        const client = yield* provide(findClient(stale.issuer, stale.client_id))
-        if (client === undefined) {
-          yield* store.delete(tokensKey(key))
-          return undefined
-        }
-        const fresh = yield* provide(refresh(server, client, stale)).pipe(
-          Effect.catchIf(
-            (error) => error.reason === "invalid-grant",
-            () => store.delete(tokensKey(key)).pipe(Effect.as(undefined)),
-          ),
-          // The authorization server no longer knows the registration the tokens were issued to: forget both, so
-          // that the next authorization registers anew. A configured client is the caller's to fix.
-          Effect.catchIf(
-            (error) => error.error === "invalid_client",
-            (error) =>
-              Effect.flatMap(provide(forgetClient(client)), (forgotten) =>
-                forgotten ? store.delete(tokensKey(key)).pipe(Effect.as(undefined)) : Effect.fail(error),
-              ),
-          ),
-        )
-        // Saved before anyone uses it, so a rotated refresh token is never lost.
-        if (fresh !== undefined) yield* store.set(tokensKey(key), fresh)
-        return fresh
-      }),
-    )
+    Cache.get(refreshing, new ForServer(key, stale))
 
   /** The tokens to send now: refreshed proactively when they expire within the configured skew. */
   const usableTokens = Effect.fnUntraced(function* (key: string) {
@@ -610,132 +593,122 @@ const make = Effect.gen(function* () {
     return expiresAt > now ? tokens : undefined
   })
 
-  const stepUpLimit = (url: string, operation: string, attempts: number) =>
-    new AuthError({
-      step: "step-up",
-      reason: "step-up-limit",
-      url,
-      status: 403,
-      message: `${url} still answers 403 insufficient_scope for ${operation} after ${attempts} authorization attempt${attempts === 1 ? "" : "s"} for this operation (limit ${config.maxStepUpAttempts}); giving up (the server may not grant the scopes it asks for)`,
+  const policy: Policy = {
+    maxStepUpAttempts: config.maxStepUpAttempts,
+    stepUp: strategy === undefined || strategy.stepUp,
+  }
+  const sendLimit = maxSends(policy)
+
+  /** Sends the request with the token held now, decorated by the extensions; the token is undefined without one. */
+  const sendWith = Effect.fnUntraced(function* (
+    original: Incoming,
+    tokens: Tokens | undefined,
+    redirect: RequestRedirect,
+  ) {
+    const headers = new Headers(original.headers)
+    if (tokens !== undefined) headers.set("authorization", `Bearer ${tokens.access_token}`)
+    else headers.delete("authorization")
+    const outgoing: OutgoingRequest | undefined =
+      tokens === undefined
+        ? undefined
+        : {
+            kind: "resource",
+            method: original.method,
+            url: original.url,
+            headers,
+            accessToken: tokens.access_token,
+            issuer: tokens.issuer,
+            tokenType: tokens.token_type,
+          }
+    if (outgoing !== undefined) {
+      for (const extension of extensions) {
+        if (extension.decorate === undefined) continue
+        yield* provide(extension.decorate(outgoing))
+      }
+    }
+    const response = yield* send(config.fetch, "request", original.url, {
+      method: original.method,
+      headers,
+      redirect,
+      signal: original.signal,
+      ...(original.body !== undefined ? { body: original.body } : {}),
     })
+    // An extension may ask for the request once more (a DPoP nonce the server now requires, RFC 9449 §9).
+    let resendAsked = false
+    if (outgoing !== undefined) {
+      for (const extension of extensions) {
+        if (extension.decorate === undefined || extension.response === undefined) continue
+        const copy = response.clone()
+        if (yield* extension.response(copy, outgoing)) resendAsked = true
+        discard(copy)
+      }
+    }
+    return { response, resendAsked }
+  })
 
   const fetchWithAuth = Effect.fn("AuthClient.fetch")(function* (input: string | URL | Request, init?: RequestInit) {
     const original = asGiven(input, init) ?? (yield* throughRequest(input, init))
     const key = yield* serverKey(original.url)
-    const body = original.body
     const operation = operationOf(original.bodyText)
     const stepKey = `${key} ${operation}`
-    let authorized = false
-    let refreshed = false
-    let resent = false
-    for (let round = 0; round < config.maxStepUpAttempts + 4; round++) {
+    // Redirects are followed only when the caller asked for it; by default they are handed back, so a token never
+    // travels to wherever a redirect points.
+    const redirect = init?.redirect ?? (input instanceof Request ? input.redirect : "manual")
+    let state = initial
+    while (state.sends < sendLimit) {
       const tokens = yield* usableTokens(key)
-      const headers = new Headers(original.headers)
-      if (tokens !== undefined) headers.set("authorization", `Bearer ${tokens.access_token}`)
-      else headers.delete("authorization")
-      const outgoing: OutgoingRequest | undefined =
-        tokens === undefined
-          ? undefined
-          : {
-              kind: "resource",
-              method: original.method,
-              url: original.url,
-              headers,
-              accessToken: tokens.access_token,
-              issuer: tokens.issuer,
-              tokenType: tokens.token_type,
-            }
-      if (outgoing !== undefined) {
-        for (const extension of extensions) {
-          if (extension.decorate === undefined) continue
-          yield* provide(extension.decorate(outgoing))
-        }
-      }
-      const response = yield* send(config.fetch, "request", original.url, {
-        method: original.method,
-        headers,
-        // Redirects are followed only when the caller asked for it; by default they are handed back, so a token
-        // never travels to wherever a redirect points.
-        redirect: init?.redirect ?? (input instanceof Request ? input.redirect : "manual"),
-        signal: original.signal,
-        ...(body !== undefined ? { body } : {}),
-      })
-      if (outgoing !== undefined) {
-        // An extension may ask for the request once more (a DPoP nonce the server now requires, RFC 9449 §9).
-        let again = false
-        for (const extension of extensions) {
-          if (extension.decorate === undefined || extension.response === undefined) continue
-          const copy = response.clone()
-          if (yield* extension.response(copy, outgoing)) again = true
-          discard(copy)
-        }
-        if (again && !resent) {
-          resent = true
-          discard(response)
-          continue
-        }
-      }
-      if (response.status !== 401 && response.status !== 403) {
-        if (response.ok) stepUps.delete(stepKey)
-        return response
-      }
+      const { response, resendAsked } = yield* sendWith(original, tokens, redirect)
       const parsed = Challenge.fromHeaders(response.headers, schemes)
       const challenge = Result.isSuccess(parsed) ? parsed.success : undefined
-      const foreign =
-        Result.isSuccess(parsed) && challenge === undefined && response.headers.get("www-authenticate") !== null
-      if (response.status === 403) {
-        if (challenge?.error !== "insufficient_scope" || tokens === undefined) return response
-        if (strategy !== undefined && !strategy.stepUp) {
-          discard(response)
-          return yield* new AuthError({
-            step: "step-up",
-            reason: "insufficient-scope",
-            url: original.url,
-            status: 403,
-            message: `${original.url} needs the scope "${challenge.scope ?? ""}" for ${operation}, beyond the token's "${tokens.scope}"; this client does not ask for more scope on its own (enable step-up, or configure the scope it requests)`,
+      let step: Step
+      ;({ state, step } = transition(policy, state, {
+        _tag: "Response",
+        status: response.status,
+        challenge,
+        foreign:
+          Result.isSuccess(parsed) && challenge === undefined && response.headers.get("www-authenticate") !== null,
+        sent:
+          tokens === undefined
+            ? undefined
+            : {
+                accessToken: tokens.access_token,
+                scope: tokens.scope,
+                refreshable: tokens.refresh_token !== undefined,
+              },
+        resendAsked,
+        stepUps: stepUps.get(stepKey) ?? 0,
+      }))
+      if (step._tag !== "Return") discard(response)
+      // The steps that need a fact are answered until the policy returns, fails or sends again.
+      while (step._tag === "CheckHeld" || step._tag === "Refresh") {
+        const event: Event =
+          step._tag === "CheckHeld"
+            ? { _tag: "Held", before: step.before, accessToken: (yield* readTokens(key))?.access_token }
+            : { _tag: "Refreshed", ok: tokens !== undefined && (yield* refreshShared(key, tokens)) !== undefined }
+        ;({ state, step } = transition(policy, state, event))
+      }
+      switch (step._tag) {
+        case "Return":
+          if (step.ok) stepUps.delete(stepKey)
+          return response
+        case "Fail":
+          return yield* failure(policy, step, original.url, operation)
+        case "Authorize":
+          stepUps.set(stepKey, (stepUps.get(stepKey) ?? 0) + 1)
+          yield* authorizeShared(key, original.url, {
+            challenge: step.challenge,
+            ...(step.scope === undefined ? {} : { scope: step.scope }),
+            force: step.force,
           })
-        }
-        const attempts = stepUps.get(stepKey) ?? 0
-        if (attempts >= config.maxStepUpAttempts) {
-          discard(response)
-          return yield* stepUpLimit(original.url, operation, attempts)
-        }
-        stepUps.set(stepKey, attempts + 1)
-        discard(response)
-        const scope = Scope.format(Scope.union(Scope.parse(tokens.scope), Scope.parse(challenge.scope)))
-        yield* authorizeShared(key, original.url, { challenge, scope })
-        continue
       }
-      // 401: a challenge for another scheme is not ours to answer.
-      if (foreign) return response
-      discard(response)
-      if (tokens !== undefined) {
-        const current = yield* readTokens(key)
-        if (current !== undefined && current.access_token !== tokens.access_token) continue
-        if (!refreshed && tokens.refresh_token !== undefined) {
-          refreshed = true
-          const fresh = yield* refreshShared(key, tokens)
-          if (fresh !== undefined) continue
-        }
-      }
-      if (authorized) {
-        return yield* new AuthError({
-          step: "request",
-          reason: "unauthorized",
-          url: original.url,
-          status: 401,
-          message: `${original.url} rejected the token obtained by a fresh authorization; the server and its authorization server disagree about the token (audience, issuer or scope)`,
-        })
-      }
-      authorized = true
-      const latest = yield* readTokens(key)
-      // Another request finished an authorization meanwhile: try its token before asking the user again.
-      if (latest !== undefined && latest.access_token !== tokens?.access_token) continue
-      // The authorization an operation triggers counts towards its step-up limit: the limit is on authorizations.
-      stepUps.set(stepKey, (stepUps.get(stepKey) ?? 0) + 1)
-      yield* authorizeShared(key, original.url, { challenge, force: tokens !== undefined })
+      // Resend, Retry and Authorize send again.
     }
-    return yield* stepUpLimit(original.url, operation, stepUps.get(stepKey) ?? 0)
+    return yield* failure(
+      policy,
+      { _tag: "Fail", reason: "step-up-limit", attempts: stepUps.get(stepKey) ?? 0 },
+      original.url,
+      operation,
+    )
   })
 
   const unauthorized = Effect.fn("AuthClient.unauthorized")(function* (serverUrl: string, response: Response) {
