@@ -6,7 +6,7 @@
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#authorization-flow-steps | MCP authorization flow}
  * @module
  */
-import { CanonicalUri, Challenge, McpOperation, Pkce, Scope, type Wire } from "@keyway/core"
+import { AuthorizationResponse, CanonicalUri, Challenge, McpOperation, Pkce, Scope, type Wire } from "@keyway/core"
 import * as Cache from "effect/Cache"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
@@ -422,9 +422,18 @@ const make = Effect.gen(function* () {
 
   const complete = Effect.fn("AuthClient.complete")(function* (callbackUrl: string) {
     const url = URL.parse(callbackUrl)
-    const state = url?.searchParams.get("state") ?? null
     const where = url === null ? callbackUrl : `${url.origin}${url.pathname}`
-    if (state === null) return yield* stateMissing(where)
+    if (url === null) return yield* stateMissing(where)
+    const read = AuthorizationResponse.state(url)
+    if (Result.isFailure(read)) {
+      return yield* new AuthError({
+        step: "callback",
+        reason: read.failure.reason === "repeated-parameter" ? "invalid-input" : "state-missing",
+        url: where,
+        message: read.failure.message,
+      })
+    }
+    const state = read.success
     const pending = (yield* store.get(pendingKey(state))) as Pending | undefined
     if (pending !== undefined && (yield* Clock.currentTimeMillis) - pending.created_at > PENDING_LIFETIME_MS) {
       yield* store.delete(pendingKey(state))

@@ -226,13 +226,23 @@ describe("two-phase for web apps", () => {
     }).pipe(Effect.provide(twoPhaseLayer)),
   )
 
-  it("complete refuses a callback without state or with an unknown one", async () => {
+  it("complete refuses a callback without state, with an empty or repeated one, or with an unknown one", async () => {
     const { client } = await world({ client: { userAgent: twoPhase({ redirectUri: REDIRECT }) } })
     expect(await rejection(client.complete(`${REDIRECT}?code=x`))).toMatchObject({
       step: "callback",
       reason: "state-missing",
       url: REDIRECT,
     })
+    const empty = await rejection(client.complete(`${REDIRECT}?code=x&state=`))
+    expect(empty).toMatchObject({ step: "callback", reason: "state-missing", url: REDIRECT })
+    expect((empty as AuthError).message).toBe(
+      `the authorization response at ${REDIRECT} carries no state; it was discarded (it may be forged or from another request)`,
+    )
+    const twice = await rejection(client.complete(`${REDIRECT}?code=x&state=a&state=b`))
+    expect(twice).toMatchObject({ step: "callback", reason: "invalid-input", url: REDIRECT })
+    expect((twice as AuthError).message).toBe(
+      `the authorization response at ${REDIRECT} carries state 2 times; a parameter may appear only once (RFC 6749 §3.1)`,
+    )
     const unknown = await rejection(client.complete(`${REDIRECT}?code=x&state=nope`))
     expect(unknown).toMatchObject({ step: "callback", reason: "state-mismatch", url: REDIRECT })
     expect((unknown as AuthError).message).toBe(
