@@ -181,10 +181,10 @@ const table = (header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<
   return `${[line(header), ...rows.map(line)].join("\n")}\n`
 }
 
-/** A client as printed: never a hash. */
+/** A client as printed: never a hash; the fields extensions declare beside the others, as the client registered them. */
 const clientView = (c: Storage.Client) => {
-  const { client_secret_hash: _secret, registration_access_token_hash: _token, ...metadata } = c
-  return { ...metadata, has_secret: c.client_secret_hash !== undefined }
+  const { client_secret_hash: _secret, registration_access_token_hash: _token, extension_metadata, ...metadata } = c
+  return { ...metadata, ...extension_metadata, has_secret: c.client_secret_hash !== undefined }
 }
 
 const keyView = (k: Storage.SigningKey, now: number, signing: string | undefined) => ({

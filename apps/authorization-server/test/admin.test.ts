@@ -267,6 +267,47 @@ describe("admin commands against a live server", () => {
   }, 120_000)
 })
 
+describe("admin clients: metadata an extension declares", () => {
+  it("shows a DPoP client's dpop_bound_access_tokens beside its other fields, and keeps it across an update", async () => {
+    const config: AppConfig = {
+      port: 0,
+      database: join(await dir(), "keyway.db"),
+      users: [{ username: "alice", password: PASSWORD }],
+      resources: [{ uri: RESOURCE, scopes: SCOPES }],
+      extensions: { dpop: {} },
+    }
+    const file = join(await dir(), "keyway.json")
+    await writeFile(file, JSON.stringify(config))
+    const server = await startAuthorizationServer(config, { log: () => undefined })
+    defer(server.close)
+    const registered = await fetch(`${server.issuer}/register`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        redirect_uris: [REDIRECT_URI],
+        token_endpoint_auth_method: "none",
+        dpop_bound_access_tokens: true,
+      }),
+    })
+    expect(registered.status).toBe(201)
+    const { client_id } = (await registered.json()) as { client_id: string }
+
+    const shown = await adminJson<Record<string, unknown>>(file, "clients", "show", client_id)
+    expect(shown).toMatchObject({ client_id, dpop_bound_access_tokens: true, has_secret: false })
+    expect(shown).not.toHaveProperty("extension_metadata")
+    const human = await admin(file, "clients", "show", client_id)
+    expect(human.stdout).toContain(`\n${"dpop_bound_access_tokens".padEnd(27)}true\n`)
+
+    await adminJson(file, "clients", "update", client_id, "--name", "Bound tool")
+    expect(await adminJson(file, "clients", "show", client_id)).toMatchObject({
+      client_name: "Bound tool",
+      dpop_bound_access_tokens: true,
+    })
+    const listed = await adminJson<Array<Record<string, unknown>>>(file, "clients", "list")
+    expect(listed).toMatchObject([{ client_id, dpop_bound_access_tokens: true }])
+  }, 60_000)
+})
+
 describe("admin command errors", () => {
   const configFile = async () => {
     const file = join(await dir(), "keyway.json")

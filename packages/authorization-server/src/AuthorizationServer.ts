@@ -21,7 +21,7 @@ import { ClientTrustPolicy } from "./cimd/TrustPolicy.js"
 import { Extensions } from "./Extension.js"
 import { accountGet, accountLoginPost, accountPaths, accountRevokePost } from "./internal/account.js"
 import { authorizeGet, consentPost, loginPost } from "./internal/authorize.js"
-import { MetadataDocuments } from "./internal/clients.js"
+import { MetadataDocuments, withExtensionMetadata } from "./internal/clients.js"
 import { nowSeconds } from "./internal/clock.js"
 import { CORS_HEADERS, json, preflight } from "./internal/http.js"
 import { introspectEndpoint } from "./internal/introspect.js"
@@ -373,7 +373,12 @@ export class AuthorizationServer extends Context.Service<
             yield* clients.delete(stale.client_id).pipe(Effect.catchTag("ClientNotFound", () => Effect.void))
           }
         }
-        const context = yield* Effect.context<StorageServices | TokenSigner | UserAuthenticator | MetadataDocuments>()
+        const provided = yield* Effect.context<StorageServices | TokenSigner | UserAuthenticator | MetadataDocuments>()
+        const context = Context.add(
+          provided,
+          MetadataDocuments,
+          withExtensionMetadata(Context.get(provided, MetadataDocuments), config.extensions),
+        )
         // The storage's limiter (shared through the database for SQLite and PostgreSQL), else one in this process.
         const limiter = Option.getOrElse(yield* Effect.serviceOption(RateLimiter), () => RateLimiter.of(makeMemory()))
         const { route, allow } = router(

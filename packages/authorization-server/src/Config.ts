@@ -11,6 +11,7 @@ import { z } from "zod"
 import type { ResolverOptions } from "./cimd/ClientMetadataResolver.js"
 import type { PolicyFunction, PolicyOptions } from "./cimd/TrustPolicy.js"
 import type { AuthorizationServerExtension } from "./Extension.js"
+import { declarationProblem } from "./internal/extensionMetadata.js"
 import { resolveUpstream } from "./internal/upstreamOptions.js"
 import type { Options as OutboundOptions } from "./outbound/OutboundFetch.js"
 import type { ResolvedUpstream, UpstreamIdentityFunction, UpstreamOptions } from "./proxy/UpstreamProvider.js"
@@ -1007,6 +1008,8 @@ export const resolve = (options: ConfigOptions): ResolvedConfig => {
     if (extensionIds.has(e.id)) throw new ConfigError({ message: `extensions: ${e.id} is given twice` })
     extensionIds.add(e.id)
   }
+  const declarations = declarationProblem(extensions)
+  if (declarations !== undefined) throw new ConfigError({ message: `extensions: ${declarations}` })
   const grantTypes = new Set<string>([
     "authorization_code",
     "refresh_token",

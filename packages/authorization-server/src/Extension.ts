@@ -9,6 +9,7 @@
  */
 import type { OAuthError } from "@keyway/core"
 import { Context, type Effect, Layer, type Result, Schema } from "effect"
+import type { z } from "zod"
 import type { ResolvedConfig, Resource } from "./Config.js"
 import type { RateLimited } from "./RateLimiter.js"
 import type { StorageError } from "./storage/Errors.js"
@@ -223,10 +224,22 @@ export interface AuthorizationServerExtension {
   readonly clientAuthenticationMethods?: ReadonlyArray<ClientAuthenticationMethod>
   readonly tokenRequest?: TokenRequestHook
   /**
-   * Client metadata fields (RFC 7591 §2) this extension gives meaning to, such as DPoP's `dpop_bound_access_tokens`:
-   * dynamic registration keeps them (and echoes them back) only when an extension names them.
+   * Client metadata fields (RFC 7591 §2) this extension gives meaning to, each with the schema of its value. Dynamic
+   * registration and client ID metadata documents keep exactly the fields some extension declares (an invalid value
+   * is refused, naming the field), registration echoes them back, and the client record carries them in
+   * `extension_metadata`. Only one extension may declare a field, and never one the server defines itself.
+   *
+   * @see {@link https://www.rfc-editor.org/rfc/rfc7591.html#section-2 | RFC 7591 §2}
    */
-  readonly clientMetadata?: ReadonlyArray<"dpop_bound_access_tokens">
+  readonly clientMetadata?: Readonly<Record<string, z.ZodType>>
+  /**
+   * The confirmation members (RFC 7800 §3.1, in an access token's `cnf` claim) this extension binds tokens with, and
+   * the token type each means: introspection answers that `token_type` for a token confirmed by the member, `Bearer`
+   * for a token no extension's member confirms. Only one extension may declare a member.
+   *
+   * @see {@link https://www.rfc-editor.org/rfc/rfc7662.html#section-2.2 | RFC 7662 §2.2 (token_type)}
+   */
+  readonly confirmations?: Readonly<Record<string, string>>
   /**
    * Reads its parameters of an authorization request: the confirmation its code must be redeemed with (DPoP's
    * `dpop_jkt`, RFC 9449 §10), undefined for none, or a failure describing the malformed parameter (answered

@@ -1,5 +1,6 @@
 import { Cause, Effect, Exit, Layer } from "effect"
 import { describe, expect, it } from "vitest"
+import { z } from "zod"
 import { AuthorizationServer, createAuthorizationServer } from "../src/AuthorizationServer.js"
 import { ConfigError, defaults, limits, publishAheadConflict, resolve } from "../src/Config.js"
 import { layerMemory } from "../src/storage/Storage.js"
@@ -213,6 +214,46 @@ describe("configuration", () => {
     ],
   ])("refuses %s, on both faces, naming the field and the fix", async (_, options, message) => {
     expect(await refusedByBothFaces(options)).toBe(message)
+  })
+
+  const tier = z.enum(["gold", "silver"])
+  it.each<[string, ReadonlyArray<Record<string, unknown>>, string]>([
+    [
+      "two extensions declaring the same client metadata field",
+      [
+        { id: "example/a", clientMetadata: { example_tier: tier } },
+        { id: "example/b", clientMetadata: { example_other: tier, example_tier: tier } },
+      ],
+      "extensions: example/a and example/b both declare the client metadata field example_tier",
+    ],
+    [
+      "an extension declaring a client metadata field the server defines",
+      [{ id: "example/a", clientMetadata: { client_name: z.string() } }],
+      "extensions: example/a declares the client metadata field client_name, which the server defines itself",
+    ],
+    [
+      "an extension declaring a registration response member",
+      [{ id: "example/a", clientMetadata: { registration_client_uri: z.string() } }],
+      "extensions: example/a declares the client metadata field registration_client_uri, which the server defines itself",
+    ],
+    [
+      "two extensions declaring the same confirmation member",
+      [
+        { id: "example/a", confirmations: { example_key: "ExampleA" } },
+        { id: "example/b", confirmations: { example_key: "ExampleB" } },
+      ],
+      "extensions: example/a and example/b both declare the confirmation member example_key",
+    ],
+  ])("refuses %s at start-up, on both faces", async (_, extensions, message) => {
+    expect(await refusedByBothFaces({ extensions })).toBe(message)
+  })
+
+  it("accepts extensions declaring distinct client metadata fields and confirmation members", () => {
+    const extensions = [
+      { id: "example/a", clientMetadata: { example_tier: tier }, confirmations: { example_key: "ExampleA" } },
+      { id: "example/b", clientMetadata: { example_other: tier }, confirmations: { example_thumb: "ExampleB" } },
+    ]
+    expect(resolve({ ...base, extensions }).extensions).toEqual(extensions)
   })
 
   it("accepts client scopes the resources define, openid when ID tokens are on, and distinct resources", () => {

@@ -3,7 +3,8 @@ import { decodeJwt, SignJWT } from "jose"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { layerMemory } from "../src/storage/Storage.js"
 import { startEffectServer } from "./support/effectServer.js"
-import { basic, MCP, SECRET, type TestServer, tokenRequest } from "./support/server.js"
+import { exampleExtension } from "./support/exampleExtension.js"
+import { basic, MCP, obtainCode, SECRET, startServer, type TestServer, tokenRequest } from "./support/server.js"
 import { introspect, issueTokens, post, RS_SECRET, startTokenServer } from "./support/tokens.js"
 
 let server: TestServer
@@ -143,5 +144,67 @@ describe("introspection endpoint (RFC 7662)", () => {
       { authorization: basic("rs", RS_SECRET) },
     )
     await expectOAuthError(response, 400, "unauthorized_client", "this client may not use the refresh_token grant")
+  })
+})
+
+describe("introspection of tokens an extension binds", () => {
+  let bound: TestServer
+  beforeAll(async () => {
+    bound = await startServer({
+      clients: [
+        { clientId: "public-app", clientName: "Public App", redirectUris: ["https://app.example.com/callback"] },
+        { clientId: "rs", clientSecret: RS_SECRET, redirectUris: [], grantTypes: [] },
+      ],
+      introspectionClients: ["rs"],
+      extensions: [exampleExtension],
+    })
+  })
+  afterAll(async () => {
+    await bound.close()
+  })
+
+  const issue = async (headers: Record<string, string>) => {
+    const { code, verifier } = await obtainCode(bound, {
+      client_id: "public-app",
+      redirect_uri: "https://app.example.com/callback",
+    })
+    const response = await tokenRequest(
+      bound,
+      {
+        grant_type: "authorization_code",
+        code,
+        code_verifier: verifier,
+        redirect_uri: "https://app.example.com/callback",
+        resource: MCP,
+        client_id: "public-app",
+      },
+      headers,
+    )
+    expect(response.status).toBe(200)
+    return ((await response.json()) as { access_token: string }).access_token
+  }
+
+  it("answers the token type of the confirmation member the extension declares, with the confirmation", async () => {
+    const token = await issue({ "example-key": "key-1" })
+    const claims = decodeJwt(token)
+    expect(await introspect(bound, token)).toEqual({
+      active: true,
+      scope: "tools:read tools:call",
+      client_id: "public-app",
+      sub: "alice",
+      aud: MCP,
+      iss: bound.issuer,
+      exp: claims.exp,
+      iat: claims.iat,
+      token_type: "Example",
+      jti: claims.jti,
+      cnf: { example_key: "key-1" },
+    })
+  })
+
+  it("answers Bearer for a token no declared member confirms", async () => {
+    const token = await issue({})
+    expect(await introspect(bound, token)).toMatchObject({ active: true, token_type: "Bearer" })
+    expect("cnf" in (await introspect(bound, token))).toBe(false)
   })
 })

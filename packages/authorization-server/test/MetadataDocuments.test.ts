@@ -8,6 +8,7 @@ import {
   startServer as startHttps,
 } from "./outbound/support/https.js"
 import { approveConsent, HOST, loginForConsent, REDIRECT, resolverLayer } from "./support/cimd.js"
+import { exampleExtension } from "./support/exampleExtension.js"
 import { authorizeUrl, MCP, startServer, type TestServer, tokenRequest } from "./support/server.js"
 
 let documents: HttpsServer
@@ -35,6 +36,10 @@ beforeAll(async () => {
       })
     } else if (request.url === "/mismatch.json") {
       sendJson(response, { ...base, client_id: `${origin()}/someone-else.json` })
+    } else if (request.url === "/tier.json") {
+      sendJson(response, { ...base, example_tier: "gold", example_undeclared: true })
+    } else if (request.url === "/bad-tier.json") {
+      sendJson(response, { ...base, example_limits: { level: "high" } })
     } else if (request.url === "/no-redirects.json") {
       sendJson(response, { client_id: self, client_name: "Doc Client" })
     } else {
@@ -218,6 +223,51 @@ describe("client ID metadata documents at the authorization server", () => {
       const { url } = await authorizeUrl(server, { client_id: clientId, redirect_uri: REDIRECT })
       await expectErrorPage(await fetch(url, { redirect: "manual" }), error, description)
     }
+  })
+
+  it("keeps the fields an extension declares: the extension reads them on the client's token requests", async () => {
+    server = await startServer({ clientMetadataResolver: resolverLayer(), extensions: [exampleExtension] })
+    const redeem = async (clientId: string) => {
+      const { code, verifier } = await frontChannel(clientId)
+      return tokenRequest(server!, {
+        grant_type: "authorization_code",
+        code,
+        code_verifier: verifier,
+        redirect_uri: REDIRECT,
+        client_id: clientId,
+        resource: MCP,
+      })
+    }
+    const tiered = await redeem(`${origin()}/tier.json`)
+    expect(tiered.status).toBe(200)
+    expect(tiered.headers.get("example-tier")).toBe("gold")
+    const plain = await redeem(`${origin()}/client.json`)
+    expect(plain.status).toBe(200)
+    expect(plain.headers.get("example-tier")).toBe("none")
+  })
+
+  it("a document with a value the declaring extension's schema refuses: invalid_client on the page, naming the field", async () => {
+    server = await startServer({ clientMetadataResolver: resolverLayer(), extensions: [exampleExtension] })
+    const { url } = await authorizeUrl(server, { client_id: `${origin()}/bad-tier.json`, redirect_uri: REDIRECT })
+    await expectErrorPage(
+      await fetch(url, { redirect: "manual" }),
+      "invalid_client",
+      "client ID metadata document: &quot;example_limits.level&quot; must be a number",
+    )
+  })
+
+  it("a server whose extensions do not declare the field ignores it", async () => {
+    server = await startServer({ clientMetadataResolver: resolverLayer() })
+    const { code, verifier } = await frontChannel(`${origin()}/bad-tier.json`)
+    const response = await tokenRequest(server, {
+      grant_type: "authorization_code",
+      code,
+      code_verifier: verifier,
+      redirect_uri: REDIRECT,
+      client_id: `${origin()}/bad-tier.json`,
+      resource: MCP,
+    })
+    expect(response.status).toBe(200)
   })
 
   it("when disabled, a URL client_id is an unknown client", async () => {

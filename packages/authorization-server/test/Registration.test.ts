@@ -1,5 +1,6 @@
 import { expectOAuthError } from "@keyway/testing/oauth"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { exampleExtension } from "./support/exampleExtension.js"
 import { basic, obtainCode, startServer, type TestServer, tokenRequest } from "./support/server.js"
 
 let server: TestServer
@@ -289,5 +290,77 @@ describe("dynamic client registration (RFC 7591)", () => {
       "invalid_client_metadata",
       /exceeds 65536 bytes/,
     )
+  })
+})
+
+describe("client metadata fields that extensions declare", () => {
+  let extended: TestServer
+  beforeAll(async () => {
+    extended = await startServer({
+      registration: true,
+      rateLimits: { registration: { max: 1000 } },
+      extensions: [exampleExtension],
+    })
+  })
+  afterAll(async () => {
+    await extended.close()
+  })
+  const registerWith = (body: Record<string, unknown>) =>
+    fetch(`${extended.issuer}/register`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        redirect_uris: ["http://127.0.0.1/callback"],
+        token_endpoint_auth_method: "none",
+        ...body,
+      }),
+    })
+
+  it("keeps and echoes exactly the declared fields, and the extension reads them on the client's token requests", async () => {
+    const response = await registerWith({
+      example_tier: "gold",
+      example_limits: { level: 2 },
+      example_undeclared: true,
+      dpop_bound_access_tokens: true,
+    })
+    expect(response.status).toBe(201)
+    const body = (await response.json()) as Record<string, unknown>
+    expect(body).toMatchObject({ example_tier: "gold", example_limits: { level: 2 } })
+    expect("example_undeclared" in body).toBe(false)
+    expect("dpop_bound_access_tokens" in body).toBe(false)
+    expect("extension_metadata" in body).toBe(false)
+    const clientId = body.client_id as string
+    const { code, verifier } = await obtainCode(extended, {
+      client_id: clientId,
+      redirect_uri: "http://127.0.0.1:5052/callback",
+    })
+    const token = await tokenRequest(extended, {
+      grant_type: "authorization_code",
+      code,
+      code_verifier: verifier,
+      client_id: clientId,
+      redirect_uri: "http://127.0.0.1:5052/callback",
+    })
+    expect(token.status).toBe(200)
+    expect(token.headers.get("example-tier")).toBe("gold")
+  })
+
+  it("a client without them registers as before", async () => {
+    const response = await registerWith({ client_name: "Plain" })
+    expect(response.status).toBe(201)
+    const body = (await response.json()) as Record<string, unknown>
+    expect(Object.keys(body).filter((k) => k.startsWith("example_"))).toEqual([])
+  })
+
+  it("refuses a value the declaring extension's schema refuses: 400 invalid_client_metadata naming the field", async () => {
+    const cases: ReadonlyArray<[Record<string, unknown>, string]> = [
+      [{ example_tier: "bronze" }, "example_tier must be gold or silver"],
+      [{ example_tier: null }, "example_tier must be gold or silver"],
+      [{ example_limits: 3 }, "example_limits must be an object"],
+      [{ example_limits: { level: "high" } }, "example_limits.level must be a number"],
+    ]
+    for (const [body, description] of cases) {
+      await expectOAuthError(await registerWith(body), 400, "invalid_client_metadata", description)
+    }
   })
 })

@@ -76,7 +76,8 @@ export class ClientMetadataError extends Schema.TaggedError<ClientMetadataError>
 
 /**
  * A resolved client: the record to use (compatible with the storage `ClientMetadata`, origin
- * `metadata-document`, `expires_at` = end of its cache lifetime), the validated document, the trust decision for
+ * `metadata-document`, `expires_at` = end of its cache lifetime; the document's RFC 7591 members, to which the
+ * server adds the fields its extensions declare), the validated document, the trust decision for
  * the consent page, and whether every redirect URI reaches only the user's machine (a loopback host or a private-use scheme: the consent page warns about those).
  *
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#client-id-metadata-documents | MCP 2025-11-25 Client ID Metadata Documents}

@@ -9,6 +9,7 @@ import { verifyAccessToken } from "./accessToken.js"
 import { ClientAuthFailure } from "./clientAuth.js"
 import type { MetadataDocuments } from "./clients.js"
 import { nowSeconds } from "./clock.js"
+import { tokenType } from "./extensionMetadata.js"
 import { answerFailures, readForm } from "./formEndpoint.js"
 import { json } from "./http.js"
 import { authenticateWithinLimits } from "./limits.js"
@@ -62,8 +63,8 @@ export const introspectEndpoint = (
         iss: claims.iss,
         exp: claims.exp,
         iat: claims.iat,
-        // A token bound to a DPoP key says so, with its confirmation (RFC 9449 §6.2).
-        token_type: typeof claims.cnf?.jkt === "string" ? "DPoP" : "Bearer",
+        // A token bound to a key says so, with its confirmation (RFC 9449 §6.2 for DPoP's).
+        token_type: tokenType(config.extensions, claims.cnf),
         jti: claims.jti,
         ...(claims.cnf === undefined ? {} : { cnf: claims.cnf }),
       })

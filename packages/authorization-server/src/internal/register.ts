@@ -8,6 +8,7 @@ import { isApplicationType, type JwkSetProblem, jwkSetProblem } from "./clientMe
 import { nowSeconds } from "./clock.js"
 import { randomToken } from "./crypto.js"
 import { emit } from "./events.js"
+import { declaredFields } from "./extensionMetadata.js"
 import { BodyTooLargeFailure } from "./formEndpoint.js"
 import { CORS_HEADERS, json, mediaType, oauthError, payloadTooLarge, readBody } from "./http.js"
 import { isPrivateUseScheme, redirectProblemText, redirectUriProblem } from "./redirect.js"
@@ -181,6 +182,12 @@ export const registerEndpoint = (
       }
     }
 
+    const declared = declaredFields(metadata, config.extensions)
+    if (Result.isFailure(declared)) {
+      return yield* fail("invalid_client_metadata", `${declared.failure.path} ${declared.failure.problem}`)
+    }
+    const extensionMetadata = declared.success
+
     if (policy !== undefined) {
       const decision = yield* Effect.promise(() => policy(metadata, request))
       if (!decision.allow) return yield* fail(decision.error ?? "invalid_client_metadata", decision.description)
@@ -210,10 +217,6 @@ export const registerEndpoint = (
       ...optional("scope"),
       ...optional("software_id"),
       ...optional("software_version"),
-      // Kept only where an extension gives it meaning: echoed back, it tells the client the server honours it.
-      ...(config.extensions.some((e) => e.clientMetadata?.includes("dpop_bound_access_tokens"))
-        ? optional("dpop_bound_access_tokens")
-        : {}),
       ...optional("contacts"),
       ...(jwks === undefined ? {} : { jwks }),
     }
@@ -221,6 +224,7 @@ export const registerEndpoint = (
     yield* clients
       .create({
         ...(registered as Omit<NewClient, "origin" | "client_secret_expires_at">),
+        ...(extensionMetadata === undefined ? {} : { extension_metadata: extensionMetadata }),
         client_secret_expires_at: secret === undefined ? 0 : secretExpiresAt,
         origin: "dynamic",
         // An unused registration (no authorization completed) goes with the purge job; redeeming a code keeps it.
@@ -236,7 +240,8 @@ export const registerEndpoint = (
       redirect_uris: redirectUris,
     })
     return json(
-      { ...registered, ...(secret === undefined ? {} : { client_secret: secret }) },
+      // The fields an extension declares are echoed back: the client learns the server honours them.
+      { ...registered, ...extensionMetadata, ...(secret === undefined ? {} : { client_secret: secret }) },
       { status: 201, headers: CORS_HEADERS },
     )
   }).pipe(

@@ -136,8 +136,11 @@ export interface ClientMetadata {
   readonly application_type?: "web" | "native"
   readonly software_id?: string
   readonly software_version?: string
-  /** The client always sends DPoP proofs to the token endpoint; requests without one are refused (RFC 9449 §5.2). */
-  readonly dpop_bound_access_tokens?: boolean
+  /**
+   * The client metadata fields extensions declare (`AuthorizationServerExtension.clientMetadata`), by field name, as
+   * the client registered or published them; absent when there are none.
+   */
+  readonly extension_metadata?: Readonly<Record<string, unknown>>
   readonly origin: ClientOrigin
   /** When this record stops being valid (a cached metadata document); absent for static and registered clients. */
   readonly expires_at?: number

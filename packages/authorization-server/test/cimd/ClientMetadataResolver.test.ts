@@ -111,7 +111,7 @@ const serveDocument = async (
 }
 
 describe("ClientMetadataResolver: a good document over real HTTPS", () => {
-  it("resolves, validates and maps the document to a client record", async () => {
+  it("resolves, validates and maps the document to a client record of its RFC 7591 members", async () => {
     const { server, clientId } = await serveDocument(
       (id) =>
         doc(id, {
@@ -148,7 +148,6 @@ describe("ClientMetadataResolver: a good document over real HTTPS", () => {
       application_type: "web",
       software_id: "example-client",
       software_version: "1.2.3",
-      dpop_bound_access_tokens: true,
       origin: "metadata-document",
       expires_at: NOW + 600,
     })

@@ -135,6 +135,7 @@ export const storageContract = (name: string, factory: StoresFactory): void => {
             application_type: "native",
             software_id: "4NRB1-0XZABZI9E6-5SM3R",
             software_version: "2.1",
+            extension_metadata: { example_tier: "gold", example_limits: { level: 2, regions: ["eu", "us"] } },
             token_endpoint_auth_method: "client_secret_post",
           })
           const created = yield* clients.create(input)
@@ -244,9 +245,12 @@ export const storageContract = (name: string, factory: StoresFactory): void => {
           const t1 = secret()
           yield* clients.create(newClient({ client_id: "c", client_secret: s1, registration_access_token: t1 }))
 
-          const kept = yield* clients.update(newClient({ client_id: "c", client_name: "Renamed" }))
+          const kept = yield* clients.update(
+            newClient({ client_id: "c", client_name: "Renamed", extension_metadata: { example_tier: "silver" } }),
+          )
           expect(kept.client_name).toBe("Renamed")
           expect((yield* clients.get("c", NOW)).client_name).toBe("Renamed")
+          expect((yield* clients.get("c", NOW)).extension_metadata).toEqual({ example_tier: "silver" })
           expect(yield* clients.verifySecret("c", s1, NOW)).toBe(true)
           expect(yield* clients.verifyRegistrationAccessToken("c", t1)).toBe(true)
 
@@ -255,6 +259,7 @@ export const storageContract = (name: string, factory: StoresFactory): void => {
           expect(yield* clients.verifySecret("c", s1, NOW)).toBe(false)
           expect(yield* clients.verifySecret("c", s2, NOW)).toBe(true)
           expect((yield* clients.get("c", NOW)).client_name).toBeUndefined()
+          expect((yield* clients.get("c", NOW)).extension_metadata).toBeUndefined()
 
           const removed = yield* clients.update({
             ...newClient({ client_id: "c" }),

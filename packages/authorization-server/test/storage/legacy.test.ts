@@ -47,8 +47,37 @@ const metadata = {
   origin: "dynamic",
 }
 
+// A client of a DPoP-enabled server as releases before extension_metadata stored it: the extension's field beside
+// the server's own.
+const boundMetadata = {
+  client_id: "legacy-bound",
+  client_secret_expires_at: 0,
+  client_id_issued_at: NOW,
+  redirect_uris: ["http://127.0.0.1/callback"],
+  grant_types: ["authorization_code", "refresh_token"],
+  response_types: ["code"],
+  token_endpoint_auth_method: "none",
+  application_type: "native",
+  software_version: "1.0",
+  dpop_bound_access_tokens: true,
+  contacts: ["ops@example.com"],
+  origin: "dynamic",
+} as const
+
 /** The rows, column by column, as the first releases wrote them; `scopes` is the backend's own encoding. */
 const seed = (scopes: unknown): ReadonlyArray<readonly [string, Record<string, unknown>]> => [
+  [
+    "clients",
+    {
+      client_id: "legacy-bound",
+      origin: "dynamic",
+      expires_at: null,
+      client_secret_expires_at: 0,
+      client_secret_hash: null,
+      registration_access_token_hash: null,
+      metadata: JSON.stringify(boundMetadata),
+    },
+  ],
   [
     "clients",
     {
@@ -140,6 +169,14 @@ const check = (layer: () => Layer.Layer<Stores, StorageError>) =>
         client_secret_hash: hash(clientSecret),
         registration_access_token_hash: hash(registrationToken),
       })
+      // The field an extension gave meaning to reads back where extensions' fields are kept now, and stays there
+      // once the record is written again.
+      const { dpop_bound_access_tokens, ...own } = boundMetadata
+      const bound = { ...own, extension_metadata: { dpop_bound_access_tokens } }
+      expect(yield* clients.get("legacy-bound", NOW)).toEqual(bound)
+      expect(yield* clients.list({ origin: "dynamic" })).toEqual([bound, expect.objectContaining(metadata)])
+      yield* clients.update({ ...bound, client_name: "Bound" })
+      expect(yield* clients.get("legacy-bound", NOW)).toEqual({ ...bound, client_name: "Bound" })
       expect(yield* clients.verifySecret("legacy-client", clientSecret, NOW)).toBe(true)
       expect(yield* clients.verifyRegistrationAccessToken("legacy-client", registrationToken)).toBe(true)
 

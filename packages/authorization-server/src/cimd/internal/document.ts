@@ -65,7 +65,10 @@ export const extraChecks = (doc: Wire.ClientIdMetadataDocument): Wire.InvalidDoc
   return undefined
 }
 
-/** The client record of a valid document, fetched at `now` and reused until `expiresAt`. */
+/**
+ * The client record of a valid document, fetched at `now` and reused until `expiresAt`: its RFC 7591 members (the
+ * fields extensions declare are the server's to add, see `internal/clients.ts`).
+ */
 export const toClient = (doc: Wire.ClientIdMetadataDocument, now: number, expiresAt: number): ClientMetadata => ({
   client_id: doc.client_id,
   client_id_issued_at: now,
@@ -89,7 +92,6 @@ export const toClient = (doc: Wire.ClientIdMetadataDocument, now: number, expire
     : {}),
   ...(doc.software_id === undefined ? {} : { software_id: doc.software_id }),
   ...(doc.software_version === undefined ? {} : { software_version: doc.software_version }),
-  ...(doc.dpop_bound_access_tokens === undefined ? {} : { dpop_bound_access_tokens: doc.dpop_bound_access_tokens }),
   origin: "metadata-document",
   expires_at: expiresAt,
 })

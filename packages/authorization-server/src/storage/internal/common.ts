@@ -68,10 +68,57 @@ export const clientMetadata = (c: ClientMetadata): ClientMetadata =>
     application_type: c.application_type,
     software_id: c.software_id,
     software_version: c.software_version,
-    dpop_bound_access_tokens: c.dpop_bound_access_tokens,
+    extension_metadata: c.extension_metadata === undefined ? undefined : structuredClone(c.extension_metadata),
     origin: c.origin,
     expires_at: c.expires_at,
   })
+
+// Every member of a stored client's metadata: a record, so that a member added to ClientMetadata must be added here.
+const CLIENT_MEMBERS: { readonly [K in keyof Required<ClientMetadata>]: true } = {
+  client_id: true,
+  client_secret_expires_at: true,
+  client_id_issued_at: true,
+  redirect_uris: true,
+  grant_types: true,
+  response_types: true,
+  token_endpoint_auth_method: true,
+  client_name: true,
+  client_uri: true,
+  logo_uri: true,
+  tos_uri: true,
+  policy_uri: true,
+  contacts: true,
+  scope: true,
+  jwks: true,
+  jwks_uri: true,
+  application_type: true,
+  software_id: true,
+  software_version: true,
+  extension_metadata: true,
+  origin: true,
+  expires_at: true,
+}
+
+/** Whether `name` is a member of the client metadata the server keeps itself (not an extension's). */
+export const isClientMember = (name: string): boolean => Object.hasOwn(CLIENT_MEMBERS, name)
+
+/**
+ * The stored metadata of a client as this version reads it. Records written before extension fields had a member of
+ * their own kept them beside the server's members; those are moved into `extension_metadata` (a field already there
+ * wins), so the client reads back as it was registered.
+ */
+export const storedMetadata = (stored: Record<string, unknown>): Record<string, unknown> => {
+  const moved = Object.keys(stored).filter((name) => !isClientMember(name))
+  if (moved.length === 0) return stored
+  const out: Record<string, unknown> = {}
+  const fields: Record<string, unknown> = {}
+  for (const [name, value] of Object.entries(stored)) {
+    if (isClientMember(name)) out[name] = value
+    else fields[name] = value
+  }
+  out.extension_metadata = { ...fields, ...(stored.extension_metadata as Record<string, unknown> | undefined) }
+  return out
+}
 
 /** A client record from its metadata and the hashes to keep. */
 export const clientRecord = (

@@ -50,6 +50,7 @@ import {
   newSalt,
   normaliseScopes,
   secretLive,
+  storedMetadata,
   successorOf,
   updatedHash,
 } from "./common.js"
@@ -86,7 +87,10 @@ const opt = (v: string | number | undefined): string | number | null => v ?? nul
 // The expires_at column is the truth (a redemption clears it for a dynamic client); the JSON copy may be older.
 const clientFromRow = (r: Row): Client =>
   clientRecord(
-    defined<ClientMetadata>({ ...(json(r, "metadata") as ClientMetadata), expires_at: optNum(r, "expires_at") }),
+    defined<ClientMetadata>({
+      ...(storedMetadata(json(r, "metadata") as Record<string, unknown>) as unknown as ClientMetadata),
+      expires_at: optNum(r, "expires_at"),
+    }),
     optStr(r, "client_secret_hash"),
     optStr(r, "registration_access_token_hash"),
   )

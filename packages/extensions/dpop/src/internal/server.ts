@@ -5,6 +5,9 @@ import { z } from "zod"
 import { makeNonces } from "./nonce.js"
 import { checkProof, failed } from "./proof.js"
 
+// The client metadata field of RFC 9449 §5.2.
+const BOUND_TOKENS = "dpop_bound_access_tokens"
+
 /**
  * Options of {@link dpopAuthorizationServer}.
  *
@@ -109,7 +112,10 @@ export const dpopAuthorizationServer = (options: DPoPServerOptions = {}): Extens
   return {
     id: Grant.extensions.dpop,
     metadata: () => ({ dpop_signing_alg_values_supported: [...algorithms] }),
-    clientMetadata: ["dpop_bound_access_tokens"],
+    // RFC 9449 §5.2: the client always sends proofs to the token endpoint.
+    clientMetadata: { [BOUND_TOKENS]: z.boolean({ error: "must be a boolean" }) },
+    // RFC 9449 §6.1: a token confirmed by a key thumbprint is a DPoP token (introspected as such, §6.2).
+    confirmations: { jkt: "DPoP" },
     // RFC 9449 §10: `dpop_jkt` binds the code to the key whose proof must accompany its redemption.
     authorizationRequest: (params) => {
       const values = params.getAll("dpop_jkt")
@@ -135,7 +141,7 @@ export const dpopAuthorizationServer = (options: DPoPServerOptions = {}): Extens
         const issuer = nonces
         const header = request.headers.get("dpop")
         if (header === null) {
-          if (client?.dpop_bound_access_tokens === true) {
+          if (client?.extension_metadata?.[BOUND_TOKENS] === true) {
             return yield* fail(
               "invalid_dpop_proof",
               "this client registered dpop_bound_access_tokens: every token request must carry a DPoP proof",
