@@ -1,5 +1,6 @@
 export { CHROMIUM_PATH, type HeadlessChromium, launchChromium, screenshot } from "./chromium.js"
 export { type CliProcess, spawnCli, waitForStderr } from "./cli.js"
+export { type Deferred, deferred } from "./deferred.js"
 export { closing, freePort, listening } from "./net.js"
 export { type PostgresServer, startPostgres } from "./postgres.js"
 export { requireDebianPackage } from "./system.js"
