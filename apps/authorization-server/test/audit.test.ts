@@ -1,64 +1,13 @@
 import { readFile } from "node:fs/promises"
-import { request as httpRequest } from "node:http"
 import { join } from "node:path"
 import { Pkce } from "@keyway/core"
+import { postForm } from "@keyway/testing"
 import { describe, expect, it } from "vitest"
 import { type AppConfig, startAuthorizationServer } from "../src/index.js"
 import { testCleanups } from "./support/cleanup.js"
 import { PASSWORD, REDIRECT_URI, RESOURCE, registerClient, SCOPES } from "./support/flow.js"
 
 const { defer, dir } = testCleanups()
-
-interface Answer {
-  readonly status: number
-  readonly location: string | undefined
-  readonly cookie: string | undefined
-  readonly body: string
-}
-
-/**
- * POSTs a form over node:http, framed either with a Content-Length or with `Transfer-Encoding: chunked` (in two
- * chunks, as a streaming client sends it).
- */
-const postForm = (
-  url: string,
-  framing: "chunked" | "length",
-  values: Record<string, string>,
-  headers: Record<string, string> = {},
-): Promise<Answer> =>
-  new Promise((resolve, reject) => {
-    const body = new URLSearchParams(values).toString()
-    const req = httpRequest(
-      url,
-      {
-        method: "POST",
-        headers: {
-          "content-type": "application/x-www-form-urlencoded",
-          ...headers,
-          ...(framing === "chunked"
-            ? { "transfer-encoding": "chunked" }
-            : { "content-length": String(Buffer.byteLength(body)) }),
-        },
-      },
-      (res) => {
-        const chunks: Array<Buffer> = []
-        res.on("data", (chunk: Buffer) => chunks.push(chunk))
-        res.on("end", () =>
-          resolve({
-            status: res.statusCode ?? 0,
-            location: res.headers.location,
-            cookie: res.headers["set-cookie"]?.[0]?.split(";")[0],
-            body: Buffer.concat(chunks).toString("utf8"),
-          }),
-        )
-        res.on("error", reject)
-      },
-    )
-    req.on("error", reject)
-    const half = Math.floor(body.length / 2)
-    if (framing === "chunked") req.write(body.slice(0, half))
-    req.end(framing === "chunked" ? body.slice(half) : body)
-  })
 
 const csrfOf = (html: string): string => /name="csrf_token" value="([^"]+)"/.exec(html)?.[1] ?? ""
 

@@ -1,16 +1,8 @@
 import { fileURLToPath } from "node:url"
-import { olderSystemNode, spawnCli } from "@keyway/testing"
-import { expect, it } from "vitest"
+import { expectRequiresNode } from "@keyway/testing/requires-node"
+import { it } from "vitest"
 
 const main = fileURLToPath(new URL("../dist/main.js", import.meta.url))
 
-it("on a Node.js older than 22.19 (the machine's own), says what it needs and what to run instead, with exit code 1", async () => {
-  const old = olderSystemNode()
-  const child = spawnCli(main, ["--help"], {}, old.path)
-  expect([await child.exit, child.stdout, child.stderr]).toEqual([
-    1,
-    "",
-    `keyway-mcp-server: needs Node.js 22.19.0 or later, this is Node.js ${old.version}; from the repository root, run it with ` +
-      "the project's own Node: npm run exec -- node apps/mcp-server/dist/main.js [arguments]\n",
-  ])
-})
+it("on a Node.js older than 22.19 (the machine's own), says what it needs and what to run instead, with exit code 1", () =>
+  expectRequiresNode(main, "keyway-mcp-server", "apps/mcp-server/dist/main.js"))

@@ -1,3 +1,4 @@
+import { thrownBy } from "@keyway/testing"
 import { Cause, Effect, Exit, Layer } from "effect"
 import { describe, expect, it } from "vitest"
 import { z } from "zod"
@@ -9,16 +10,6 @@ import { UserAuthenticator } from "../src/UserAuthenticator.js"
 const base = {
   issuer: "https://as.example.com",
   resources: [{ uri: "https://MCP.example.com/mcp", scopes: { read: "Read" } }],
-}
-
-/** The error `run` throws: a `ConfigError` instance. */
-const thrown = (run: () => unknown): unknown => {
-  try {
-    run()
-  } catch (error) {
-    return error
-  }
-  return undefined
 }
 
 describe("configuration", () => {
@@ -98,7 +89,7 @@ describe("configuration", () => {
 
   /** The message both faces refuse `options` with: the plain face's thrown error and the layer's typed failure. */
   const refusedByBothFaces = async (options: Record<string, unknown>): Promise<string> => {
-    const plain = thrown(() => createAuthorizationServer({ ...base, ...options } as never))
+    const plain = thrownBy(() => createAuthorizationServer({ ...base, ...options } as never))
     expect(plain).toBeInstanceOf(ConfigError)
     const exit = await Effect.runPromiseExit(
       Layer.build(
@@ -298,7 +289,7 @@ describe("configuration", () => {
   })
 
   it("the plain face throws the ConfigError instance at creation", () => {
-    const error = thrown(() => createAuthorizationServer({ ...base, resources: [] }))
+    const error = thrownBy(() => createAuthorizationServer({ ...base, resources: [] }))
     expect(error).toBeInstanceOf(ConfigError)
     expect((error as ConfigError)._tag).toBe("ConfigError")
     expect((error as ConfigError).message).toBe("resources: must name at least one MCP server")
@@ -346,7 +337,7 @@ describe("Config.defaults, Config.limits and publishAheadConflict", () => {
   it("enforce the limits", () => {
     const code = { ...base, lifetimes: { authorizationCode: limits.authorizationCodeMax + 1 } }
     expect(() => resolve(code)).toThrow(ConfigError)
-    const secret = thrown(() => resolve({ ...base, sessionSecret: "s".repeat(limits.secretMinLength - 1) }))
+    const secret = thrownBy(() => resolve({ ...base, sessionSecret: "s".repeat(limits.secretMinLength - 1) }))
     expect(secret).toBeInstanceOf(ConfigError)
     expect((secret as ConfigError).message).toBe("sessionSecret: must be at least 32 random characters")
   })
@@ -432,7 +423,7 @@ describe("rateLimits", () => {
     [{ clientAddress: "x-real-ip" }, "rateLimits.clientAddress: must be a function"],
     ["on", "rateLimits: must be an object or false"],
   ])("refuses %j with the field and the reason", (rateLimits, message) => {
-    const error = thrown(() => resolve({ ...base, rateLimits } as never))
+    const error = thrownBy(() => resolve({ ...base, rateLimits } as never))
     expect(error).toBeInstanceOf(ConfigError)
     expect((error as ConfigError).message).toBe(message)
   })

@@ -5,6 +5,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { OAuthError } from "@keyway/core"
 import { type PostgresServer, startPostgres } from "@keyway/testing"
+import { expectOAuthError } from "@keyway/testing/oauth"
 import { Effect, type Layer } from "effect"
 import { exportJWK, generateKeyPair, SignJWT } from "jose"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
@@ -219,10 +220,8 @@ const redeem = (server: TestServer, from: string) =>
     { "x-test-client": from },
   )
 
-const expectInvalidGrant = async (response: Response) => {
-  expect(response.status).toBe(400)
-  expect(await response.json()).toEqual({ error: "invalid_grant", error_description: "the refresh token is invalid" })
-}
+const expectInvalidGrant = (response: Response) =>
+  expectOAuthError(response, 400, "invalid_grant", "the refresh token is invalid")
 
 const TICKET_GRANT = "urn:example:ticket"
 /**

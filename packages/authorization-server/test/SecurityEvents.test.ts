@@ -1,4 +1,4 @@
-import { request as httpRequest } from "node:http"
+import { postForm } from "@keyway/testing"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import type { AuthorizationServerExtension } from "../src/Extension.js"
 import type { SecurityEvent } from "../src/Operations.js"
@@ -15,57 +15,6 @@ import {
   type TestServer,
   tokenRequest,
 } from "./support/server.js"
-
-interface Answer {
-  readonly status: number
-  readonly location: string | undefined
-  readonly cookie: string | undefined
-  readonly body: string
-}
-
-/**
- * POSTs a form over node:http, framed with a Content-Length or with `Transfer-Encoding: chunked` (two chunks, as a
- * streaming client sends it): what the endpoints report must not depend on the framing.
- */
-const postForm = (
-  url: string,
-  framing: "chunked" | "length",
-  values: Record<string, string>,
-  headers: Record<string, string> = {},
-): Promise<Answer> =>
-  new Promise((resolve, reject) => {
-    const body = new URLSearchParams(values).toString()
-    const req = httpRequest(
-      url,
-      {
-        method: "POST",
-        headers: {
-          "content-type": "application/x-www-form-urlencoded",
-          ...headers,
-          ...(framing === "chunked"
-            ? { "transfer-encoding": "chunked" }
-            : { "content-length": String(Buffer.byteLength(body)) }),
-        },
-      },
-      (res) => {
-        const chunks: Array<Buffer> = []
-        res.on("data", (chunk: Buffer) => chunks.push(chunk))
-        res.on("end", () =>
-          resolve({
-            status: res.statusCode ?? 0,
-            location: res.headers.location,
-            cookie: res.headers["set-cookie"]?.[0]?.split(";")[0],
-            body: Buffer.concat(chunks).toString("utf8"),
-          }),
-        )
-        res.on("error", reject)
-      },
-    )
-    req.on("error", reject)
-    const half = Math.floor(body.length / 2)
-    if (framing === "chunked") req.write(body.slice(0, half))
-    req.end(framing === "chunked" ? body.slice(half) : body)
-  })
 
 /** A grant of an extension that needs no client (as workload identity federation), issuing through `issue`. */
 const testGrant: AuthorizationServerExtension = {

@@ -1,3 +1,4 @@
+import { thrownBy } from "@keyway/testing"
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import { type CreateOptions, createAuthClient } from "../src/AuthClient.js"
@@ -9,21 +10,11 @@ import { headless } from "../src/UserAgent.js"
 /** Options as a JavaScript caller may write them: no types to stop them. */
 const untyped = (options: Record<string, unknown>): CreateOptions => options as unknown as CreateOptions
 
-/** The error `create` throws. */
-const thrown = (create: () => unknown): unknown => {
-  try {
-    create()
-  } catch (error) {
-    return error
-  }
-  throw new Error("expected the creation to throw")
-}
-
 const BACKEND = "a TokenStore backend (an object with get, set and delete functions)"
 
 describe("options refused when the client is created", () => {
   it("the main entry refuses store: { file } and says which entry takes it", () => {
-    const error = thrown(() => createAuthClient(untyped({ store: { file: "/tmp/keyway-tokens.json" } })))
+    const error = thrownBy(() => createAuthClient(untyped({ store: { file: "/tmp/keyway-tokens.json" } })))
     expect(error).toBeInstanceOf(InvalidClientOptions)
     expect(error).toMatchObject({
       _tag: "InvalidClientOptions",
@@ -33,7 +24,7 @@ describe("options refused when the client is created", () => {
   })
 
   it("refuses an option no entry has, naming the ones it takes", () => {
-    const error = thrown(() => createAuthClient(untyped({ storage: "memory" })))
+    const error = thrownBy(() => createAuthClient(untyped({ storage: "memory" })))
     expect(error).toMatchObject({
       option: "storage",
       message:
@@ -92,13 +83,13 @@ describe("options refused when the client is created", () => {
       "userAgent must be a user agent (UserAgent.headless(), UserAgent.testUser(...), UserAgent.redirect(...), or one with an open Effect); got an object",
     ],
   ])("refuses %j with the option and what it must be", (options, option, message) => {
-    const error = thrown(() => createAuthClient(untyped(options)))
+    const error = thrownBy(() => createAuthClient(untyped(options)))
     expect(error).toBeInstanceOf(InvalidClientOptions)
     expect(error).toMatchObject({ option, message })
   })
 
   it("refuses options that are not an object", () => {
-    expect(thrown(() => createAuthClient(untyped("my-cli" as never)))).toMatchObject({
+    expect(thrownBy(() => createAuthClient(untyped("my-cli" as never)))).toMatchObject({
       option: "options",
       message: 'createAuthClient of @keyway/client takes an object of options; got "my-cli"',
     })
@@ -134,19 +125,21 @@ describe("options refused when the client is created", () => {
     expect(typeof createNodeAuthClient(untyped({ store: { file: "/tmp/keyway-options-test.json" } })).fetch).toBe(
       "function",
     )
-    expect(thrown(() => createNodeAuthClient(untyped({ store: { file: 42 } })))).toMatchObject({
+    expect(thrownBy(() => createNodeAuthClient(untyped({ store: { file: 42 } })))).toMatchObject({
       option: "store",
       message: "store.file must be the path of the token file (a non-empty string); got 42",
     })
-    expect(thrown(() => createNodeAuthClient(untyped({ store: { file: "/tmp/t.json", mode: 0o644 } })))).toMatchObject({
+    expect(
+      thrownBy(() => createNodeAuthClient(untyped({ store: { file: "/tmp/t.json", mode: 0o644 } }))),
+    ).toMatchObject({
       option: "store",
       message: 'store has "mode" beside file; the file store takes { file } only',
     })
-    expect(thrown(() => createNodeAuthClient(untyped({ store: "disk" })))).toMatchObject({
+    expect(thrownBy(() => createNodeAuthClient(untyped({ store: "disk" })))).toMatchObject({
       option: "store",
       message: `store must be "memory", { file: path } or ${BACKEND}; got "disk"`,
     })
-    expect(thrown(() => createNodeAuthClient(untyped({ tokens: "/tmp/t.json" })))).toMatchObject({
+    expect(thrownBy(() => createNodeAuthClient(untyped({ tokens: "/tmp/t.json" })))).toMatchObject({
       option: "tokens",
       message: expect.stringMatching(/^createAuthClient of @keyway\/client\/node has no option "tokens"; it takes /u),
     })
@@ -183,7 +176,7 @@ describe("the Effect face's configuration", () => {
   })
 
   it("make throws the same error", () => {
-    expect(thrown(() => ClientConfig.make({ maxStepUpAttempts: 0 }))).toMatchObject({
+    expect(thrownBy(() => ClientConfig.make({ maxStepUpAttempts: 0 }))).toMatchObject({
       _tag: "InvalidClientOptions",
       option: "maxStepUpAttempts",
       message: "maxStepUpAttempts must be a whole number, 1 or more; got 0",

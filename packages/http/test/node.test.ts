@@ -1,5 +1,6 @@
-import { request as httpRequest } from "node:http"
+import { request as httpRequest, type IncomingMessage, type ServerResponse } from "node:http"
 import { connect } from "node:net"
+import { deferred } from "@keyway/testing"
 import { rawRequest } from "@keyway/testing/raw"
 import { afterEach, describe, expect, it } from "vitest"
 import {
@@ -275,14 +276,16 @@ describe("the node:http bridge", () => {
       called++
       return new Response("ok")
     })
+    // The bridge's listener runs first: by this one, it is reading the body.
+    const admitted = new Promise<IncomingMessage>((resolve) => server.server.once("request", resolve))
     const socket = connect(server.port, "127.0.0.1")
-    const closed = new Promise((resolve) => socket.once("close", resolve))
     socket.on("error", () => undefined)
     socket.write("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\nab")
-    await new Promise((r) => setTimeout(r, 100))
+    const req = await admitted
+    // The request's "close" reaches the bridge's body reader before this listener, added after it.
+    const abandoned = new Promise((resolve) => req.once("close", resolve))
     socket.destroy()
-    await closed
-    await new Promise((r) => setTimeout(r, 100))
+    await abandoned
     expect(called).toBe(0)
     expect((await fetch(server.url)).status).toBe(200)
     expect(called).toBe(1)
@@ -290,20 +293,26 @@ describe("the node:http bridge", () => {
 
   it("a client that drops the connection mid-body fails the handler's read of a long body, and the server keeps serving", async () => {
     const seen: Array<string> = []
+    const reading = deferred()
+    const answered = deferred()
     const server = await start(async (request) => {
+      reading.resolve()
       try {
         await request.text()
         seen.push("read")
       } catch (error) {
         seen.push((error as Error).message)
       }
+      answered.resolve()
       return new Response("ok")
     })
     const socket = connect(server.port, "127.0.0.1")
+    socket.on("error", () => undefined)
     socket.write(`POST / HTTP/1.1\r\nHost: a\r\nContent-Length: ${BUFFERED_BODY_BYTES + 1}\r\n\r\nab`)
-    await new Promise((r) => setTimeout(r, 100))
+    await reading.promise
     socket.destroy()
-    await expect.poll(() => seen).toEqual(["the request body ended before it was complete"])
+    await answered.promise
+    expect(seen).toEqual(["the request body ended before it was complete"])
     expect((await fetch(server.url)).status).toBe(200)
   })
 
@@ -341,42 +350,62 @@ describe("the node:http bridge", () => {
 
   it("HEAD gets the headers without the body", async () => {
     const server = await start(async () => new Response("body", { headers: { "x-h": "1" } }))
-    const answer = await rawRequest(server.port, "HEAD / HTTP/1.1\r\nHost: a\r\n\r\n", { timeoutMs: 500 })
+    // Nothing delimits a HEAD answer's (absent) body: the server closing the connection ends the read.
+    const answer = await rawRequest(server.port, "HEAD / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
     expect([answer.status, answer.headers["x-h"], answer.body]).toEqual([200, "1", ""])
   })
 
   it("streams a response with back-pressure, and a client that leaves cancels the stream and aborts the request", async () => {
-    let cancelled = false
-    let aborted = false
-    let sent = 0
+    const cancelled = deferred()
+    const aborted = deferred()
+    // Pulls made while the response holds more than the socket takes (its write returned false and no "drain" came
+    // since): a server with back-pressure reads the next chunk only after the drain.
+    let pullsWithoutDrain = 0
+    let most = 0
+    // Resolved once the server waits for a drain that does not come within a turn of its event loop (the socket's
+    // buffers are full), or once it has pulled three times without one.
+    const stalled = deferred()
+    const response = deferred<ServerResponse>()
     const server = await start(async (request) => {
-      request.signal.addEventListener("abort", () => {
-        aborted = true
+      request.signal.addEventListener("abort", () => aborted.resolve())
+      const res = await response.promise
+      let drains = 0
+      res.on("drain", () => {
+        drains++
+        pullsWithoutDrain = 0
+      })
+      res.on("newListener", (event: string | symbol) => {
+        if (event !== "drain") return
+        const at = drains
+        setImmediate(() => {
+          if (drains === at) stalled.resolve()
+        })
       })
       return new Response(
         new ReadableStream<Uint8Array>({
           pull(controller) {
-            sent++
+            if (res.writableNeedDrain) most = Math.max(most, ++pullsWithoutDrain)
+            if (most >= 3) stalled.resolve()
             controller.enqueue(new Uint8Array(64 * 1024).fill(97))
           },
           cancel() {
-            cancelled = true
+            cancelled.resolve()
           },
         }),
         { headers: { "content-type": "text/event-stream" } },
       )
     })
+    // The bridge's listener runs first and calls the handler, which waits for this one.
+    server.server.once("request", (_: IncomingMessage, res: ServerResponse) => response.resolve(res))
     const socket = connect(server.port, "127.0.0.1")
     socket.write("GET /events HTTP/1.1\r\nHost: a\r\n\r\n")
     await new Promise<void>((resolve) => socket.once("data", () => resolve()))
     // Not reading: the server must stop pulling once the socket's buffers are full.
     socket.pause()
-    await new Promise((r) => setTimeout(r, 300))
-    const pulledWhilePaused = sent
-    await new Promise((r) => setTimeout(r, 300))
-    expect(sent - pulledWhilePaused).toBeLessThan(3)
+    await stalled.promise
+    expect(most).toBeLessThan(3)
     socket.destroy()
-    await expect.poll(() => cancelled && aborted).toBe(true)
+    await Promise.all([cancelled.promise, aborted.promise])
   })
 
   describe("writes a body that is complete at once in one write, with its length, and streams the others", () => {
@@ -479,23 +508,33 @@ describe("the node:http bridge", () => {
 
     it("a client that leaves before the first event cancels the stream", async () => {
       let cancelled = false
+      const cancel = deferred()
+      // The stream asks its producer once when it starts, and again when the bridge reads it.
+      let pulls = 0
+      const read = deferred()
       const server = await start(
         async () =>
           new Response(
             new ReadableStream<Uint8Array>({
+              pull() {
+                if (++pulls === 2) read.resolve()
+              },
               cancel() {
                 cancelled = true
+                cancel.resolve()
               },
             }),
             { headers: { "content-type": "text/event-stream" } },
           ),
       )
       const socket = connect(server.port, "127.0.0.1")
+      socket.on("error", () => undefined)
       socket.write("GET /events HTTP/1.1\r\nHost: a\r\n\r\n")
-      await new Promise((r) => setTimeout(r, 100))
+      await read.promise
       expect(cancelled).toBe(false)
       socket.destroy()
-      await expect.poll(() => cancelled).toBe(true)
+      await cancel.promise
+      expect(cancelled).toBe(true)
     })
 
     it("a stream that fails before its first chunk is a 500, reported once", async () => {

@@ -1,5 +1,8 @@
 export { CHROMIUM_PATH, type HeadlessChromium, launchChromium, screenshot } from "./chromium.js"
 export { type CliProcess, spawnCli, waitForStderr } from "./cli.js"
+export { type Deferred, deferred } from "./deferred.js"
+export { type ForkedInstance, forkInstance, type InstanceMessage } from "./fork.js"
+export { type FormAnswer, postForm } from "./form.js"
 export { closing, freePort, listening } from "./net.js"
 export { type PostgresServer, startPostgres } from "./postgres.js"
 export { requireDebianPackage } from "./system.js"

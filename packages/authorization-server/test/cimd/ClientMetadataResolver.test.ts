@@ -1,5 +1,6 @@
 import { createServer as createHttpServer } from "node:http"
 import type { AddressInfo } from "node:net"
+import { deferred } from "@keyway/testing"
 import { Effect, Fiber, Layer, Logger, ManagedRuntime, Result } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
 import { ClientMetadataResolver, TrustPolicy } from "../../src/cimd/index.js"
@@ -81,11 +82,6 @@ const failure = (result: Result.Result<unknown, ClientMetadataResolver.ClientMet
     ...(fetch === undefined ? {} : { fetch }),
     ...(path === undefined ? {} : { path }),
   }
-}
-
-/** Polls a condition on the event loop (ordering only; no time limit is asserted). */
-const until = async (condition: () => boolean): Promise<void> => {
-  while (!condition()) await new Promise((resolve) => setTimeout(resolve, 5))
 }
 
 const doc = (clientId: string, extra: Record<string, unknown> = {}) => ({
@@ -250,18 +246,27 @@ describe("ClientMetadataResolver caching", () => {
 
   it("shares one fetch among concurrent resolutions of the same client ID", async () => {
     let clientId = ""
+    // The document is held back until the request has arrived: all five resolutions start before it can come.
+    const arrived = deferred()
+    const held = deferred()
     server = await startServer((_req, res) => {
-      setTimeout(() => sendJson(res, doc(clientId)), 100)
+      arrived.resolve()
+      void held.promise.then(() => sendJson(res, doc(clientId)))
     })
     clientId = `${server.origin("client")}/client.json`
     const runtime = makeRuntime()
     const results = await runtime.runPromise(
       Effect.gen(function* () {
         const resolver = yield* ClientMetadataResolver.ClientMetadataResolver
-        return yield* Effect.all(
-          Array.from({ length: 5 }, () => resolver.resolve(clientId, NOW)),
-          { concurrency: "unbounded" },
+        const all = yield* Effect.forkChild(
+          Effect.all(
+            Array.from({ length: 5 }, () => resolver.resolve(clientId, NOW)),
+            { concurrency: "unbounded" },
+          ),
         )
+        yield* Effect.promise(() => arrived.promise)
+        held.resolve()
+        return yield* Fiber.join(all)
       }),
     )
     expect(results.map((r) => r.client.client_id)).toEqual(Array(5).fill(clientId))
@@ -270,24 +275,22 @@ describe("ClientMetadataResolver caching", () => {
 
   it("a caller giving up does not cancel the shared fetch for the others", async () => {
     let clientId = ""
-    let release: () => void = () => undefined
-    const held = new Promise<void>((resolve) => {
-      release = resolve
-    })
+    const arrived = deferred()
+    const held = deferred()
     server = await startServer((_req, res) => {
-      void held.then(() => sendJson(res, doc(clientId)))
+      arrived.resolve()
+      void held.promise.then(() => sendJson(res, doc(clientId)))
     })
     clientId = `${server.origin("client")}/client.json`
-    const seen = server.requests
     const runtime = makeRuntime()
     const resolved = await runtime.runPromise(
       Effect.gen(function* () {
         const resolver = yield* ClientMetadataResolver.ClientMetadataResolver
         const first = yield* Effect.forkChild(resolver.resolve(clientId, NOW))
-        yield* Effect.promise(() => until(() => seen.length === 1))
+        yield* Effect.promise(() => arrived.promise)
         yield* Fiber.interrupt(first)
         const second = yield* Effect.forkChild(resolver.resolve(clientId, NOW))
-        release()
+        held.resolve()
         return yield* Fiber.join(second)
       }),
     )

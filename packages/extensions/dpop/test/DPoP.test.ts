@@ -1,5 +1,6 @@
 import { createAuthClient, isAuthError } from "@keyway/client"
 import { clientCredentials } from "@keyway/ext-client-credentials/client"
+import { expectOAuthError } from "@keyway/testing/oauth"
 import { base64url, calculateJwkThumbprint, decodeJwt, SignJWT } from "jose"
 import { afterEach, describe, expect, it } from "vitest"
 import { dpop } from "../src/client.js"
@@ -67,8 +68,6 @@ const boundToken = async (s: Stack): Promise<string> => {
   expect(response.status).toBe(200)
   return ((await response.json()) as { access_token: string }).access_token
 }
-
-const errorOf = async (response: Response) => (await response.json()) as { error: string; error_description: string }
 
 describe("DPoP, Keyway's client, authorization server and resource server over HTTP", () => {
   it("binds the token to the client's key, presents it with the DPoP scheme and a fresh proof per request", async () => {
@@ -193,8 +192,7 @@ describe("the authorization server refuses bad proofs (RFC 9449 §4.3, §8)", ()
     it(`${name}: 400 ${error}`, async () => {
       const s = await stack()
       const response = await tokenRequest(s, await headers(s))
-      expect(response.status).toBe(400)
-      expect(await errorOf(response)).toEqual({ error, error_description: description })
+      await expectOAuthError(response, 400, error, description)
     })
   }
 
@@ -203,25 +201,19 @@ describe("the authorization server refuses bad proofs (RFC 9449 §4.3, §8)", ()
     const once = await proof({ htm: "POST", htu: `${s.issuer}/token` })
     expect((await tokenRequest(s, { dpop: once })).status).toBe(200)
     const again = await tokenRequest(s, { dpop: once })
-    expect(again.status).toBe(400)
-    expect(await errorOf(again)).toEqual({
-      error: "invalid_dpop_proof",
-      error_description: "the DPoP proof was already used",
-    })
+    await expectOAuthError(again, 400, "invalid_dpop_proof", "the DPoP proof was already used")
   })
 
   it("no nonce where one is required: 400 use_dpop_nonce with DPoP-Nonce; a forged nonce likewise", async () => {
     const s = await stack({ server: { nonce: true } })
     const first = await tokenRequest(s, { dpop: await proof({ htm: "POST", htu: `${s.issuer}/token` }) })
-    expect(first.status).toBe(400)
-    expect(await errorOf(first)).toEqual({ error: "use_dpop_nonce", error_description: "a DPoP nonce is required" })
+    await expectOAuthError(first, 400, "use_dpop_nonce", "a DPoP nonce is required")
     const nonce = first.headers.get("dpop-nonce") ?? ""
     expect(nonce).not.toBe("")
     const forged = await tokenRequest(s, {
       dpop: await proof({ htm: "POST", htu: `${s.issuer}/token`, nonce: `${nonce}x` }),
     })
-    expect(forged.status).toBe(400)
-    expect(await errorOf(forged)).toEqual({ error: "use_dpop_nonce", error_description: "the DPoP nonce is stale" })
+    await expectOAuthError(forged, 400, "use_dpop_nonce", "the DPoP nonce is stale")
     const ok = await tokenRequest(s, { dpop: await proof({ htm: "POST", htu: `${s.issuer}/token`, nonce }) })
     expect(ok.status).toBe(200)
     expect(ok.headers.get("dpop-nonce")).toBe(nonce)
@@ -231,11 +223,12 @@ describe("the authorization server refuses bad proofs (RFC 9449 §4.3, §8)", ()
   it("DPoP required for a client: a request without a proof is refused, another client still gets Bearer", async () => {
     const s = await stack({ server: { required: ["machine"] } })
     const refused = await tokenRequest(s, {})
-    expect(refused.status).toBe(400)
-    expect(await errorOf(refused)).toEqual({
-      error: "invalid_dpop_proof",
-      error_description: "this client must send a DPoP proof with its token requests",
-    })
+    await expectOAuthError(
+      refused,
+      400,
+      "invalid_dpop_proof",
+      "this client must send a DPoP proof with its token requests",
+    )
     const other = await tokenRequest(s, { authorization: `Basic ${btoa(`other:${SECRET}`)}` })
     expect(other.status).toBe(200)
     expect(((await other.json()) as { token_type: string }).token_type).toBe("Bearer")

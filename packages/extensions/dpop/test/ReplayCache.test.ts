@@ -3,7 +3,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { DatabaseSync } from "node:sqlite"
 import { createProtectedResource, jwt, Node } from "@keyway/resource-server/node"
-import { freePort, type PostgresServer, startPostgres } from "@keyway/testing"
+import { freePort, type PostgresServer, startPostgres, thrownBy } from "@keyway/testing"
 import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { postgresReplayCache, type ReplayCache, ReplayStoreError, sqliteReplayCache } from "../src/node.js"
@@ -206,19 +206,9 @@ describe.each(backends.slice(1))("the %s replay store's purge", (_, make) => {
   })
 })
 
-/** What `f` throws. */
-const thrown = (f: () => unknown): unknown => {
-  try {
-    f()
-  } catch (error) {
-    return error
-  }
-  throw new Error("nothing was thrown")
-}
-
 describe("the shared replay stores' failures", () => {
   it("SQLite: a file that cannot be opened is a ReplayStoreError", () => {
-    expect(thrown(() => sqliteReplayCache({ path: join(dir, "missing", "replay.db") }))).toEqual(
+    expect(thrownBy(() => sqliteReplayCache({ path: join(dir, "missing", "replay.db") }))).toEqual(
       new ReplayStoreError({ operation: "open", message: "unable to open database file" }),
     )
   })
@@ -226,7 +216,7 @@ describe("the shared replay stores' failures", () => {
   it("SQLite: remembering after close is a ReplayStoreError", async () => {
     const cache = sqliteReplayCache({ path: join(dir, `closed-${++opened}.db`) })
     await cache.close()
-    expect(thrown(() => cache.remember("jti", 160, 100))).toEqual(
+    expect(thrownBy(() => cache.remember("jti", 160, 100))).toEqual(
       new ReplayStoreError({ operation: "remember", message: "database is not open" }),
     )
   })
