@@ -1,7 +1,7 @@
 /**
  * The keys of trusted external JWT issuers (core's `TrustedIssuer`: workload issuers, enterprise identity
  * providers), as jose key sets for the extensions that verify their JWTs: inline keys as they are, a `jwksUri`
- * fetched through the SSRF guard ({@link Outbound}) and cached.
+ * fetched through the SSRF guard (`Outbound.OutboundFetch`) and cached.
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc7523.html#section-3 | RFC 7523 §3}
  * @see {@link https://www.rfc-editor.org/rfc/rfc7517.html#section-5 | RFC 7517 §5}

@@ -23,7 +23,7 @@ export interface TrustedIssuer {
   readonly issuer: string
   /**
    * Where the issuer publishes its JWK Set: https (http only on a loopback host, as a development allowance, see
-   * {@link transportProblem}). Fetched on first use, cached, fetched again for an unknown `kid`.
+   * `transportProblem`). Fetched on first use, cached, fetched again for an unknown `kid`.
    */
   readonly jwksUri?: string
   /** The issuer's public keys, inline (a JWK Set), instead of `jwksUri`. */
