@@ -91,11 +91,11 @@ export interface EnterpriseManagedConfig {
   readonly identityProvider?: IdentityAssertionIssuerOptions
   /**
    * The server is an MCP authorization server that accepts ID-JAGs from the trusted identity providers with the JWT
-   * bearer grant (`identityAssertionGrant`'s options a file can hold: no `fetch`).
+   * bearer grant (`identityAssertionGrant`'s options a file can hold: no `fetch` or `warn`).
    *
    * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-identity-assertion-authz-grant#section-4.4 | Identity Assertion Authorization Grant §4.4}
    */
-  readonly authorizationServer?: Omit<IdentityAssertionGrantOptions, "fetch">
+  readonly authorizationServer?: Omit<IdentityAssertionGrantOptions, "fetch" | "warn">
 }
 
 /** An MCP server (protected resource) tokens are issued for: the library's `Config.ResourceOptions`. */
@@ -375,7 +375,7 @@ export const appConfigSchema = z
               .strictObject(
                 {
                   identityProvider: identityAssertionIssuerSchema.optional(),
-                  authorizationServer: identityAssertionGrantSchema.omit({ fetch: true }).optional(),
+                  authorizationServer: identityAssertionGrantSchema.omit({ fetch: true, warn: true }).optional(),
                 },
                 anObject,
               )

@@ -137,7 +137,12 @@ export const extensionsOf = (
     : [identityAssertionIssuer(config.enterpriseManaged.identityProvider)]),
   ...(config.enterpriseManaged?.authorizationServer === undefined
     ? []
-    : [identityAssertionGrant(config.enterpriseManaged.authorizationServer)]),
+    : [
+        identityAssertionGrant({
+          ...config.enterpriseManaged.authorizationServer,
+          warn: (message) => log(message.replace(/^\[keyway\] /, "warning: ")),
+        }),
+      ]),
 ]
 
 /** Every grant type the token endpoint serves: the authorization code and refresh grants, and the extensions'. */

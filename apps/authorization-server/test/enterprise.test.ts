@@ -38,7 +38,11 @@ describe("enterprise-managed authorization between two app instances", () => {
         clients: [{ clientId: "chat", clientSecret: AS_SECRET, redirectUris: [], grantTypes: [Grant.JWT_BEARER] }],
         extensions: {
           enterpriseManaged: {
-            authorizationServer: { identityProviders: [{ issuer: idpIssuer, jwksUri: `${idpIssuer}/jwks` }] },
+            // The identity provider of this test serves its keys over http on loopback.
+            authorizationServer: {
+              identityProviders: [{ issuer: idpIssuer, jwksUri: `${idpIssuer}/jwks` }],
+              development: { allowHttpLoopbackJwks: true },
+            },
           },
         },
         metrics: { port: 0 },

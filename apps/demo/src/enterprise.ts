@@ -109,7 +109,14 @@ export const runEnterpriseDemo = async (options: DemoOptions): Promise<DemoResul
             grantTypes: [Grant.JWT_BEARER],
           },
         ],
-        extensions: [identityAssertionGrant({ identityProviders: [{ issuer: idp, jwksUri: `${idp}/jwks` }] })],
+        extensions: [
+          identityAssertionGrant({
+            identityProviders: [{ issuer: idp, jwksUri: `${idp}/jwks` }],
+            // The demo's identity provider serves its keys over http on loopback.
+            development: { allowHttpLoopbackJwks: true },
+            warn: () => {},
+          }),
+        ],
       }),
     )
     let narrator: Narrator | undefined

@@ -49,5 +49,7 @@ export * as RateLimiter from "./RateLimiter.js"
 export * as Signing from "./Signing.js"
 /** Storage services (clients, grants, keys) and their implementations. */
 export * as Storage from "./storage/index.js"
+/** The keys of trusted external JWT issuers as jose key sets: inline, or fetched through the SSRF guard and cached. */
+export * as TrustedIssuers from "./TrustedIssuers.js"
 /** Pluggable user authentication for the login page. */
 export * as UserAuthenticator from "./UserAuthenticator.js"

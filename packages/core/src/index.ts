@@ -54,6 +54,9 @@ export * as SecureUrl from "./SecureUrl.js"
 /** The processing half of a token request: an error response, a missing token, a token type the caller cannot use (RFC 6749 §5, RFC 8693 §2.2). */
 export * as TokenResponse from "./TokenResponse.js"
 
+/** Trusted external issuers of JWTs: their keys (`jwksUri` or `jwks`), schema and transport rule (RFC 7523 §3, RFC 7517 §5). */
+export * as TrustedIssuer from "./TrustedIssuer.js"
+
 /** Well-known metadata locations (RFC 9728 §3, RFC 8414 §3, OpenID Connect Discovery §4). */
 export * as WellKnown from "./WellKnown.js"
 

@@ -298,7 +298,7 @@ const networkMessage = (error: unknown): string => {
   return cause === undefined ? (e.message ?? String(error)) : `${e.message ?? String(error)} (${cause})`
 }
 
-const make = (settings: Settings, resolver: ResolverService): OutboundFetchService => {
+const fromSettings = (settings: Settings, resolver: ResolverService): OutboundFetchService => {
   const vet = Effect.fnUntraced(function* (url: string) {
     let target: URL
     try {
@@ -433,26 +433,39 @@ const make = (settings: Settings, resolver: ResolverService): OutboundFetchServi
   return { fetchJson }
 }
 
+const settingsOf = (options: Options, allow: ((candidate: Candidate) => boolean) | undefined): Settings => ({
+  maxBytes: options.maxBytes ?? defaults.maxBytes,
+  timeoutMs: options.timeoutMs ?? defaults.timeoutMs,
+  maxRedirects: options.maxRedirects ?? defaults.maxRedirects,
+  allowInsecureLoopback: options.allowInsecureLoopback ?? false,
+  ca: options.ca,
+  userAgent: options.userAgent ?? defaults.userAgent,
+  allow,
+})
+
+/**
+ * The guard as a plain value over a resolver, for code that runs outside a layer (a jose key set's fetch). It checks
+ * what {@link OutboundFetch.layer} checks but logs nothing: a caller that turns on `allowInsecureLoopback` gives its
+ * own warning.
+ *
+ * @see {@link https://www.ietf.org/archive/id/draft-ietf-oauth-client-id-metadata-document-02.html#section-8.6 | draft-ietf-oauth-client-id-metadata-document-02 §8.6}
+ * @see {@link https://www.rfc-editor.org/rfc/rfc6890.html | RFC 6890}
+ */
+export const make = (options: Options, resolver: ResolverService): OutboundFetchService =>
+  fromSettings(settingsOf(options, undefined), resolver)
+
 const build = (options: Options, allow: ((candidate: Candidate) => boolean) | undefined) =>
   Layer.effect(
     OutboundFetch,
     Effect.gen(function* () {
       const resolver = yield* Resolver
-      const settings: Settings = {
-        maxBytes: options.maxBytes ?? defaults.maxBytes,
-        timeoutMs: options.timeoutMs ?? defaults.timeoutMs,
-        maxRedirects: options.maxRedirects ?? defaults.maxRedirects,
-        allowInsecureLoopback: options.allowInsecureLoopback ?? false,
-        ca: options.ca,
-        userAgent: options.userAgent ?? defaults.userAgent,
-        allow,
-      }
+      const settings = settingsOf(options, allow)
       if (settings.allowInsecureLoopback) {
         yield* Effect.logWarning(
           "OutboundFetch: allowInsecureLoopback is ON: http and loopback addresses are fetched. Development only; never enable it in production.",
         )
       }
-      return OutboundFetch.of(make(settings, resolver))
+      return OutboundFetch.of(fromSettings(settings, resolver))
     }),
   )
 

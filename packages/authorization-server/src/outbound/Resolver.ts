@@ -46,28 +46,33 @@ export interface ResolverService {
  */
 export class Resolver extends Context.Service<Resolver, ResolverService>()("@keyway/authorization-server/Resolver") {
   /**
-   * The operating system's resolver (`dns.lookup` with `all: true`, addresses in the order it returns them).
+   * The operating system's resolver as a plain value (`dns.lookup` with `all: true`, addresses in the order it
+   * returns them), for code outside a layer.
    *
    * @see {@link https://nodejs.org/api/dns.html#dnspromiseslookuphostname-options | Node.js dns.lookup}
    */
-  static readonly layer: Layer.Layer<Resolver> = Layer.succeed(
-    Resolver,
-    Resolver.of({
-      lookup: (hostname) =>
-        Effect.tryPromise({
-          try: () => lookup(hostname, { all: true, order: "verbatim" }),
-          catch: (error) =>
-            new ResolveFailed({
-              hostname,
-              message: `could not resolve ${hostname}: ${(error as { code?: string }).code ?? String(error)}`,
-            }),
-        }).pipe(
-          Effect.map((entries) =>
-            entries.map((e): ResolvedAddress => ({ address: e.address, family: e.family === 6 ? 6 : 4 })),
-          ),
+  static readonly system: ResolverService = {
+    lookup: (hostname) =>
+      Effect.tryPromise({
+        try: () => lookup(hostname, { all: true, order: "verbatim" }),
+        catch: (error) =>
+          new ResolveFailed({
+            hostname,
+            message: `could not resolve ${hostname}: ${(error as { code?: string }).code ?? String(error)}`,
+          }),
+      }).pipe(
+        Effect.map((entries) =>
+          entries.map((e): ResolvedAddress => ({ address: e.address, family: e.family === 6 ? 6 : 4 })),
         ),
-    }),
-  )
+      ),
+  }
+
+  /**
+   * The operating system's resolver ({@link Resolver.system}).
+   *
+   * @see {@link https://nodejs.org/api/dns.html#dnspromiseslookuphostname-options | Node.js dns.lookup}
+   */
+  static readonly layer: Layer.Layer<Resolver> = Layer.succeed(Resolver, Resolver.system)
 
   /**
    * A fixed table of names to addresses, for tests: no network, and the test decides what each name resolves to.

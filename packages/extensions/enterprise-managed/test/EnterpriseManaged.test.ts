@@ -26,8 +26,11 @@ const setup = async (
     clients?: Array<string>
     resources?: (mcp: readonly [string, string]) => Array<string>
     scope?: string
+    jwksUri?: (idp: TestIdp) => string
   } = {},
   extra: { lifetimes?: { accessToken: number } } = {},
+  // The test identity provider serves its keys over http on loopback.
+  development: { allowHttpLoopbackJwks?: boolean } = { allowHttpLoopbackJwks: true },
 ): Promise<{ idp: TestIdp; s: Stack }> => {
   const idp = await startIdp({ clientId: "chat" })
   cleanups.push(idp.close)
@@ -36,10 +39,12 @@ const setup = async (
     ...extra,
     extensions: [
       identityAssertionGrant({
+        development,
+        warn: () => {},
         identityProviders: [
           {
             issuer: idp.issuer,
-            jwksUri: `${idp.issuer}/jwks`,
+            jwksUri: policy.jwksUri?.(idp) ?? `${idp.issuer}/jwks`,
             ...(policy.clients === undefined ? {} : { clients: policy.clients }),
             ...(policy.resources === undefined ? {} : { resources: policy.resources(mcp) }),
             ...(policy.scope === undefined ? {} : { scope: policy.scope }),
@@ -492,6 +497,81 @@ describe("the identity assertion grant at the MCP authorization server: every re
     })
     expect(anonymous.status).toBe(401)
     expect(((await anonymous.json()) as { error: string }).error).toBe("invalid_client")
+  })
+
+  it("refuses keys over http, even on loopback, without the development flag (as workload identity does)", () => {
+    const issuer = "http://127.0.0.1:9"
+    expect(
+      thrownBy(() => identityAssertionGrant({ identityProviders: [{ issuer, jwksUri: `${issuer}/jwks` }] })),
+    ).toEqual(
+      new Options.InvalidOptions({
+        factory: "identityAssertionGrant",
+        option: "identityProviders.0.jwksUri",
+        message:
+          "identityAssertionGrant: identityProviders.0.jwksUri: must use https; set development.allowHttpLoopbackJwks to fetch keys over http from a loopback host",
+      }),
+    )
+    expect(
+      thrownBy(() =>
+        identityAssertionGrant({
+          identityProviders: [{ issuer, jwksUri: "http://idp.example.com/jwks" }],
+          development: { allowHttpLoopbackJwks: true },
+        }),
+      ),
+    ).toEqual(
+      new Options.InvalidOptions({
+        factory: "identityAssertionGrant",
+        option: "identityProviders.0.jwksUri",
+        message: "identityAssertionGrant: identityProviders.0.jwksUri: must be an https URL",
+      }),
+    )
+  })
+
+  it("allows keys over http on loopback with the development flag, and warns once", () => {
+    const warnings: Array<string> = []
+    identityAssertionGrant({
+      identityProviders: [
+        { issuer: "http://127.0.0.1:9", jwksUri: "http://127.0.0.1:9/jwks" },
+        { issuer: "http://127.0.0.1:10", jwksUri: "http://127.0.0.1:10/jwks" },
+      ],
+      development: { allowHttpLoopbackJwks: true },
+      warn: (message) => warnings.push(message),
+    })
+    expect(warnings).toEqual([
+      "[keyway] DEVELOPMENT MODE: identity provider keys are fetched over plain http from http://127.0.0.1:9/jwks. Never use this outside local development.",
+    ])
+  })
+
+  it("fetches keys from a loopback address only with the development flag: the SSRF guard refuses it before connecting", async () => {
+    // https passes the configuration check; the guard refuses the address when the assertion is verified.
+    const { idp, s } = await setup({ jwksUri: (idp) => `${idp.issuer.replace("http:", "https:")}/jwks` }, {}, {})
+    expect(await present(s, await idp.sign(claimsFor(idp, s)))).toEqual({
+      status: 400,
+      body: {
+        error: "invalid_grant",
+        error_description: `the assertion's signature does not verify with the keys of ${idp.issuer}`,
+      },
+    })
+    // Refused before any connection, not by the TLS handshake with a plain http server.
+    expect(idp.connections()).toBe(0)
+    // The same provider with the development flag: fetched, and the assertion verifies.
+    const allowed = await setup({}, {}, { allowHttpLoopbackJwks: true })
+    expect((await present(allowed.s, await allowed.idp.sign(claimsFor(allowed.idp, allowed.s)))).status).toBe(200)
+    expect(allowed.idp.jwksFetches()).toBe(1)
+  })
+
+  it("refuses inline keys with private key material", () => {
+    const jwks = { keys: [{ kty: "EC", crv: "P-256", x: "x", y: "y", d: "private" }] }
+    expect(
+      thrownBy(() => identityAssertionGrant({ identityProviders: [{ issuer: "https://idp.example.com", jwks }] })),
+    ).toEqual(
+      new Options.InvalidOptions({
+        factory: "identityAssertionGrant",
+        option: "identityProviders.0.jwks.keys.0.d",
+        message:
+          "identityAssertionGrant: identityProviders.0.jwks.keys.0.d: must not be present: only public keys may be published",
+      }),
+    )
   })
 
   it("refuses a provider without keys", () => {

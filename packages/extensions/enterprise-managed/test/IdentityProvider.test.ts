@@ -104,7 +104,11 @@ describe("Keyway's authorization server as the enterprise identity provider", ()
     const s = await startStack(() => ({
       clients: [{ clientId: "chat-at-mcp", clientSecret: SECRET, redirectUris: [], grantTypes: [Grant.JWT_BEARER] }],
       extensions: [
-        identityAssertionGrant({ identityProviders: [{ issuer: idpIssuer, jwksUri: `${idpIssuer}/jwks` }] }),
+        identityAssertionGrant({
+          identityProviders: [{ issuer: idpIssuer, jwksUri: `${idpIssuer}/jwks` }],
+          development: { allowHttpLoopbackJwks: true },
+          warn: () => {},
+        }),
       ],
     }))
     cleanups.push(s.close)

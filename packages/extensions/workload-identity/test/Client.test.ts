@@ -1,15 +1,25 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { AuthClient, createAuthClient, Extension, isAuthError, type KeywayAuthError } from "@keyway/client"
+import {
+  AuthClient,
+  ClientConfig,
+  createAuthClient,
+  DiscoveryCache,
+  Extension,
+  isAuthError,
+  type KeywayAuthError,
+  TokenStore,
+  UserAgent,
+} from "@keyway/client"
 import { Grant } from "@keyway/core"
+import { Layer, ManagedRuntime } from "effect"
+import { TestClock } from "effect/testing"
 import { decodeJwt } from "jose"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { workloadIdentity } from "../src/client.js"
 import { assertionFile } from "../src/node.js"
 import { type Stack, startStack } from "./support.js"
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 const JWT_BEARER = `POST /token ${Grant.JWT_BEARER}`
 
@@ -254,26 +264,53 @@ describe("re-acquisition before expiry", () => {
     await stack?.close()
   })
 
+  /**
+   * The client's Effect face on a TestClock that stands still until `adjust` moves it, so the test says exactly
+   * when a token stops being fresh. Tokens live 3 s and are obtained again 2 s before they expire: fresh for 1000 ms
+   * after they were obtained.
+   */
+  const clockedClient = (extension: Extension.ClientExtension) => {
+    const runtime = ManagedRuntime.make(
+      AuthClient.AuthClient.layer.pipe(
+        Layer.provide(Extension.Extensions.layer([extension])),
+        Layer.provide(ClientConfig.ClientConfig.layer({ refreshSkewSeconds: 2 })),
+        Layer.provide(TokenStore.TokenStore.layerMemory),
+        Layer.provide(DiscoveryCache.DiscoveryCache.layerMemory),
+        Layer.provide(UserAgent.UserAgent.layerHeadless()),
+        Layer.provideMerge(Layer.provideMerge(Layer.effectDiscard(TestClock.setTime(Date.now())), TestClock.layer())),
+      ),
+    )
+    return {
+      fetch: (url: string, init: RequestInit) =>
+        runtime.runPromise(AuthClient.AuthClient.use((client) => client.fetch(url, init))),
+      tokens: (url: string) => runtime.runPromise(AuthClient.AuthClient.use((client) => client.tokens(url))),
+      adjust: (millis: number) => runtime.runPromise(TestClock.adjust(millis)),
+      dispose: () => runtime.dispose(),
+    }
+  }
+
   it("obtains a new token with a new assertion when the current one is about to expire", async () => {
     let minted = 0
-    // Tokens live 3 s and are obtained again 2 s before they expire: fresh for one second.
-    const client = createAuthClient({
-      refreshSkewSeconds: 2,
-      extensions: [
-        workloadIdentity({
-          assertion: () => {
-            minted++
-            return stack.workload.sign({})
-          },
-        }),
-      ],
-    })
+    const client = clockedClient(
+      workloadIdentity({
+        assertion: () => {
+          minted++
+          return stack.workload.sign({})
+        },
+      }),
+    )
     try {
       stack.asRequests.length = 0
       expect((await listTools(client, stack.mcp[0])).status).toBe(200)
       const first = (await client.tokens(stack.mcp[0]))?.access_token as string
       expect(minted).toBe(1)
-      await sleep(1200)
+      // 999 ms later the token is still fresh: used as it is.
+      await client.adjust(999)
+      expect((await listTools(client, stack.mcp[0])).status).toBe(200)
+      expect((await client.tokens(stack.mcp[0]))?.access_token).toBe(first)
+      expect(minted).toBe(1)
+      // 1000 ms: within the skew of its expiry, so obtained again before the request.
+      await client.adjust(1)
       expect((await listTools(client, stack.mcp[0])).status).toBe(200)
       const second = (await client.tokens(stack.mcp[0]))?.access_token as string
       expect(second).not.toBe(first)
@@ -288,11 +325,11 @@ describe("re-acquisition before expiry", () => {
 
   it("keeps a token that still works when re-acquisition is refused", async () => {
     const assertion = await stack.workload.sign({})
-    const client = createAuthClient({ refreshSkewSeconds: 2, extensions: [workloadIdentity({ assertion })] })
+    const client = clockedClient(workloadIdentity({ assertion }))
     try {
       expect((await listTools(client, stack.mcp[0])).status).toBe(200)
       const first = (await client.tokens(stack.mcp[0]))?.access_token
-      await sleep(1200)
+      await client.adjust(1000)
       // The same JWT again is a replay: refused once, and the unexpired token keeps being used.
       expect((await listTools(client, stack.mcp[0])).status).toBe(200)
       expect((await listTools(client, stack.mcp[0])).status).toBe(200)

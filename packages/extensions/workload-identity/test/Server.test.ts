@@ -460,6 +460,27 @@ describe("trusted issuer options", () => {
       await stack.close()
     }
   })
+
+  it("fetches keys from a loopback address only with the development flag: the SSRF guard refuses it before connecting", async () => {
+    // https passes the configuration check; the guard refuses the address.
+    const stack = await startStack({
+      issuer: (workload) => ({ jwksUri: workload.jwksUri.replace("http:", "https:") }),
+      extension: { development: {} },
+    })
+    try {
+      const jwksUri = stack.workload.jwksUri.replace("http:", "https:")
+      expect(await tokenRequest(stack, { assertion: await stack.workload.sign({}), resource: stack.mcp[0] })).toEqual({
+        status: 400,
+        body: {
+          error: "invalid_grant",
+          error_description: `the keys of issuer ${stack.workload.issuer} could not be obtained from ${jwksUri}: refused ${jwksUri}: address 127.0.0.1 is loopback (127.0.0.0/8)`,
+        },
+      })
+      expect(stack.workload.fetches()).toBe(0)
+    } finally {
+      await stack.close()
+    }
+  })
 })
 
 describe("configuration", () => {

@@ -1,16 +1,7 @@
-import type { Extension } from "@keyway/authorization-server"
-import { Assertion, CanonicalUri, Grant, OAuthError, Options, Scope } from "@keyway/core"
+import { type Extension, TrustedIssuers } from "@keyway/authorization-server"
+import { Assertion, CanonicalUri, Grant, OAuthError, Options, Scope, SecureUrl, TrustedIssuer } from "@keyway/core"
 import { Effect, Result } from "effect"
-import {
-  createLocalJWKSet,
-  createRemoteJWKSet,
-  customFetch,
-  decodeJwt,
-  decodeProtectedHeader,
-  type JSONWebKeySet,
-  type JWTVerifyGetKey,
-  jwtVerify,
-} from "jose"
+import { decodeJwt, decodeProtectedHeader, type JWTVerifyGetKey, jwtVerify } from "jose"
 import { z } from "zod"
 import { err } from "./common.js"
 
@@ -22,18 +13,12 @@ import { err } from "./common.js"
 export const ID_JAG_PROFILE = "urn:ietf:params:oauth:grant-profile:id-jag"
 
 /**
- * One enterprise identity provider whose identity assertions the authorization server accepts, and what they may
- * grant.
+ * One enterprise identity provider whose identity assertions the authorization server accepts (core's
+ * `TrustedIssuer`: its `issuer`, and its keys at `jwksUri`, https, or inline as `jwks`), and what they may grant.
  *
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-identity-assertion-authz-grant#section-4.4.1 | Identity Assertion Authorization Grant §4.4.1}
  */
-export interface TrustedIdentityProvider {
-  /** The identity provider's issuer identifier: the `iss` of its assertions, compared exactly. */
-  readonly issuer: string
-  /** Where its signing keys are published (fetched on first use, cached, fetched again for an unknown `kid`). */
-  readonly jwksUri?: string
-  /** Its signing keys, instead of `jwksUri`. */
-  readonly jwks?: { readonly keys: ReadonlyArray<Readonly<Record<string, unknown>>> }
+export interface TrustedIdentityProvider extends TrustedIssuer.TrustedIssuer {
   /** The client IDs (at this server) its assertions may name in `client_id`; every client when omitted. */
   readonly clients?: ReadonlyArray<string>
   /** The resources (canonical URIs of configured resources) its assertions may name; every resource when omitted. */
@@ -53,8 +38,18 @@ export interface IdentityAssertionGrantOptions {
   readonly clockSkew?: number
   /** The longest lifetime of an assertion (`exp` - `iat`) accepted, in seconds; 600 by default. */
   readonly maxLifetime?: number
-  /** The `fetch` for identity providers' key sets; the global one by default. */
+  /**
+   * The `fetch` for identity providers' key sets, instead of the authorization server's SSRF guard
+   * (`TrustedIssuers.keySet`: https only, every address of the host vetted, no redirects), the default.
+   */
   readonly fetch?: typeof globalThis.fetch
+  /** Development relaxations, off by default and loud when on. */
+  readonly development?: {
+    /** Fetch `jwksUri` over plain http, and from loopback addresses, when its host is loopback. */
+    readonly allowHttpLoopbackJwks?: boolean
+  }
+  /** Where warnings go (development relaxations); `console.warn` by default. */
+  readonly warn?: (message: string) => void
 }
 
 const url = z.url({ error: "must be an absolute URL" })
@@ -66,24 +61,24 @@ const url = z.url({ error: "must be an absolute URL" })
 export const optionsSchema = z.strictObject(
   {
     identityProviders: z.array(
-      z
-        .strictObject(
-          {
-            issuer: url,
-            jwksUri: url.optional(),
-            jwks: z.object({ keys: z.array(z.record(z.string(), z.unknown())) }).optional(),
-            clients: z.array(z.string().min(1, "must not be empty")).optional(),
-            resources: z.array(z.string().min(1, "must not be empty")).optional(),
-            scope: z.string({ error: "must be a string" }).optional(),
-          },
-          { error: "must be an object" },
-        )
-        .refine((p) => (p.jwksUri === undefined) !== (p.jwks === undefined), "give exactly one of jwksUri and jwks"),
+      TrustedIssuer.schemaWith({ exactlyOneAt: "issuer" }).safeExtend({
+        issuer: url,
+        jwksUri: url.optional(),
+        // An empty set is left to fail verification, as before the shared schema.
+        jwks: z.object({ keys: z.array(z.record(z.string(), z.unknown())) }).optional(),
+        clients: z.array(z.string().min(1, "must not be empty")).optional(),
+        resources: z.array(z.string().min(1, "must not be empty")).optional(),
+        scope: z.string({ error: "must be a string" }).optional(),
+      }),
       { error: "must be an array" },
     ),
     clockSkew: z.number().int().min(0).max(300).optional(),
     maxLifetime: z.number().int().min(1).max(86_400).optional(),
     fetch: z.custom<typeof globalThis.fetch>((f) => typeof f === "function").optional(),
+    development: z
+      .strictObject({ allowHttpLoopbackJwks: z.boolean().optional() }, { error: "must be an object" })
+      .optional(),
+    warn: z.custom<(message: string) => void>((f) => typeof f === "function").optional(),
   },
   { error: "must be an object" },
 )
@@ -128,20 +123,35 @@ export const identityAssertionGrant = (
   options: IdentityAssertionGrantOptions,
 ): Extension.AuthorizationServerExtension => {
   Options.check("identityAssertionGrant", optionsSchema, options)
+  const allowHttpLoopback = options.development?.allowHttpLoopbackJwks === true
+  const warn = options.warn ?? ((message: string) => console.warn(message))
+  let warned = false
+  options.identityProviders.forEach((p, i) => {
+    if (p.jwksUri === undefined) return
+    const problem = TrustedIssuer.transportProblem(p.jwksUri, { allowHttpLoopback })
+    if (problem !== undefined) {
+      throw Options.invalid("identityAssertionGrant", `identityProviders.${i}.jwksUri`, problem)
+    }
+    if (SecureUrl.transportOf(p.jwksUri) === "http-loopback" && !warned) {
+      warned = true
+      warn(
+        `[keyway] DEVELOPMENT MODE: identity provider keys are fetched over plain http from ${p.jwksUri}. ` +
+          "Never use this outside local development.",
+      )
+    }
+  })
   const clockSkew = options.clockSkew ?? 60
   const maxLifetime = options.maxLifetime ?? 600
   const providers = new Map(options.identityProviders.map((p) => [p.issuer, p]))
-  // One key set per provider for the server's life: jose caches remote sets and refetches on an unknown kid.
+  // One key set per provider for the server's life: remote sets cache what they fetch and refetch on an unknown kid.
   const keySets = new Map<string, JWTVerifyGetKey>()
   const keysOf = (provider: TrustedIdentityProvider): JWTVerifyGetKey => {
     let keys = keySets.get(provider.issuer)
     if (keys === undefined) {
-      keys =
-        provider.jwks !== undefined
-          ? createLocalJWKSet(provider.jwks as unknown as JSONWebKeySet)
-          : createRemoteJWKSet(new URL(provider.jwksUri as string), {
-              ...(options.fetch === undefined ? {} : { [customFetch]: options.fetch }),
-            })
+      keys = TrustedIssuers.keySet(provider, {
+        allowHttpLoopback,
+        ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
+      })
       keySets.set(provider.issuer, keys)
     }
     return keys

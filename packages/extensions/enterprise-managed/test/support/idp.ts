@@ -10,6 +10,10 @@ export interface TestIdp {
   readonly sign: (claims: JWTPayload, header?: { typ?: string | undefined; key?: CryptoKey }) => Promise<string>
   /** The token exchange requests seen. */
   readonly exchanges: Array<{ form: URLSearchParams; authorization: string | null }>
+  /** How many times its JWK Set was fetched. */
+  readonly jwksFetches: () => number
+  /** How many TCP connections it accepted, whatever came over them. */
+  readonly connections: () => number
   /** What the next exchanges answer: the default issues an ID-JAG for the request. */
   answer: ((form: URLSearchParams) => Promise<Response>) | undefined
   readonly close: () => Promise<void>
@@ -29,9 +33,14 @@ export const startIdp = async (options: { clientId: string; lifetime?: number })
         ...("typ" in header ? (header.typ === undefined ? {} : { typ: header.typ }) : { typ: Grant.ID_JAG_TYP }),
       })
       .sign(header.key ?? keys.privateKey)
+  let jwksFetches = 0
+  let connections = 0
+  server.on("connection", () => connections++)
   const idp: TestIdp = {
     issuer,
     sign,
+    jwksFetches: () => jwksFetches,
+    connections: () => connections,
     exchanges: [],
     answer: undefined,
     close: () =>
@@ -45,7 +54,10 @@ export const startIdp = async (options: { clientId: string; lifetime?: number })
       res.writeHead(response.status, Object.fromEntries(response.headers))
       res.end(await response.text())
     }
-    if (req.url === "/jwks") return send(Response.json({ keys: [jwk] }))
+    if (req.url === "/jwks") {
+      jwksFetches++
+      return send(Response.json({ keys: [jwk] }))
+    }
     if (req.url === "/.well-known/oauth-authorization-server") {
       return send(Response.json({ issuer, token_endpoint: `${issuer}/token`, jwks_uri: `${issuer}/jwks` }))
     }

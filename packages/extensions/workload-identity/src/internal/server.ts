@@ -1,17 +1,7 @@
-import { Config, type Extension } from "@keyway/authorization-server"
-import { Assertion, CanonicalUri, Grant, Jwk, OAuthError, Scope, SecureUrl } from "@keyway/core"
+import { Config, type Extension, TrustedIssuers } from "@keyway/authorization-server"
+import { Assertion, CanonicalUri, Grant, OAuthError, Scope, SecureUrl, TrustedIssuer as Trusted } from "@keyway/core"
 import { Effect, Result } from "effect"
-import {
-  compactVerify,
-  createLocalJWKSet,
-  createRemoteJWKSet,
-  customFetch,
-  decodeJwt,
-  decodeProtectedHeader,
-  errors,
-  type JSONWebKeySet,
-  type JWTVerifyGetKey,
-} from "jose"
+import { compactVerify, decodeJwt, decodeProtectedHeader, errors, type JWTVerifyGetKey } from "jose"
 import { z } from "zod"
 
 /**
@@ -31,21 +21,14 @@ export interface ClaimRule {
 }
 
 /**
- * A trusted workload issuer: its keys, what its assertions must look like, and the rules that admit its workloads.
+ * A trusted workload issuer: its keys (core's `TrustedIssuer`: `issuer`, and `jwksUri` over https, http only on a
+ * loopback host with `development.allowHttpLoopbackJwks`, or `jwks`), what its assertions must look like, and the
+ * rules that admit its workloads.
  *
  * @see {@link https://github.com/modelcontextprotocol/ext-auth/blob/main/specification/draft/workload-identity-federation.mdx#trust-configuration | MCP WIF: trust configuration}
  * @see {@link https://www.rfc-editor.org/rfc/rfc7523.html#section-3 | RFC 7523 §3}
  */
-export interface TrustedIssuer {
-  /** The `iss` of the workload's JWTs, compared exactly. */
-  readonly issuer: string
-  /**
-   * Where the issuer publishes its JWK Set (RFC 7517 §5): https (http only on a loopback host with
-   * `development.allowHttpLoopbackJwks`). Exactly one of `jwksUri` and `jwks`.
-   */
-  readonly jwksUri?: string
-  /** The issuer's public keys, inline (a JWK Set). */
-  readonly jwks?: { readonly keys: ReadonlyArray<Readonly<Record<string, unknown>>> }
+export interface TrustedIssuer extends Trusted.TrustedIssuer {
   /**
    * The `aud` values accepted; by default this authorization server's issuer identifier and its token endpoint URL
    * (the extension names the token endpoint, RFC 7523 §3 allows the issuer).
@@ -118,7 +101,10 @@ export interface WorkloadIdentityOptions {
     /** Fetch `jwksUri` over plain http when its host is loopback. */
     readonly allowHttpLoopbackJwks?: boolean
   }
-  /** The fetch used for `jwksUri`; the global `fetch` by default. */
+  /**
+   * The fetch used for `jwksUri`, instead of the authorization server's SSRF guard (`TrustedIssuers.keySet`: https
+   * only, every address of the host vetted, no redirects), the default.
+   */
   readonly fetch?: (input: string, init: RequestInit) => Promise<Response>
   /** Receives every decision (issued or refused); one JSON line on `console.info` by default. */
   readonly log?: (event: IssuanceEvent) => void
@@ -134,7 +120,7 @@ export interface WorkloadIdentityOptions {
 export const defaults = {
   maxLifetime: 86_400,
   clockSkew: 60,
-  jwksCache: { maxAge: 600, cooldown: 30, timeout: 5 },
+  jwksCache: TrustedIssuers.cacheDefaults,
 } as const
 
 /**
@@ -181,48 +167,23 @@ export const claimRuleSchema = z.strictObject(
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc7523.html#section-3 | RFC 7523 §3}
  */
-export const trustedIssuerSchema = z
-  .strictObject(
-    {
-      issuer: nonEmpty,
-      jwksUri: nonEmpty.optional(),
-      jwks: z
-        .object(
-          { keys: z.array(z.record(z.string(), z.unknown()), anArray).min(1, "must hold at least one key") },
-          anObject,
-        )
-        .optional(),
-      audiences: z.array(nonEmpty, anArray).min(1, "must name at least one audience").optional(),
-      algorithms: z
-        .array(
-          z.enum(Grant.ASYMMETRIC_ALGORITHMS as [string, ...Array<string>], {
-            error: `must be one of ${Grant.ASYMMETRIC_ALGORITHMS.join(", ")}`,
-          }),
-          anArray,
-        )
-        .min(1, "must name at least one algorithm")
-        .optional(),
-      maxLifetime: positiveWhole.optional(),
-      maxAge: positiveWhole.optional(),
-      clockSkew: wholeFromZero.max(MAX_CLOCK_SKEW, `must be at most ${MAX_CLOCK_SKEW}`).optional(),
-      clientId: nonEmpty.optional(),
-      rules: z.array(claimRuleSchema, anArray).min(1, "must have at least one rule"),
-    },
-    anObject,
-  )
-  .superRefine((issuer, ctx) => {
-    if ((issuer.jwksUri === undefined) === (issuer.jwks === undefined)) {
-      ctx.addIssue({ code: "custom", path: ["jwksUri"], message: "give exactly one of jwksUri and jwks" })
-    }
-    const found = issuer.jwks === undefined ? undefined : Jwk.findPrivateKeyMaterial(issuer.jwks)
-    if (found !== undefined) {
-      ctx.addIssue({
-        code: "custom",
-        path: ["jwks", ...found.path.split(".").map((part) => (/^\d+$/.test(part) ? Number(part) : part))],
-        message: found.problem,
-      })
-    }
-  })
+export const trustedIssuerSchema = Trusted.schema.safeExtend({
+  audiences: z.array(nonEmpty, anArray).min(1, "must name at least one audience").optional(),
+  algorithms: z
+    .array(
+      z.enum(Grant.ASYMMETRIC_ALGORITHMS as [string, ...Array<string>], {
+        error: `must be one of ${Grant.ASYMMETRIC_ALGORITHMS.join(", ")}`,
+      }),
+      anArray,
+    )
+    .min(1, "must name at least one algorithm")
+    .optional(),
+  maxLifetime: positiveWhole.optional(),
+  maxAge: positiveWhole.optional(),
+  clockSkew: wholeFromZero.max(MAX_CLOCK_SKEW, `must be at most ${MAX_CLOCK_SKEW}`).optional(),
+  clientId: nonEmpty.optional(),
+  rules: z.array(claimRuleSchema, anArray).min(1, "must have at least one rule"),
+})
 
 /**
  * The schema of the plain-data members of {@link WorkloadIdentityOptions} (what a configuration file can hold), for
@@ -322,6 +283,7 @@ export const workloadIdentityGrant = (options: WorkloadIdentityOptions): Extensi
   const warn = options.warn ?? ((message: string) => console.warn(message))
   const log = options.log ?? ((event: IssuanceEvent) => console.info(JSON.stringify({ workloadIdentity: event })))
   const cache = { ...defaults.jwksCache, ...options.jwksCache }
+  const allowHttpLoopback = options.development?.allowHttpLoopbackJwks === true
   let warned = false
 
   /** The options' problems that do not depend on the server's configuration, as `field: problem`. */
@@ -337,24 +299,16 @@ export const workloadIdentityGrant = (options: WorkloadIdentityOptions): Extensi
       if (seen.has(issuer.issuer)) problems.push(`issuers[${i}].issuer: ${issuer.issuer} is configured twice`)
       seen.add(issuer.issuer)
       if (issuer.jwksUri === undefined) return
-      const field = `issuers[${i}].jwksUri`
-      const transport = URL.canParse(issuer.jwksUri) ? SecureUrl.transportOf(issuer.jwksUri) : "other"
-      if (transport === "https") return
-      if (transport === "http-loopback" && options.development?.allowHttpLoopbackJwks === true) {
-        if (!warned) {
-          warned = true
-          warn(
-            `[keyway] DEVELOPMENT MODE: workload identity keys are fetched over plain http from ${issuer.jwksUri}. ` +
-              "Never use this outside local development.",
-          )
-        }
-        return
+      const problem = Trusted.transportProblem(issuer.jwksUri, { allowHttpLoopback })
+      if (problem !== undefined) {
+        problems.push(`issuers[${i}].jwksUri: ${problem}`)
+      } else if (SecureUrl.transportOf(issuer.jwksUri) === "http-loopback" && !warned) {
+        warned = true
+        warn(
+          `[keyway] DEVELOPMENT MODE: workload identity keys are fetched over plain http from ${issuer.jwksUri}. ` +
+            "Never use this outside local development.",
+        )
       }
-      problems.push(
-        transport === "http-loopback"
-          ? `${field}: must use https; set development.allowHttpLoopbackJwks to fetch keys over http from a loopback host`
-          : `${field}: must be an https URL`,
-      )
     })
     return problems
   }
@@ -382,18 +336,13 @@ export const workloadIdentityGrant = (options: WorkloadIdentityOptions): Extensi
   /** The issuers with their key sets, made once (the remote sets cache what they fetch). */
   const trusted = (): ReadonlyMap<string, Issuer> => {
     if (issuers !== undefined) return issuers
-    const fetchFn = options.fetch ?? ((input: string, init: RequestInit) => fetch(input, init))
     issuers = new Map(
       options.issuers.map((issuer) => {
-        const keys =
-          issuer.jwksUri !== undefined
-            ? createRemoteJWKSet(new URL(issuer.jwksUri), {
-                cacheMaxAge: cache.maxAge * 1000,
-                cooldownDuration: cache.cooldown * 1000,
-                timeoutDuration: cache.timeout * 1000,
-                [customFetch]: (url: string, init: RequestInit) => fetchFn(url, init),
-              })
-            : createLocalJWKSet(issuer.jwks as unknown as JSONWebKeySet)
+        const keys = TrustedIssuers.keySet(issuer, {
+          allowHttpLoopback,
+          cache,
+          ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
+        })
         return [
           issuer.issuer,
           {
