@@ -127,7 +127,11 @@ const metadataDocumentsLayer = (options: ServerOptions): Layer.Layer<MetadataDoc
   const trust = cimd.trust ?? { acceptAnyHttps: true }
   const resolver =
     options.clientMetadataResolver ??
-    ClientMetadataResolver.layer(cimd).pipe(
+    // The configuration schema also accepts an explicit undefined for the switch, which means off.
+    ClientMetadataResolver.layer({
+      ...cimd,
+      allowHttpLoopbackClientIds: cimd.allowHttpLoopbackClientIds === true,
+    }).pipe(
       Layer.provide(
         perHost(options).pipe(
           Layer.provide(
