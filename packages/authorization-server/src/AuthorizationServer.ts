@@ -127,11 +127,7 @@ const metadataDocumentsLayer = (options: ServerOptions): Layer.Layer<MetadataDoc
   const trust = cimd.trust ?? { acceptAnyHttps: true }
   const resolver =
     options.clientMetadataResolver ??
-    // The configuration schema also accepts an explicit undefined for the switch, which means off.
-    ClientMetadataResolver.layer({
-      ...cimd,
-      allowHttpLoopbackClientIds: cimd.allowHttpLoopbackClientIds === true,
-    }).pipe(
+    ClientMetadataResolver.layer(cimd).pipe(
       Layer.provide(
         perHost(options).pipe(
           Layer.provide(

@@ -136,6 +136,14 @@ const orFalse = <T extends z.ZodType>(schema: T, what: string) =>
         ? (issue.errors[0]?.[0]?.message ?? what)
         : what,
   })
+/**
+ * The members of a shape as the options types have always declared them: an optional member may be left out, and
+ * where it is given it has a value (`name?: string`, which with `exactOptionalPropertyTypes` does not take
+ * `undefined`). Only the type changes: validation still takes a member given as `undefined` as left out, as
+ * JavaScript callers (and TypeScript callers without that setting) write it.
+ */
+type ExactShape<S> = { [K in keyof S]: S[K] extends z.ZodOptional<infer T> ? z.ZodExactOptional<T> : S[K] }
+const exact = <S extends z.core.$ZodLooseShape>(shape: S): ExactShape<S> => shape as unknown as ExactShape<S>
 // The array schema as the type of what it accepts and gives: options are read, never modified, so a caller's
 // read-only array is as good as any.
 const readonlyArray = <T extends z.ZodType>(
@@ -148,7 +156,7 @@ const readonlyArray = <T extends z.ZodType>(
  * @see {@link https://www.rfc-editor.org/rfc/rfc8707.html#section-2 | RFC 8707 §2}
  */
 export const resourceSchema = z.strictObject(
-  {
+  exact({
     /** The canonical server URI (the `resource` value and the `aud` of its tokens). */
     uri: nonEmpty,
     /** Human-readable name shown on the consent page. */
@@ -160,7 +168,7 @@ export const resourceSchema = z.strictObject(
         (scopes) => Object.keys(scopes).length > 0,
         "must name at least one scope (each with the description shown on the consent page): a client can be granted only scopes a resource defines",
       ),
-  },
+  }),
   anObject,
 )
 
@@ -208,7 +216,7 @@ const grantType: z.ZodType<GrantType, GrantType> = nonEmpty
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-2 | OAuth 2.1 §2}
  */
 export const clientSchema = z.strictObject(
-  {
+  exact({
     clientId: nonEmpty,
     clientName: aString.optional(),
     /** The client secret in clear; it is hashed before it reaches storage. */
@@ -225,7 +233,7 @@ export const clientSchema = z.strictObject(
      * that registers them.
      */
     grantTypes: readonlyArray(z.array(grantType, anArray)).optional(),
-  },
+  }),
   anObject,
 )
 
@@ -243,13 +251,13 @@ export type ClientOptions = Readonly<z.input<typeof clientSchema>>
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.1 | OAuth 2.1 §4.1.1}
  */
 export const userSchema = z.strictObject(
-  {
+  exact({
     username: nonEmpty,
     passwordHash: nonEmpty,
     /** The `sub` claim; the username when omitted. */
     subject: nonEmpty.optional(),
     displayName: aString.optional(),
-  },
+  }),
   anObject,
 )
 
@@ -268,7 +276,7 @@ export type UserOptions = Readonly<z.input<typeof userSchema>>
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.2 | OAuth 2.1 §4.1.2 (code lifetime)}
  */
 export const lifetimesSchema = z.strictObject(
-  {
+  exact({
     /** Access token lifetime; 300 s by default. */
     accessToken: positiveWhole.optional(),
     /** Refresh token lifetime; 30 days by default. */
@@ -297,7 +305,7 @@ export const lifetimesSchema = z.strictObject(
      * default) issues secrets that do not expire (`client_secret_expires_at: 0`).
      */
     registeredClientSecret: orFalse(positiveWhole, "must be a number of seconds or false").optional(),
-  },
+  }),
   anObject,
 )
 
@@ -309,7 +317,7 @@ export const lifetimesSchema = z.strictObject(
  */
 export type TokenLifetimes = Readonly<z.input<typeof lifetimesSchema>>
 
-const signingKeyFields = {
+const signingKeyFields = exact({
   /** Rotate when the newest key is this old; 30 days by default; `false` rotates only on demand. */
   rotateEvery: orFalse(positiveWhole, "must be a number of seconds or false").optional(),
   /**
@@ -321,7 +329,7 @@ const signingKeyFields = {
   checkEvery: period.optional(),
   /** Allowance for clocks differing between instances and verifiers; 60 s by default. */
   clockSkew: wholeFromZero.optional(),
-}
+})
 
 /**
  * The schema of {@link SigningKeyOptions}, with {@link publishAheadConflict} reported on the field that was set
@@ -366,14 +374,14 @@ export type SigningKeyOptions = Readonly<z.input<typeof signingKeysSchema>>
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.2 | OAuth 2.1 §4.1.2}
  */
 export const maintenanceSchema = z.strictObject(
-  {
+  exact({
     /**
      * Seconds between two purges of what can no longer matter (expired codes, access-token ids, assertion ids,
      * refresh tokens, dead families, expired cached metadata documents, retired keys); 300 by default (fractions
      * allowed); `false` turns the purge off (then call `Storage.purgeExpired` yourself).
      */
     purgeEvery: orFalse(period, "must be a number of seconds or false").optional(),
-  },
+  }),
   anObject,
 )
 
@@ -386,15 +394,15 @@ export const maintenanceSchema = z.strictObject(
 export type MaintenanceOptions = Readonly<z.input<typeof maintenanceSchema>>
 
 const windowLimitSchema = z.strictObject(
-  {
+  exact({
     max: positiveWhole.optional(),
     /** Seconds. */
     window: positiveWhole.optional(),
-  },
+  }),
   anObject,
 )
 const backoffSchema = z.strictObject(
-  {
+  exact({
     freeAttempts: positiveWhole.optional(),
     /** Seconds. */
     delay: positiveWhole.optional(),
@@ -402,7 +410,7 @@ const backoffSchema = z.strictObject(
     maxDelay: positiveWhole.optional(),
     /** Seconds. */
     forgetAfter: positiveWhole.optional(),
-  },
+  }),
   anObject,
 )
 
@@ -451,11 +459,11 @@ export const switchable = <T extends z.ZodType>(schema: T) =>
  * @see {@link https://www.rfc-editor.org/rfc/rfc6585.html#section-4 | RFC 6585 §4}
  */
 export const rateLimitsDataSchema = z.strictObject(
-  {
+  exact({
     /** Failed sign-ins on the login page, per account (the submitted username) and per client address. */
     login: switchable(
       z.strictObject(
-        { account: switchable(backoffSchema).optional(), address: switchable(backoffSchema).optional() },
+        exact({ account: switchable(backoffSchema).optional(), address: switchable(backoffSchema).optional() }),
         anObject,
       ),
     ).optional(),
@@ -487,7 +495,7 @@ export const rateLimitsDataSchema = z.strictObject(
     clientAuthentication: switchable(windowLimitSchema).optional(),
     /** Fetches of client ID metadata documents and their `jwks_uri` key sets, per host. */
     metadataFetches: switchable(windowLimitSchema).optional(),
-  },
+  }),
   anObject,
 )
 
@@ -497,18 +505,20 @@ export const rateLimitsDataSchema = z.strictObject(
  * @see {@link https://www.rfc-editor.org/rfc/rfc6585.html#section-4 | RFC 6585 §4}
  */
 export const rateLimitsSchema = switchable(
-  rateLimitsDataSchema.extend({
-    /**
-     * The client address of a request, for deployments behind a reverse proxy: for example the last entry of
-     * `X-Forwarded-For` as your proxy writes it. Off by default (the TCP peer's address); never trust a header a
-     * client could send past your proxy.
-     */
-    clientAddress: z
-      .custom<(request: Request) => string | undefined>((value) => typeof value === "function", {
-        error: "must be a function",
-      })
-      .optional(),
-  }),
+  rateLimitsDataSchema.extend(
+    exact({
+      /**
+       * The client address of a request, for deployments behind a reverse proxy: for example the last entry of
+       * `X-Forwarded-For` as your proxy writes it. Off by default (the TCP peer's address); never trust a header a
+       * client could send past your proxy.
+       */
+      clientAddress: z
+        .custom<(request: Request) => string | undefined>((value) => typeof value === "function", {
+          error: "must be a function",
+        })
+        .optional(),
+    }),
+  ),
 )
 
 /**
@@ -538,12 +548,12 @@ export type RateLimitOptions = Readonly<Exclude<z.input<typeof rateLimitsSchema>
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-1.5 | OAuth 2.1 §1.5 (TLS)}
  */
 export const developmentSchema = z.strictObject(
-  {
+  exact({
     /** Accept an `http` issuer whose host is loopback (127.0.0.1, [::1] or localhost). */
     allowHttpLoopbackIssuer: aBoolean.optional(),
     /** Accept an `http` `upstream.issuer` on a loopback host (proxy mode). */
     allowHttpLoopbackUpstream: aBoolean.optional(),
-  },
+  }),
   anObject,
 )
 
@@ -562,30 +572,28 @@ export type DevelopmentOptions = Readonly<z.input<typeof developmentSchema>>
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#client-id-metadata-documents | MCP 2025-11-25 Client ID Metadata Documents}
  */
 export const clientIdMetadataDocumentsSchema = z.object(
-  {
+  exact({
     /** True by default; false makes URL client IDs unknown clients, like any unregistered ID. */
     enabled: aBoolean.optional(),
-    /**
-     * Development only: accept `http://localhost`, `http://127.x.x.x` and `http://[::1]` client IDs, and let the
-     * outbound fetch reach them. Off by default; a warning is logged when on.
-     */
+    /** The resolver's option (see {@link ResolverOptions}); it also lets the outbound fetch reach http loopback hosts. */
     allowHttpLoopbackClientIds: aBoolean.optional(),
-  },
+  }),
   anObject,
 )
 
-const clientIdMetadataDocumentsFields = clientIdMetadataDocumentsSchema.extend({
-  /** Which hosts are accepted and which are verified: domain rules or a function; any https host by default. */
-  trust: z.custom<PolicyOptions | PolicyFunction>().optional(),
-  /** Limits of the outbound fetch (size, time, redirects, trust anchors). */
-  outbound: z.custom<OutboundOptions>().optional(),
-})
+const clientIdMetadataDocumentsFields = clientIdMetadataDocumentsSchema.extend(
+  exact({
+    /** Which hosts are accepted and which are verified: domain rules or a function; any https host by default. */
+    trust: z.custom<PolicyOptions | PolicyFunction>().optional(),
+    /** Limits of the outbound fetch (size, time, redirects, trust anchors). */
+    outbound: z.custom<OutboundOptions>().optional(),
+  }),
+)
 
 // The resolver's other options (all optional, checked where they are used) pass through this non-strict object.
-type ResolverMembers = Omit<ResolverOptions, keyof z.input<typeof clientIdMetadataDocumentsFields>>
 const clientIdMetadataDocumentOptionsSchema: z.ZodType<
-  ResolverMembers & z.output<typeof clientIdMetadataDocumentsFields>,
-  ResolverMembers & z.input<typeof clientIdMetadataDocumentsFields>
+  ResolverOptions & z.output<typeof clientIdMetadataDocumentsFields>,
+  ResolverOptions & z.input<typeof clientIdMetadataDocumentsFields>
 > = clientIdMetadataDocumentsFields
 
 /**
@@ -617,7 +625,7 @@ export const subjectSourceNameSchema = z.enum(["id_token", "access_token"], {
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/security_best_practices#confused-deputy-problem | MCP 2025-11-25 Security Best Practices: Confused Deputy Problem}
  */
 export const upstreamSchema = z.strictObject(
-  {
+  exact({
     /**
      * The upstream issuer identifier; its metadata is discovered (RFC 8414, then OpenID Connect Discovery) and must
      * name the same issuer. https, except on a loopback host with `development.allowHttpLoopbackUpstream`.
@@ -646,7 +654,7 @@ export const upstreamSchema = z.strictObject(
     timeoutMs: positiveWhole.optional(),
     /** How long a browser's consent to a client is remembered, in seconds. Default 180 days. */
     consentSeconds: positiveWhole.optional(),
-  },
+  }),
   anObject,
 )
 
@@ -659,7 +667,7 @@ export const upstreamSchema = z.strictObject(
  * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-2 | RFC 8414 §2}
  */
 export const configSchema = z.object(
-  {
+  exact({
     /** The issuer identifier: an https URL without query or fragment. */
     issuer: nonEmpty,
     /**
@@ -731,7 +739,7 @@ export const configSchema = z.object(
     rateLimits: rateLimitsSchema.optional(),
     /** Extensions: further grant types, client-authentication methods and token bindings (see `Extension`). */
     extensions: z.custom<ReadonlyArray<AuthorizationServerExtension>>().optional(),
-  },
+  }),
   { error: "must be an object" },
 )
 

@@ -18,6 +18,7 @@ import type {
   UserOptions,
   WindowLimitOptions,
 } from "../src/Config.js"
+import { defaults } from "../src/Config.js"
 import type { PolicyFunction, PolicyOptions } from "../src/cimd/TrustPolicy.js"
 import type { AuthorizationServerExtension } from "../src/Extension.js"
 import type { Options as OutboundOptions } from "../src/outbound/OutboundFetch.js"
@@ -53,6 +54,19 @@ describe("configuration types", () => {
     expectTypeOf<TokenEndpointAuthMethod>().toEqualTypeOf<
       "none" | "client_secret_basic" | "client_secret_post" | "private_key_jwt"
     >()
+  })
+
+  it("types optional members as exact: one that is given has a value", () => {
+    // With exactOptionalPropertyTypes, an explicit undefined is not written in TypeScript (validation still takes it
+    // as left out), so options spread over the defaults leave no member undefined.
+    expectTypeOf<{
+      readonly uri: string
+      readonly name: undefined
+      readonly scopes: Record<string, string>
+    }>().not.toExtend<ResourceOptions>()
+    const withDefaults = (keys: SigningKeyOptions) => ({ ...defaults.signingKeys, ...keys })
+    expectTypeOf(withDefaults).returns.toExtend<ResolvedSigningKeys>()
+    expectTypeOf<{ readonly enabled: undefined }>().not.toExtend<ClientIdMetadataDocumentOptions>()
   })
 
   it("keeps the member types of the data options", () => {
