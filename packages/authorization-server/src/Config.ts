@@ -575,7 +575,7 @@ export const clientIdMetadataDocumentsSchema = z.object(
   exact({
     /** True by default; false makes URL client IDs unknown clients, like any unregistered ID. */
     enabled: aBoolean.optional(),
-    /** The resolver's option (see {@link ResolverOptions}); it also lets the outbound fetch reach http loopback hosts. */
+    // Documented with the resolver's options, whose member it is too.
     allowHttpLoopbackClientIds: aBoolean.optional(),
   }),
   anObject,
