@@ -627,10 +627,12 @@ export const loadConfig = async (
   const line = parseCommandLine(argv)
   if (line.help) throw new UsageError(USAGE)
   const secret = env[SESSION_SECRET_VARIABLE]
-  // Checked before the file is read: an empty or short value is a mistake (an unset shell variable), not "none".
-  if (secret !== undefined && secret.length < Config.limits.secretMinLength) {
+  // Checked before the file is read, by the library's rule for sessionSecret: an empty or short value is a mistake
+  // (an unset shell variable), not "none". The value is not repeated, only its length.
+  const secretProblem = secret === undefined ? undefined : library.sessionSecret.safeParse(secret).error?.issues[0]
+  if (secret !== undefined && secretProblem !== undefined) {
     throw new ConfigFileError(
-      `invalid configuration: ${SESSION_SECRET_VARIABLE} must be at least ${Config.limits.secretMinLength} random characters (got ${secret.length})`,
+      `invalid configuration: ${SESSION_SECRET_VARIABLE} ${secretProblem.message} (got ${secret.length})`,
     )
   }
   const file = await readConfigFile(line.config)

@@ -2,6 +2,9 @@
  * Configuration of the authorization server: issuer, the MCP servers (resources) it issues tokens for, users,
  * pre-registered clients, token lifetimes, registration and the development relaxations.
  *
+ * Each shape of the options is declared once, as a zod schema; the types users write (`ConfigOptions`,
+ * `ClientOptions`, ...) are derived from the schemas with `z.input`, so the types and the rules cannot drift apart.
+ *
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13 | OAuth 2.1}
  * @module
  */
@@ -17,451 +20,6 @@ import type { Options as OutboundOptions } from "./outbound/OutboundFetch.js"
 import type { ResolvedUpstream, UpstreamIdentityFunction, UpstreamOptions } from "./proxy/UpstreamProvider.js"
 import type { BackoffRule, WindowRule } from "./RateLimiter.js"
 
-/**
- * A protected MCP server this authorization server issues access tokens for, identified by its canonical URI.
- *
- * @see {@link https://www.rfc-editor.org/rfc/rfc8707.html#section-2 | RFC 8707 §2}
- */
-export interface ResourceOptions {
-  /** The canonical server URI (the `resource` value and the `aud` of its tokens). */
-  readonly uri: string
-  /** Human-readable name shown on the consent page. */
-  readonly name?: string
-  /** The scopes this resource understands, each with the description shown on the consent page. */
-  readonly scopes: Readonly<Record<string, string>>
-}
-
-/**
- * How a client authenticates at the token endpoint.
- *
- * @see {@link https://www.rfc-editor.org/rfc/rfc7591.html#section-2 | RFC 7591 §2}
- */
-export type TokenEndpointAuthMethod = "none" | "client_secret_basic" | "client_secret_post" | "private_key_jwt"
-
-/**
- * A grant type: `authorization_code` and `refresh_token` are built in; extensions add others (for example
- * `client_credentials`).
- *
- * @see {@link https://www.rfc-editor.org/rfc/rfc7591.html#section-2 | RFC 7591 §2 (grant_types)}
- */
-export type GrantType = "authorization_code" | "refresh_token" | (string & {})
-
-/**
- * A pre-registered client, from configuration.
- *
- * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-2 | OAuth 2.1 §2}
- */
-export interface ClientOptions {
-  readonly clientId: string
-  readonly clientName?: string
-  readonly redirectUris: ReadonlyArray<string>
-  /** `none` (public client) when omitted and no secret or key set is given. */
-  readonly tokenEndpointAuthMethod?: TokenEndpointAuthMethod
-  /** The client secret in clear; it is hashed before it reaches storage. */
-  readonly clientSecret?: string
-  /** Public keys for `private_key_jwt` (a JWK Set). */
-  readonly jwks?: { readonly keys: ReadonlyArray<Record<string, unknown>> }
-  /** Scopes this client may request; any scope of the resource when omitted. */
-  readonly scope?: string
-  /**
-   * Grant types this client may use; `authorization_code` and `refresh_token` by default. Others need the extension
-   * that registers them.
-   */
-  readonly grantTypes?: ReadonlyArray<GrantType>
-}
-
-/**
- * A user of the default user-authentication service. `passwordHash` comes from `UserAuthenticator.hashPassword`.
- *
- * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.1 | OAuth 2.1 §4.1.1}
- */
-export interface UserOptions {
-  readonly username: string
-  readonly passwordHash: string
-  /** The `sub` claim; the username when omitted. */
-  readonly subject?: string
-  readonly displayName?: string
-}
-
-/**
- * Lifetimes, in seconds.
- *
- * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.2 | OAuth 2.1 §4.1.2 (code lifetime)}
- */
-export interface TokenLifetimes {
-  /** Access token lifetime; 300 s by default. */
-  readonly accessToken?: number
-  /** Refresh token lifetime; 30 days by default. */
-  readonly refreshToken?: number
-  /** Authorization code lifetime; 60 s by default and at most 60 s. */
-  readonly authorizationCode?: number
-  /** Login session lifetime; 8 hours by default. */
-  readonly session?: number
-  /**
-   * Seconds after a refresh-token rotation during which the rotated-out token, presented again by the same client,
-   * returns the same successor (with a fresh access token) instead of counting as reuse; 60 s by default, 0 turns it
-   * off. It lets concurrent refreshes (several processes sharing one token file) and retries after a lost response or
-   * a server crash converge on one live token; any older token, or this one after the interval, still revokes the
-   * family.
-   */
-  readonly refreshTokenReuseInterval?: number
-  /**
-   * A dynamically registered client that has not completed an authorization (redeemed a code) this long after it
-   * registered is removed (with the purge job); 24 hours by default; `false` keeps every registration.
-   */
-  readonly unusedRegistration?: number | false
-  /**
-   * How long a client secret issued by dynamic registration stays valid (`client_secret_expires_at`); `false` (the
-   * default) issues secrets that do not expire (`client_secret_expires_at: 0`).
-   */
-  readonly registeredClientSecret?: number | false
-}
-
-/**
- * Development relaxations. Off by default; each one logs a warning at start-up when on.
- *
- * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-1.5 | OAuth 2.1 §1.5 (TLS)}
- */
-export interface DevelopmentOptions {
-  /** Accept an `http` issuer whose host is loopback (127.0.0.1, [::1] or localhost). */
-  readonly allowHttpLoopbackIssuer?: boolean
-  /** Accept an `http` `upstream.issuer` on a loopback host (proxy mode). */
-  readonly allowHttpLoopbackUpstream?: boolean
-}
-
-/**
- * Client ID metadata documents: a `client_id` that is an https URL is resolved by fetching the document at that URL
- * (through the SSRF-guarded outbound fetch), validated and cached. On by default, accepting any https client ID
- * (unverified on the consent page), since MCP says authorization servers SHOULD support them. The cache bounds,
- * size and back-off options are those of {@link ResolverOptions}; `allowHttpLoopbackClientIds` (development only,
- * logged loudly) also lets the outbound fetch reach http loopback hosts.
- *
- * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#client-id-metadata-documents | MCP 2025-11-25 Client ID Metadata Documents}
- * @see {@link https://www.ietf.org/archive/id/draft-ietf-oauth-client-id-metadata-document-02.html | draft-ietf-oauth-client-id-metadata-document-02}
- */
-export interface ClientIdMetadataDocumentOptions extends ResolverOptions {
-  /** True by default; false makes URL client IDs unknown clients, like any unregistered ID. */
-  readonly enabled?: boolean
-  /** Which hosts are accepted and which are verified: domain rules or a function; any https host by default. */
-  readonly trust?: PolicyOptions | PolicyFunction
-  /** Limits of the outbound fetch (size, time, redirects, trust anchors). */
-  readonly outbound?: OutboundOptions
-}
-
-/**
- * Signing-key rotation, in seconds. A new key is published in the JWK Set `publishAhead` seconds before it signs
- * anything, so resource servers that cache the JWK Set see it first; the key it replaces stays published until every
- * token it signed has expired (its last signing moment plus the access-token lifetime plus `clockSkew`). The state
- * lives in the key store, so the schedule survives restarts and every instance sharing the store follows it.
- *
- * @see {@link https://www.rfc-editor.org/rfc/rfc7517.html#section-5 | RFC 7517 §5 (JWK Set)}
- * @see {@link https://openid.net/specs/openid-connect-core-1_0.html#RotateSigKeys | OpenID Connect Core §10.1.1 (rotation of asymmetric signing keys)}
- */
-export interface SigningKeyOptions {
-  /** Rotate when the newest key is this old; 30 days by default; `false` rotates only on demand. */
-  readonly rotateEvery?: number | false
-  /**
-   * How long a new key is published before it signs; 600 s by default. It must exceed the time resource servers
-   * cache the JWK Set (this server sends `max-age=300`) and be shorter than `rotateEvery`.
-   */
-  readonly publishAhead?: number
-  /** How often each instance checks the schedule and retires superseded keys; 60 s by default (fractions allowed). */
-  readonly checkEvery?: number
-  /** Allowance for clocks differing between instances and verifiers; 60 s by default. */
-  readonly clockSkew?: number
-}
-
-/**
- * Background maintenance while the server runs.
- *
- * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.2 | OAuth 2.1 §4.1.2}
- */
-export interface MaintenanceOptions {
-  /**
-   * Seconds between two purges of what can no longer matter (expired codes, access-token ids, assertion ids, refresh
-   * tokens, dead families, expired cached metadata documents, retired keys); 300 by default (fractions allowed);
-   * `false` turns the purge off (then call `Storage.purgeExpired` yourself).
-   */
-  readonly purgeEvery?: number | false
-}
-
-/**
- * A fixed-window limit: at most `max` requests per bucket in `window` seconds.
- *
- * @see {@link https://www.rfc-editor.org/rfc/rfc6585.html#section-4 | RFC 6585 §4 (429 Too Many Requests)}
- */
-export interface WindowLimitOptions {
-  readonly max?: number
-  /** Seconds. */
-  readonly window?: number
-}
-
-/**
- * Growing delays after failed sign-ins: the failure that makes `freeAttempts` locks the bucket for `delay` seconds,
- * each further failure for twice as long, at most `maxDelay`; the count is forgotten `forgetAfter` seconds after the
- * last attempt.
- *
- * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-7.6 | OAuth 2.1 §7.6}
- */
-export interface BackoffOptions {
-  readonly freeAttempts?: number
-  /** Seconds. */
-  readonly delay?: number
-  /** Seconds. */
-  readonly maxDelay?: number
-  /** Seconds. */
-  readonly forgetAfter?: number
-}
-
-/**
- * Abuse limits, each answered with HTTP 429 and `Retry-After`. Every limit is on by default and can be tuned (a
- * partial object keeps the defaults of the members left out) or switched off with `false`; `rateLimits: false`
- * switches them all off. Counts live in the storage's `RateLimiter` (in the database for SQLite and PostgreSQL,
- * so instances sharing it enforce one limit together).
- *
- * The client address is the TCP peer's address from the node:http bridge; behind a reverse proxy that is the proxy's,
- * so set `clientAddress` to read the proxy's header. Where no address is known (a Web handler mounted outside the
- * bridge, without `clientAddress`), the per-address limits do not apply: sign-in is then limited per account only,
- * public clients' refreshes per family only, and registration, failed client authentications and the other requests
- * of public clients and of grants without a client not at all.
- *
- * Every 429 says in its `error_description` which limit was reached and the setting that changes it
- * (`rateLimits.registration allows 20 in 3600 seconds`).
- *
- * @see {@link https://www.rfc-editor.org/rfc/rfc6585.html#section-4 | RFC 6585 §4 (429 Too Many Requests)}
- * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-7.6 | OAuth 2.1 §7.6}
- */
-export interface RateLimitOptions {
-  /** Failed sign-ins on the login page, per account (the submitted username) and per client address. */
-  readonly login?: false | { readonly account?: false | BackoffOptions; readonly address?: false | BackoffOptions }
-  /** Dynamic registrations per client address. */
-  readonly registration?: false | WindowLimitOptions
-  /**
-   * Token requests per client once it has authenticated with credentials (only the holder of its secret or key spends
-   * this); the requests of public clients (whose ID anyone can send) and of grants without a client, per client
-   * address.
-   */
-  readonly token?: false | WindowLimitOptions
-  /** Refresh requests of public clients per refresh-token family (the grant), wherever they come from. */
-  readonly refresh?: false | WindowLimitOptions
-  /**
-   * Token requests of grants without a client (workload identity federation), per identity an assertion proved: its
-   * issuer and subject, counted once the grant has verified the assertion and found it unused.
-   */
-  readonly workload?: false | WindowLimitOptions
-  /** Revocation requests per authenticated client; those of public clients per client address. */
-  readonly revocation?: false | WindowLimitOptions
-  /** Introspection requests per authenticated client; those of public clients per client address. */
-  readonly introspection?: false | WindowLimitOptions
-  /**
-   * Failed client authentications (a wrong secret, a forged assertion, an unknown client) at the token, revocation and
-   * introspection endpoints, per claimed client and client address, apart from the client's own allowance. Past the
-   * limit that client is refused from that address, even with the right credentials, until the window ends;
-   * requests from other addresses are not affected.
-   */
-  readonly clientAuthentication?: false | WindowLimitOptions
-  /** Fetches of client ID metadata documents and their `jwks_uri` key sets, per host. */
-  readonly metadataFetches?: false | WindowLimitOptions
-  /**
-   * The client address of a request, for deployments behind a reverse proxy: for example the last entry of
-   * `X-Forwarded-For` as your proxy writes it. Off by default (the TCP peer's address); never trust a header a client
-   * could send past your proxy.
-   */
-  readonly clientAddress?: (request: Request) => string | undefined
-}
-
-/**
- * The parts of the configuration that are plain data (every face shares them).
- *
- * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-2 | RFC 8414 §2}
- */
-export interface ConfigOptions {
-  /** The issuer identifier: an https URL without query or fragment. */
-  readonly issuer: string
-  /**
-   * Moves a database to a new issuer (a new domain, say). A SQLite or PostgreSQL database records the issuer it
-   * serves on its first start and refuses to start for another one, since its clients, keys and tokens are that
-   * issuer's. Set this to the issuer the database served so far: the next start records `issuer` in its place, and
-   * its clients, consents, refresh tokens and signing keys carry over; access tokens issued before still name the
-   * previous issuer. A database that already serves `issuer` is left as it is, so the option can stay until every
-   * instance has moved.
-   */
-  readonly previousIssuer?: string
-  readonly resources: ReadonlyArray<ResourceOptions>
-  /** The resource used when an authorization request has no `resource` parameter (older clients). */
-  readonly defaultResource?: string
-  readonly users?: ReadonlyArray<UserOptions>
-  readonly clients?: ReadonlyArray<ClientOptions>
-  readonly lifetimes?: TokenLifetimes
-  /** Rotate refresh tokens of confidential clients too (public clients always rotate); true by default. */
-  readonly rotateConfidentialRefreshTokens?: boolean
-  /**
-   * OpenID Connect: `openid` may be requested besides a resource's scopes, and the authorization code grant then
-   * also answers an ID token for the client (`iss`, `sub`, `aud`, `exp`, `iat`, `auth_time`, the request's `nonce`),
-   * for clients that sign users in with this server (an enterprise identity provider). False by default.
-   *
-   * @see {@link https://openid.net/specs/openid-connect-core-1_0.html#CodeFlowAuth | OpenID Connect Core 1.0 §3.1}
-   */
-  readonly openid?: boolean
-  /**
-   * Client IDs whose remembered consent is reused even though they cannot be verified. A public client whose redirect
-   * URIs are all loopback or private-use (custom scheme) URIs could be any local program choosing its own port and
-   * PKCE pair, so by default it is shown the consent page on every authorization (RFC 8252 §8.6); list a client here
-   * when you vouch for it, e.g. a pre-registered desktop app of your own.
-   */
-  readonly rememberConsentFor?: ReadonlyArray<string>
-  /**
-   * Clients (configured in `clients`, with credentials) that may introspect every token (RFC 7662): the resource
-   * servers. Any other confidential client may introspect only tokens issued to itself; public clients may not call
-   * the introspection endpoint. A resource server that is never sent through the authorization endpoint can be a
-   * client with `grantTypes: []` and no redirect URIs.
-   */
-  readonly introspectionClients?: ReadonlyArray<string>
-  /** Client ID metadata documents; on by default (see {@link ClientIdMetadataDocumentOptions}). */
-  readonly clientIdMetadataDocuments?: ClientIdMetadataDocumentOptions
-  /** Dynamic Client Registration (RFC 7591); off by default. */
-  readonly registration?: boolean
-  /**
-   * Proxy mode: users sign in at this upstream authorization server instead of the local login page, after Keyway's
-   * own per-client consent (see {@link UpstreamOptions}).
-   */
-  readonly upstream?: UpstreamOptions
-  readonly development?: DevelopmentOptions
-  /** Largest request body accepted, in bytes; 64 KiB by default. */
-  readonly maxBodyBytes?: number
-  /** Where warnings go (development relaxations); `console.warn` by default. Tokens are never logged. */
-  readonly warn?: (message: string) => void
-  /**
-   * The secret login sessions are signed with (at least 32 random characters). Give every instance behind one issuer
-   * the same value, so a browser can land on any of them during login and consent; a random per-process key when
-   * omitted (then a restart signs users out, and several instances need sticky sessions).
-   */
-  readonly sessionSecret?: string
-  /** Signing-key rotation (see {@link SigningKeyOptions}); on, every 30 days, by default. */
-  readonly signingKeys?: SigningKeyOptions
-  /** Background purge of expired records (see {@link MaintenanceOptions}); every 5 minutes by default. */
-  readonly maintenance?: MaintenanceOptions
-  /** Abuse limits (see {@link RateLimitOptions}); all on by default; `false` turns them all off. */
-  readonly rateLimits?: RateLimitOptions | false
-  /** Extensions: further grant types, client-authentication methods and token bindings (see `Extension`). */
-  readonly extensions?: ReadonlyArray<AuthorizationServerExtension>
-}
-
-/**
- * A resource after validation.
- *
- * @see {@link https://www.rfc-editor.org/rfc/rfc8707.html#section-2 | RFC 8707 §2}
- */
-export interface Resource {
-  readonly uri: string
-  readonly name: string
-  readonly scopes: ReadonlyMap<string, string>
-}
-
-/**
- * The configuration after validation and defaults.
- *
- * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-2 | RFC 8414 §2}
- */
-export interface ResolvedConfig {
-  readonly issuer: string
-  readonly issuerUrl: URL
-  /** The issuer a database may be moved from (see {@link ConfigOptions.previousIssuer}), in the issuer's form. */
-  readonly previousIssuer: string | undefined
-  readonly resources: ReadonlyMap<string, Resource>
-  readonly defaultResource: string | undefined
-  readonly users: ReadonlyArray<UserOptions>
-  readonly clients: ReadonlyArray<ClientOptions>
-  readonly accessTokenTtl: number
-  readonly refreshTokenTtl: number
-  readonly codeTtl: number
-  readonly sessionTtl: number
-  /** Seconds; 0 when off. */
-  readonly refreshTokenReuseInterval: number
-  readonly unusedRegistration: number | false
-  readonly registeredClientSecret: number | false
-  /** Public clients with loopback or private-use redirect URIs whose remembered consent is reused all the same. */
-  readonly rememberConsentFor: ReadonlySet<string>
-  readonly rotateConfidentialRefreshTokens: boolean
-  /** Whether ID tokens are issued for `openid` (OpenID Connect Core 1.0 §3.1). */
-  readonly openid: boolean
-  readonly registration: boolean
-  /** Whether URL client IDs are resolved through client ID metadata documents. */
-  readonly clientIdMetadataDocuments: boolean
-  /** Client IDs allowed to introspect every token. */
-  readonly introspectionClients: ReadonlySet<string>
-  readonly secureCookies: boolean
-  readonly maxBodyBytes: number
-  readonly endpoints: Endpoints
-  /** Proxy mode, when configured. */
-  readonly upstream: ResolvedUpstream | undefined
-  readonly signingKeys: ResolvedSigningKeys
-  /** The shared session secret, if configured. */
-  readonly sessionSecret: string | undefined
-  /** Seconds between purges, or false when the purge is off. */
-  readonly purgeEvery: number | false
-  /** The abuse limits; `false` for a limit that is off. */
-  readonly rateLimits: ResolvedRateLimits
-  /** The extensions, in the order given. */
-  readonly extensions: ReadonlyArray<AuthorizationServerExtension>
-}
-
-/**
- * The abuse limits after defaults; `false` for a limit that is off.
- *
- * @see {@link https://www.rfc-editor.org/rfc/rfc6585.html#section-4 | RFC 6585 §4}
- */
-export interface ResolvedRateLimits {
-  readonly login: { readonly account: BackoffRule | false; readonly address: BackoffRule | false }
-  readonly registration: WindowRule | false
-  readonly token: WindowRule | false
-  readonly refresh: WindowRule | false
-  readonly workload: WindowRule | false
-  readonly revocation: WindowRule | false
-  readonly introspection: WindowRule | false
-  readonly clientAuthentication: WindowRule | false
-  readonly metadataFetches: WindowRule | false
-  /** The configured address function; `undefined` uses the node:http bridge's peer address. */
-  readonly clientAddress: ((request: Request) => string | undefined) | undefined
-}
-
-/**
- * Signing-key rotation after validation and defaults (seconds).
- *
- * @see {@link https://www.rfc-editor.org/rfc/rfc7517.html#section-5 | RFC 7517 §5}
- */
-export interface ResolvedSigningKeys {
-  readonly rotateEvery: number | false
-  readonly publishAhead: number
-  readonly checkEvery: number
-  readonly clockSkew: number
-}
-
-/**
- * Absolute URLs of the endpoints, all under the issuer.
- *
- * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-2 | RFC 8414 §2}
- */
-export interface Endpoints {
-  readonly authorization: string
-  readonly token: string
-  readonly registration: string
-  /** RFC 7009 revocation endpoint. */
-  readonly revocation: string
-  /** RFC 7662 introspection endpoint. */
-  readonly introspection: string
-  readonly jwks: string
-  readonly login: string
-  readonly consent: string
-  /** Proxy mode: Keyway's redirect URI at the upstream authorization server. */
-  readonly upstreamCallback: string
-}
-
-/**
- * The configuration is unusable; `message` says which option and why.
- *
- * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-2 | RFC 8414 §2}
- */
 export class ConfigError extends Schema.TaggedError<ConfigError>()("ConfigError", {
   /** Which option is unusable, why, and what is accepted. */
   message: Schema.String,
@@ -579,6 +137,19 @@ const orFalse = <T extends z.ZodType>(schema: T, what: string) =>
         ? (issue.errors[0]?.[0]?.message ?? what)
         : what,
   })
+/**
+ * The members of a shape as the options types have always declared them: an optional member may be left out, and
+ * where it is given it has a value (`name?: string`, which with `exactOptionalPropertyTypes` does not take
+ * `undefined`). Only the type changes: validation still takes a member given as `undefined` as left out, as
+ * JavaScript callers (and TypeScript callers without that setting) write it.
+ */
+type ExactShape<S> = { [K in keyof S]: S[K] extends z.ZodOptional<infer T> ? z.ZodExactOptional<T> : S[K] }
+const exact = <S extends z.core.$ZodLooseShape>(shape: S): ExactShape<S> => shape as unknown as ExactShape<S>
+// The array schema as the type of what it accepts and gives: options are read, never modified, so a caller's
+// read-only array is as good as any.
+const readonlyArray = <T extends z.ZodType>(
+  items: z.ZodArray<T>,
+): z.ZodType<ReadonlyArray<z.output<T>>, ReadonlyArray<z.input<T>>> => items
 
 /**
  * The schema of {@link ResourceOptions}.
@@ -586,18 +157,29 @@ const orFalse = <T extends z.ZodType>(schema: T, what: string) =>
  * @see {@link https://www.rfc-editor.org/rfc/rfc8707.html#section-2 | RFC 8707 §2}
  */
 export const resourceSchema = z.strictObject(
-  {
+  exact({
+    /** The canonical server URI (the `resource` value and the `aud` of its tokens). */
     uri: nonEmpty,
+    /** Human-readable name shown on the consent page. */
     name: aString.optional(),
+    /** The scopes this resource understands, each with the description shown on the consent page. */
     scopes: z
       .record(z.string(), aString, { error: "must be an object mapping each scope to its description" })
       .refine(
         (scopes) => Object.keys(scopes).length > 0,
         "must name at least one scope (each with the description shown on the consent page): a client can be granted only scopes a resource defines",
       ),
-  },
+  }),
   anObject,
 )
+
+/**
+ * A protected MCP server this authorization server issues access tokens for, identified by its canonical URI.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8707.html#section-2 | RFC 8707 §2}
+ * @interface
+ */
+export type ResourceOptions = Readonly<z.input<typeof resourceSchema>>
 
 /**
  * The schema of {@link TokenEndpointAuthMethod}.
@@ -610,24 +192,59 @@ export const tokenEndpointAuthMethodSchema = z.enum(
 )
 
 /**
+ * How a client authenticates at the token endpoint.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc7591.html#section-2 | RFC 7591 §2}
+ */
+export type TokenEndpointAuthMethod = z.input<typeof tokenEndpointAuthMethodSchema>
+
+/**
+ * A grant type: `authorization_code` and `refresh_token` are built in; extensions add others (for example
+ * `client_credentials`). Any non-empty string passes the schema; which ones a configuration serves is checked by
+ * {@link resolve}.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc7591.html#section-2 | RFC 7591 §2 (grant_types)}
+ */
+export type GrantType = "authorization_code" | "refresh_token" | (string & {})
+
+// A string schema typed with the built-in names, so that editors offer them.
+const grantType: z.ZodType<GrantType, GrantType> = nonEmpty
+
+/**
  * The schema of {@link ClientOptions}; the rules between its fields (a secret for the secret methods, keys for
  * `private_key_jwt`, a redirect URI for a client with grants) are checked by {@link resolve}.
  *
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-2 | OAuth 2.1 §2}
  */
 export const clientSchema = z.strictObject(
-  {
+  exact({
     clientId: nonEmpty,
     clientName: aString.optional(),
+    /** The client secret in clear; it is hashed before it reaches storage. */
     clientSecret: nonEmpty.optional(),
-    redirectUris: z.array(nonEmpty, { error: "must be an array of URLs" }),
+    redirectUris: readonlyArray(z.array(nonEmpty, { error: "must be an array of URLs" })),
+    /** `none` (public client) when omitted and no secret or key set is given. */
     tokenEndpointAuthMethod: tokenEndpointAuthMethodSchema.optional(),
+    /** Scopes this client may request; any scope of the resource when omitted. */
     scope: aString.optional(),
-    jwks: z.object({ keys: z.array(z.record(z.string(), z.unknown()), anArray) }, anObject).optional(),
-    grantTypes: z.array(nonEmpty, anArray).optional(),
-  },
+    /** Public keys for `private_key_jwt` (a JWK Set). */
+    jwks: z.object({ keys: readonlyArray(z.array(z.record(z.string(), z.unknown()), anArray)) }, anObject).optional(),
+    /**
+     * Grant types this client may use; `authorization_code` and `refresh_token` by default. Others need the extension
+     * that registers them.
+     */
+    grantTypes: readonlyArray(z.array(grantType, anArray)).optional(),
+  }),
   anObject,
 )
+
+/**
+ * A pre-registered client, from configuration.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-2 | OAuth 2.1 §2}
+ * @interface
+ */
+export type ClientOptions = Readonly<z.input<typeof clientSchema>>
 
 /**
  * The schema of {@link UserOptions}.
@@ -635,14 +252,23 @@ export const clientSchema = z.strictObject(
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.1 | OAuth 2.1 §4.1.1}
  */
 export const userSchema = z.strictObject(
-  {
+  exact({
     username: nonEmpty,
     passwordHash: nonEmpty,
+    /** The `sub` claim; the username when omitted. */
     subject: nonEmpty.optional(),
     displayName: aString.optional(),
-  },
+  }),
   anObject,
 )
+
+/**
+ * A user of the default user-authentication service. `passwordHash` comes from `UserAuthenticator.hashPassword`.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.1 | OAuth 2.1 §4.1.1}
+ * @interface
+ */
+export type UserOptions = Readonly<z.input<typeof userSchema>>
 
 /**
  * The schema of {@link TokenLifetimes}: whole seconds, the authorization code's at most
@@ -651,26 +277,60 @@ export const userSchema = z.strictObject(
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.2 | OAuth 2.1 §4.1.2 (code lifetime)}
  */
 export const lifetimesSchema = z.strictObject(
-  {
+  exact({
+    /** Access token lifetime; 300 s by default. */
     accessToken: positiveWhole.optional(),
+    /** Refresh token lifetime; 30 days by default. */
     refreshToken: positiveWhole.optional(),
+    /** Authorization code lifetime; 60 s by default and at most 60 s. */
     authorizationCode: positiveWhole
       .max(limits.authorizationCodeMax, `must be at most ${limits.authorizationCodeMax}`)
       .optional(),
+    /** Login session lifetime; 8 hours by default. */
     session: positiveWhole.optional(),
+    /**
+     * Seconds after a refresh-token rotation during which the rotated-out token, presented again by the same client,
+     * returns the same successor (with a fresh access token) instead of counting as reuse; 60 s by default, 0 turns it
+     * off. It lets concurrent refreshes (several processes sharing one token file) and retries after a lost response
+     * or a server crash converge on one live token; any older token, or this one after the interval, still revokes
+     * the family.
+     */
     refreshTokenReuseInterval: wholeFromZero.optional(),
+    /**
+     * A dynamically registered client that has not completed an authorization (redeemed a code) this long after it
+     * registered is removed (with the purge job); 24 hours by default; `false` keeps every registration.
+     */
     unusedRegistration: orFalse(positiveWhole, "must be a number of seconds or false").optional(),
+    /**
+     * How long a client secret issued by dynamic registration stays valid (`client_secret_expires_at`); `false` (the
+     * default) issues secrets that do not expire (`client_secret_expires_at: 0`).
+     */
     registeredClientSecret: orFalse(positiveWhole, "must be a number of seconds or false").optional(),
-  },
+  }),
   anObject,
 )
 
-const signingKeyFields = {
+/**
+ * Lifetimes, in seconds.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.2 | OAuth 2.1 §4.1.2 (code lifetime)}
+ * @interface
+ */
+export type TokenLifetimes = Readonly<z.input<typeof lifetimesSchema>>
+
+const signingKeyFields = exact({
+  /** Rotate when the newest key is this old; 30 days by default; `false` rotates only on demand. */
   rotateEvery: orFalse(positiveWhole, "must be a number of seconds or false").optional(),
+  /**
+   * How long a new key is published before it signs; 600 s by default. It must exceed the time resource servers
+   * cache the JWK Set (this server sends `max-age=300`) and be shorter than `rotateEvery`.
+   */
   publishAhead: wholeFromZero.optional(),
+  /** How often each instance checks the schedule and retires superseded keys; 60 s by default (fractions allowed). */
   checkEvery: period.optional(),
+  /** Allowance for clocks differing between instances and verifiers; 60 s by default. */
   clockSkew: wholeFromZero.optional(),
-}
+})
 
 /**
  * The schema of {@link SigningKeyOptions}, with {@link publishAheadConflict} reported on the field that was set
@@ -684,8 +344,7 @@ export const signingKeysSchema = z.strictObject(signingKeyFields, anObject).supe
     signingKeyFields.rotateEvery.safeParse(keys.rotateEvery).success &&
     signingKeyFields.publishAhead.safeParse(keys.publishAhead).success
   if (!fieldsValid) return
-  // zod leaves absent members absent, as the exact optional properties of SigningKeyOptions mean.
-  const rotateEvery = publishAheadConflict(keys as SigningKeyOptions)
+  const rotateEvery = publishAheadConflict(keys)
   if (rotateEvery === undefined) return
   ctx.addIssue(
     keys.publishAhead === undefined
@@ -699,25 +358,81 @@ export const signingKeysSchema = z.strictObject(signingKeyFields, anObject).supe
 })
 
 /**
+ * Signing-key rotation, in seconds. A new key is published in the JWK Set `publishAhead` seconds before it signs
+ * anything, so resource servers that cache the JWK Set see it first; the key it replaces stays published until every
+ * token it signed has expired (its last signing moment plus the access-token lifetime plus `clockSkew`). The state
+ * lives in the key store, so the schedule survives restarts and every instance sharing the store follows it.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc7517.html#section-5 | RFC 7517 §5 (JWK Set)}
+ * @see {@link https://openid.net/specs/openid-connect-core-1_0.html#RotateSigKeys | OpenID Connect Core §10.1.1 (rotation of asymmetric signing keys)}
+ * @interface
+ */
+export type SigningKeyOptions = Readonly<z.input<typeof signingKeysSchema>>
+
+/**
  * The schema of {@link MaintenanceOptions}.
  *
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.2 | OAuth 2.1 §4.1.2}
  */
 export const maintenanceSchema = z.strictObject(
-  { purgeEvery: orFalse(period, "must be a number of seconds or false").optional() },
+  exact({
+    /**
+     * Seconds between two purges of what can no longer matter (expired codes, access-token ids, assertion ids,
+     * refresh tokens, dead families, expired cached metadata documents, retired keys); 300 by default (fractions
+     * allowed); `false` turns the purge off (then call `Storage.purgeExpired` yourself).
+     */
+    purgeEvery: orFalse(period, "must be a number of seconds or false").optional(),
+  }),
   anObject,
 )
 
-const windowLimitSchema = z.strictObject({ max: positiveWhole.optional(), window: positiveWhole.optional() }, anObject)
-const backoffSchema = z.strictObject(
-  {
-    freeAttempts: positiveWhole.optional(),
-    delay: positiveWhole.optional(),
-    maxDelay: positiveWhole.optional(),
-    forgetAfter: positiveWhole.optional(),
-  },
+/**
+ * Background maintenance while the server runs.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.2 | OAuth 2.1 §4.1.2}
+ * @interface
+ */
+export type MaintenanceOptions = Readonly<z.input<typeof maintenanceSchema>>
+
+const windowLimitSchema = z.strictObject(
+  exact({
+    max: positiveWhole.optional(),
+    /** Seconds. */
+    window: positiveWhole.optional(),
+  }),
   anObject,
 )
+const backoffSchema = z.strictObject(
+  exact({
+    freeAttempts: positiveWhole.optional(),
+    /** Seconds. */
+    delay: positiveWhole.optional(),
+    /** Seconds. */
+    maxDelay: positiveWhole.optional(),
+    /** Seconds. */
+    forgetAfter: positiveWhole.optional(),
+  }),
+  anObject,
+)
+
+/**
+ * A fixed-window limit: at most `max` requests per bucket in `window` seconds.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc6585.html#section-4 | RFC 6585 §4 (429 Too Many Requests)}
+ * @interface
+ */
+export type WindowLimitOptions = Readonly<z.input<typeof windowLimitSchema>>
+
+/**
+ * Growing delays after failed sign-ins: the failure that makes `freeAttempts` locks the bucket for `delay` seconds,
+ * each further failure for twice as long, at most `maxDelay`; the count is forgotten `forgetAfter` seconds after the
+ * last attempt.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-7.6 | OAuth 2.1 §7.6}
+ * @interface
+ */
+export type BackoffOptions = Readonly<z.input<typeof backoffSchema>>
+
 /**
  * `schema` or `false` (a limit switched off). A problem inside the object keeps its own path and message
  * (`rateLimits.token.max: must be a whole number`), which a plain union would lose.
@@ -725,7 +440,8 @@ const backoffSchema = z.strictObject(
  * @see {@link https://www.rfc-editor.org/rfc/rfc6585.html#section-4 | RFC 6585 §4}
  */
 export const switchable = <T extends z.ZodType>(schema: T) =>
-  z.unknown().transform((value, ctx): z.output<T> | false => {
+  // Any value reaches the transform, which checks it; the custom schema only gives it its type.
+  z.custom<z.input<T> | false>().transform((value, ctx): z.output<T> | false => {
     if (value === false) return false
     if (typeof value !== "object" || value === null || Array.isArray(value)) {
       ctx.addIssue({ code: "custom", message: "must be an object or false" })
@@ -744,22 +460,43 @@ export const switchable = <T extends z.ZodType>(schema: T) =>
  * @see {@link https://www.rfc-editor.org/rfc/rfc6585.html#section-4 | RFC 6585 §4}
  */
 export const rateLimitsDataSchema = z.strictObject(
-  {
+  exact({
+    /** Failed sign-ins on the login page, per account (the submitted username) and per client address. */
     login: switchable(
       z.strictObject(
-        { account: switchable(backoffSchema).optional(), address: switchable(backoffSchema).optional() },
+        exact({ account: switchable(backoffSchema).optional(), address: switchable(backoffSchema).optional() }),
         anObject,
       ),
     ).optional(),
+    /** Dynamic registrations per client address. */
     registration: switchable(windowLimitSchema).optional(),
+    /**
+     * Token requests per client once it has authenticated with credentials (only the holder of its secret or key
+     * spends this); the requests of public clients (whose ID anyone can send) and of grants without a client, per
+     * client address.
+     */
     token: switchable(windowLimitSchema).optional(),
+    /** Refresh requests of public clients per refresh-token family (the grant), wherever they come from. */
     refresh: switchable(windowLimitSchema).optional(),
+    /**
+     * Token requests of grants without a client (workload identity federation), per identity an assertion proved:
+     * its issuer and subject, counted once the grant has verified the assertion and found it unused.
+     */
     workload: switchable(windowLimitSchema).optional(),
+    /** Revocation requests per authenticated client; those of public clients per client address. */
     revocation: switchable(windowLimitSchema).optional(),
+    /** Introspection requests per authenticated client; those of public clients per client address. */
     introspection: switchable(windowLimitSchema).optional(),
+    /**
+     * Failed client authentications (a wrong secret, a forged assertion, an unknown client) at the token, revocation
+     * and introspection endpoints, per claimed client and client address, apart from the client's own allowance. Past
+     * the limit that client is refused from that address, even with the right credentials, until the window ends;
+     * requests from other addresses are not affected.
+     */
     clientAuthentication: switchable(windowLimitSchema).optional(),
+    /** Fetches of client ID metadata documents and their `jwks_uri` key sets, per host. */
     metadataFetches: switchable(windowLimitSchema).optional(),
-  },
+  }),
   anObject,
 )
 
@@ -769,14 +506,42 @@ export const rateLimitsDataSchema = z.strictObject(
  * @see {@link https://www.rfc-editor.org/rfc/rfc6585.html#section-4 | RFC 6585 §4}
  */
 export const rateLimitsSchema = switchable(
-  rateLimitsDataSchema.extend({
-    clientAddress: z
-      .custom<(request: Request) => string | undefined>((value) => typeof value === "function", {
-        error: "must be a function",
-      })
-      .optional(),
-  }),
+  rateLimitsDataSchema.extend(
+    exact({
+      /**
+       * The client address of a request, for deployments behind a reverse proxy: for example the last entry of
+       * `X-Forwarded-For` as your proxy writes it. Off by default (the TCP peer's address); never trust a header a
+       * client could send past your proxy.
+       */
+      clientAddress: z
+        .custom<(request: Request) => string | undefined>((value) => typeof value === "function", {
+          error: "must be a function",
+        })
+        .optional(),
+    }),
+  ),
 )
+
+/**
+ * Abuse limits, each answered with HTTP 429 and `Retry-After`. Every limit is on by default and can be tuned (a
+ * partial object keeps the defaults of the members left out) or switched off with `false`; `rateLimits: false`
+ * switches them all off. Counts live in the storage's `RateLimiter` (in the database for SQLite and PostgreSQL,
+ * so instances sharing it enforce one limit together).
+ *
+ * The client address is the TCP peer's address from the node:http bridge; behind a reverse proxy that is the proxy's,
+ * so set `clientAddress` to read the proxy's header. Where no address is known (a Web handler mounted outside the
+ * bridge, without `clientAddress`), the per-address limits do not apply: sign-in is then limited per account only,
+ * public clients' refreshes per family only, and registration, failed client authentications and the other requests
+ * of public clients and of grants without a client not at all.
+ *
+ * Every 429 says in its `error_description` which limit was reached and the setting that changes it
+ * (`rateLimits.registration allows 20 in 3600 seconds`).
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc6585.html#section-4 | RFC 6585 §4 (429 Too Many Requests)}
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-7.6 | OAuth 2.1 §7.6}
+ * @interface
+ */
+export type RateLimitOptions = Readonly<Exclude<z.input<typeof rateLimitsSchema>, false>>
 
 /**
  * The schema of {@link DevelopmentOptions}.
@@ -784,9 +549,22 @@ export const rateLimitsSchema = switchable(
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-1.5 | OAuth 2.1 §1.5 (TLS)}
  */
 export const developmentSchema = z.strictObject(
-  { allowHttpLoopbackIssuer: aBoolean.optional(), allowHttpLoopbackUpstream: aBoolean.optional() },
+  exact({
+    /** Accept an `http` issuer whose host is loopback (127.0.0.1, [::1] or localhost). */
+    allowHttpLoopbackIssuer: aBoolean.optional(),
+    /** Accept an `http` `upstream.issuer` on a loopback host (proxy mode). */
+    allowHttpLoopbackUpstream: aBoolean.optional(),
+  }),
   anObject,
 )
+
+/**
+ * Development relaxations. Off by default; each one logs a warning at start-up when on.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-1.5 | OAuth 2.1 §1.5 (TLS)}
+ * @interface
+ */
+export type DevelopmentOptions = Readonly<z.input<typeof developmentSchema>>
 
 /**
  * The schema of the switches of {@link ClientIdMetadataDocumentOptions}; its other members (cache bounds, trust
@@ -795,9 +573,42 @@ export const developmentSchema = z.strictObject(
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#client-id-metadata-documents | MCP 2025-11-25 Client ID Metadata Documents}
  */
 export const clientIdMetadataDocumentsSchema = z.object(
-  { enabled: aBoolean.optional(), allowHttpLoopbackClientIds: aBoolean.optional() },
+  exact({
+    /** True by default; false makes URL client IDs unknown clients, like any unregistered ID. */
+    enabled: aBoolean.optional(),
+    // Documented with the resolver's options, whose member it is too.
+    allowHttpLoopbackClientIds: aBoolean.optional(),
+  }),
   anObject,
 )
+
+const clientIdMetadataDocumentsFields = clientIdMetadataDocumentsSchema.extend(
+  exact({
+    /** Which hosts are accepted and which are verified: domain rules or a function; any https host by default. */
+    trust: z.custom<PolicyOptions | PolicyFunction>().optional(),
+    /** Limits of the outbound fetch (size, time, redirects, trust anchors). */
+    outbound: z.custom<OutboundOptions>().optional(),
+  }),
+)
+
+// The resolver's other options (all optional, checked where they are used) pass through this non-strict object.
+const clientIdMetadataDocumentOptionsSchema: z.ZodType<
+  ResolverOptions & z.output<typeof clientIdMetadataDocumentsFields>,
+  ResolverOptions & z.input<typeof clientIdMetadataDocumentsFields>
+> = clientIdMetadataDocumentsFields
+
+/**
+ * Client ID metadata documents: a `client_id` that is an https URL is resolved by fetching the document at that URL
+ * (through the SSRF-guarded outbound fetch), validated and cached. On by default, accepting any https client ID
+ * (unverified on the consent page), since MCP says authorization servers SHOULD support them. The cache bounds,
+ * size and back-off options are those of {@link ResolverOptions}; `allowHttpLoopbackClientIds` (development only,
+ * logged loudly) also lets the outbound fetch reach http loopback hosts.
+ *
+ * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#client-id-metadata-documents | MCP 2025-11-25 Client ID Metadata Documents}
+ * @see {@link https://www.ietf.org/archive/id/draft-ietf-oauth-client-id-metadata-document-02.html | draft-ietf-oauth-client-id-metadata-document-02}
+ * @interface
+ */
+export type ClientIdMetadataDocumentOptions = Readonly<z.input<typeof clientIdMetadataDocumentOptionsSchema>>
 
 /**
  * The `subjectFrom` values of {@link UpstreamOptions} that are names (the forms a configuration file can hold).
@@ -815,59 +626,239 @@ export const subjectSourceNameSchema = z.enum(["id_token", "access_token"], {
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/security_best_practices#confused-deputy-problem | MCP 2025-11-25 Security Best Practices: Confused Deputy Problem}
  */
 export const upstreamSchema = z.strictObject(
-  {
+  exact({
+    /**
+     * The upstream issuer identifier; its metadata is discovered (RFC 8414, then OpenID Connect Discovery) and must
+     * name the same issuer. https, except on a loopback host with `development.allowHttpLoopbackUpstream`.
+     */
     issuer: nonEmpty,
+    /** Keyway's static client ID at the upstream. */
     clientId: nonEmpty,
+    /** With a secret, Keyway authenticates with `client_secret_basic`; without, it is a public client. */
     clientSecret: nonEmpty.optional(),
+    /** The `scope` of the upstream authorization request. */
     scope: aString.optional(),
+    /**
+     * The `resource` (RFC 8707) of the upstream requests; also the audience checked for
+     * `subjectFrom: "access_token"`.
+     */
     resource: nonEmpty.optional(),
+    /** `id_token` when `scope` has `openid`, `access_token` otherwise. */
     subjectFrom: z
       .union([subjectSourceNameSchema, z.custom<UpstreamIdentityFunction>((value) => typeof value === "function")], {
         error: "must be id_token, access_token or a function",
       })
       .optional(),
+    /** The name shown on the consent page; the upstream host when omitted. */
     name: nonEmpty.optional(),
+    /** Cap on each call to the upstream (metadata, keys, token request), in milliseconds. Default 10000. */
     timeoutMs: positiveWhole.optional(),
+    /** How long a browser's consent to a client is remembered, in seconds. Default 180 days. */
     consentSeconds: positiveWhole.optional(),
-  },
+  }),
   anObject,
 )
 
 /**
- * The schema of the plain-data members of {@link ConfigOptions} (what a JSON file could hold); {@link resolve}
- * validates options with it first, so that every problem of a value names its field the same way for every front
- * end. The members that are functions (`warn`) pass through; the rules between members are {@link resolve}'s.
+ * The schema of {@link ConfigOptions}: {@link resolve} validates options with it first, so that every problem of a
+ * value names its field the same way for every front end. The members that are functions, extensions or objects of
+ * other modules (`warn`, `extensions`, `clientIdMetadataDocuments.trust`) pass through and are checked where they
+ * are used; the rules between members are {@link resolve}'s.
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-2 | RFC 8414 §2}
  */
 export const configSchema = z.object(
-  {
+  exact({
+    /** The issuer identifier: an https URL without query or fragment. */
     issuer: nonEmpty,
+    /**
+     * Moves a database to a new issuer (a new domain, say). A SQLite or PostgreSQL database records the issuer it
+     * serves on its first start and refuses to start for another one, since its clients, keys and tokens are that
+     * issuer's. Set this to the issuer the database served so far: the next start records `issuer` in its place, and
+     * its clients, consents, refresh tokens and signing keys carry over; access tokens issued before still name the
+     * previous issuer. A database that already serves `issuer` is left as it is, so the option can stay until every
+     * instance has moved.
+     */
     previousIssuer: nonEmpty.optional(),
-    resources: z.array(resourceSchema, anArray).min(1, "must name at least one MCP server"),
+    resources: readonlyArray(z.array(resourceSchema, anArray).min(1, "must name at least one MCP server")),
+    /** The resource used when an authorization request has no `resource` parameter (older clients). */
     defaultResource: nonEmpty.optional(),
-    users: z.array(userSchema, anArray).optional(),
-    clients: z.array(clientSchema, anArray).optional(),
+    users: readonlyArray(z.array(userSchema, anArray)).optional(),
+    clients: readonlyArray(z.array(clientSchema, anArray)).optional(),
     lifetimes: lifetimesSchema.optional(),
+    /** Rotate refresh tokens of confidential clients too (public clients always rotate); true by default. */
     rotateConfidentialRefreshTokens: aBoolean.optional(),
+    /**
+     * OpenID Connect: `openid` may be requested besides a resource's scopes, and the authorization code grant then
+     * also answers an ID token for the client (`iss`, `sub`, `aud`, `exp`, `iat`, `auth_time`, the request's
+     * `nonce`), for clients that sign users in with this server (an enterprise identity provider). False by default.
+     *
+     * @see {@link https://openid.net/specs/openid-connect-core-1_0.html#CodeFlowAuth | OpenID Connect Core 1.0 §3.1}
+     */
     openid: aBoolean.optional(),
-    rememberConsentFor: z.array(nonEmpty, anArray).optional(),
-    introspectionClients: z.array(nonEmpty, anArray).optional(),
-    clientIdMetadataDocuments: clientIdMetadataDocumentsSchema.optional(),
+    /**
+     * Client IDs whose remembered consent is reused even though they cannot be verified. A public client whose
+     * redirect URIs are all loopback or private-use (custom scheme) URIs could be any local program choosing its own
+     * port and PKCE pair, so by default it is shown the consent page on every authorization (RFC 8252 §8.6); list a
+     * client here when you vouch for it, e.g. a pre-registered desktop app of your own.
+     */
+    rememberConsentFor: readonlyArray(z.array(nonEmpty, anArray)).optional(),
+    /**
+     * Clients (configured in `clients`, with credentials) that may introspect every token (RFC 7662): the resource
+     * servers. Any other confidential client may introspect only tokens issued to itself; public clients may not
+     * call the introspection endpoint. A resource server that is never sent through the authorization endpoint can
+     * be a client with `grantTypes: []` and no redirect URIs.
+     */
+    introspectionClients: readonlyArray(z.array(nonEmpty, anArray)).optional(),
+    /** Client ID metadata documents; on by default (see {@link ClientIdMetadataDocumentOptions}). */
+    clientIdMetadataDocuments: clientIdMetadataDocumentOptionsSchema.optional(),
+    /** Dynamic Client Registration (RFC 7591); off by default. */
     registration: aBoolean.optional(),
+    /**
+     * Proxy mode: users sign in at this upstream authorization server instead of the local login page, after
+     * Keyway's own per-client consent (see {@link UpstreamOptions}).
+     */
     upstream: upstreamSchema.optional(),
     development: developmentSchema.optional(),
+    /** Largest request body accepted, in bytes; 64 KiB by default. */
     maxBodyBytes: positiveWhole.optional(),
+    /** Where warnings go (development relaxations); `console.warn` by default. Tokens are never logged. */
+    warn: z.custom<(message: string) => void>().optional(),
+    /**
+     * The secret login sessions are signed with (at least 32 random characters). Give every instance behind one
+     * issuer the same value, so a browser can land on any of them during login and consent; a random per-process key
+     * when omitted (then a restart signs users out, and several instances need sticky sessions).
+     */
     sessionSecret: aString
       .min(limits.secretMinLength, `must be at least ${limits.secretMinLength} random characters`)
       .optional(),
+    /** Signing-key rotation (see {@link SigningKeyOptions}); on, every 30 days, by default. */
     signingKeys: signingKeysSchema.optional(),
+    /** Background purge of expired records (see {@link MaintenanceOptions}); every 5 minutes by default. */
     maintenance: maintenanceSchema.optional(),
+    /** Abuse limits (see {@link RateLimitOptions}); all on by default; `false` turns them all off. */
     rateLimits: rateLimitsSchema.optional(),
-  },
+    /** Extensions: further grant types, client-authentication methods and token bindings (see `Extension`). */
+    extensions: z.custom<ReadonlyArray<AuthorizationServerExtension>>().optional(),
+  }),
   { error: "must be an object" },
 )
 
+/**
+ * The options of the authorization server, as users write them.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-2 | RFC 8414 §2}
+ * @interface
+ */
+export type ConfigOptions = Readonly<z.input<typeof configSchema>>
+
+/**
+ * A resource after validation.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8707.html#section-2 | RFC 8707 §2}
+ */
+export interface Resource {
+  readonly uri: string
+  readonly name: string
+  readonly scopes: ReadonlyMap<string, string>
+}
+
+/**
+ * The configuration after validation and defaults.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-2 | RFC 8414 §2}
+ */
+export interface ResolvedConfig {
+  readonly issuer: string
+  readonly issuerUrl: URL
+  /** The issuer a database may be moved from (see {@link ConfigOptions.previousIssuer}), in the issuer's form. */
+  readonly previousIssuer: string | undefined
+  readonly resources: ReadonlyMap<string, Resource>
+  readonly defaultResource: string | undefined
+  readonly users: ReadonlyArray<UserOptions>
+  readonly clients: ReadonlyArray<ClientOptions>
+  readonly accessTokenTtl: number
+  readonly refreshTokenTtl: number
+  readonly codeTtl: number
+  readonly sessionTtl: number
+  /** Seconds; 0 when off. */
+  readonly refreshTokenReuseInterval: number
+  readonly unusedRegistration: number | false
+  readonly registeredClientSecret: number | false
+  /** Public clients with loopback or private-use redirect URIs whose remembered consent is reused all the same. */
+  readonly rememberConsentFor: ReadonlySet<string>
+  readonly rotateConfidentialRefreshTokens: boolean
+  /** Whether ID tokens are issued for `openid` (OpenID Connect Core 1.0 §3.1). */
+  readonly openid: boolean
+  readonly registration: boolean
+  /** Whether URL client IDs are resolved through client ID metadata documents. */
+  readonly clientIdMetadataDocuments: boolean
+  /** Client IDs allowed to introspect every token. */
+  readonly introspectionClients: ReadonlySet<string>
+  readonly secureCookies: boolean
+  readonly maxBodyBytes: number
+  readonly endpoints: Endpoints
+  /** Proxy mode, when configured. */
+  readonly upstream: ResolvedUpstream | undefined
+  readonly signingKeys: ResolvedSigningKeys
+  /** The shared session secret, if configured. */
+  readonly sessionSecret: string | undefined
+  /** Seconds between purges, or false when the purge is off. */
+  readonly purgeEvery: number | false
+  /** The abuse limits; `false` for a limit that is off. */
+  readonly rateLimits: ResolvedRateLimits
+  /** The extensions, in the order given. */
+  readonly extensions: ReadonlyArray<AuthorizationServerExtension>
+}
+
+/**
+ * The abuse limits after defaults; `false` for a limit that is off.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc6585.html#section-4 | RFC 6585 §4}
+ */
+export interface ResolvedRateLimits {
+  readonly login: { readonly account: BackoffRule | false; readonly address: BackoffRule | false }
+  readonly registration: WindowRule | false
+  readonly token: WindowRule | false
+  readonly refresh: WindowRule | false
+  readonly workload: WindowRule | false
+  readonly revocation: WindowRule | false
+  readonly introspection: WindowRule | false
+  readonly clientAuthentication: WindowRule | false
+  readonly metadataFetches: WindowRule | false
+  /** The configured address function; `undefined` uses the node:http bridge's peer address. */
+  readonly clientAddress: RateLimitOptions["clientAddress"]
+}
+
+/**
+ * Signing-key rotation after validation and defaults (seconds): every member of {@link SigningKeyOptions}, present.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc7517.html#section-5 | RFC 7517 §5}
+ * @interface
+ */
+export type ResolvedSigningKeys = {
+  readonly [K in keyof SigningKeyOptions]-?: Exclude<SigningKeyOptions[K], undefined>
+}
+
+/**
+ * Absolute URLs of the endpoints, all under the issuer.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-2 | RFC 8414 §2}
+ */
+export interface Endpoints {
+  readonly authorization: string
+  readonly token: string
+  readonly registration: string
+  /** RFC 7009 revocation endpoint. */
+  readonly revocation: string
+  /** RFC 7662 introspection endpoint. */
+  readonly introspection: string
+  readonly jwks: string
+  readonly login: string
+  readonly consent: string
+  /** Proxy mode: Keyway's redirect URI at the upstream authorization server. */
+  readonly upstreamCallback: string
+}
 const fieldPath = (path: ReadonlyArray<PropertyKey>): string =>
   path.reduce<string>((out, key) => {
     if (typeof key === "number") return `${out}[${key}]`

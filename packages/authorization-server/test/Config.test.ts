@@ -313,6 +313,27 @@ describe("configuration", () => {
     resolve({ ...base, warn: (m) => warnings.push(m) })
     expect(warnings).toEqual([])
   })
+
+  it("takes a member given as undefined as left out, as JavaScript callers write it", () => {
+    // The types say an optional member that is given has a value; validation is kinder to callers without them.
+    const options: Record<string, unknown> = {
+      ...base,
+      resources: [{ ...base.resources[0], name: undefined }],
+      users: undefined,
+      lifetimes: { accessToken: undefined },
+      signingKeys: { rotateEvery: undefined, publishAhead: 600 },
+      rateLimits: { token: undefined, login: { account: undefined } },
+      upstream: undefined,
+      clientIdMetadataDocuments: { enabled: undefined },
+    }
+    const config = resolve(options as never)
+    expect(config.resources.get("https://mcp.example.com/mcp")?.name).toBe("https://mcp.example.com/mcp")
+    expect(config.accessTokenTtl).toBe(defaults.lifetimes.accessToken)
+    expect(config.signingKeys.rotateEvery).toBe(defaults.signingKeys.rotateEvery)
+    expect(config.rateLimits.token).toEqual(defaults.rateLimits.token)
+    expect(config.rateLimits.login.account).toEqual(defaults.rateLimits.login.account)
+    expect(config.clientIdMetadataDocuments).toBe(true)
+  })
 })
 
 describe("Config.defaults, Config.limits and publishAheadConflict", () => {

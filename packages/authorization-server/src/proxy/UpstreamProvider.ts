@@ -10,6 +10,8 @@
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1 | OAuth 2.1 §4.1}
  * @module
  */
+import type { z } from "zod"
+import type { upstreamSchema } from "../Config.js"
 
 /**
  * The upstream token response, as the identity function sees it.
@@ -59,33 +61,12 @@ export type SubjectSource = "id_token" | "access_token" | UpstreamIdentityFuncti
 
 /**
  * The upstream authorization server and Keyway's one static client there. Keyway's redirect URI at the upstream is
- * `<issuer>/upstream/callback`: register exactly that.
+ * `<issuer>/upstream/callback`: register exactly that. Declared by its schema, `Config.upstreamSchema`.
  *
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/security_best_practices#confused-deputy-problem | MCP 2025-11-25 Security Best Practices: Confused Deputy Problem}
+ * @interface
  */
-export interface UpstreamOptions {
-  /**
-   * The upstream issuer identifier; its metadata is discovered (RFC 8414, then OpenID Connect Discovery) and must name
-   * the same issuer. https, except on a loopback host with `development.allowHttpLoopbackUpstream`.
-   */
-  readonly issuer: string
-  /** Keyway's static client ID at the upstream. */
-  readonly clientId: string
-  /** With a secret, Keyway authenticates with `client_secret_basic`; without, it is a public client. */
-  readonly clientSecret?: string
-  /** The `scope` of the upstream authorization request. */
-  readonly scope?: string
-  /** The `resource` (RFC 8707) of the upstream requests; also the audience checked for `subjectFrom: "access_token"`. */
-  readonly resource?: string
-  /** `id_token` when `scope` has `openid`, `access_token` otherwise. */
-  readonly subjectFrom?: SubjectSource
-  /** The name shown on the consent page; the upstream host when omitted. */
-  readonly name?: string
-  /** Cap on each call to the upstream (metadata, keys, token request), in milliseconds. Default 10000. */
-  readonly timeoutMs?: number
-  /** How long a browser's consent to a client is remembered, in seconds. Default 180 days. */
-  readonly consentSeconds?: number
-}
+export type UpstreamOptions = Readonly<z.input<typeof upstreamSchema>>
 
 /**
  * {@link UpstreamOptions} after validation and defaults.
