@@ -215,7 +215,7 @@ describe("the authorization server binds codes and refresh tokens to the DPoP ke
     expect(await body(refused)).toEqual({
       error: "invalid_grant",
       error_description:
-        "the authorization code is bound to another proof-of-possession key (dpop_jkt) than this request proves",
+        "the authorization code is bound to another proof-of-possession key than this request proves",
     })
     const again = await redeem(s, code, { dpop: await proof(s, key) })
     expect(again.status).toBe(400)
@@ -233,7 +233,7 @@ describe("the authorization server binds codes and refresh tokens to the DPoP ke
     expect(await body(refused)).toEqual({
       error: "invalid_grant",
       error_description:
-        "the authorization code is bound to a proof-of-possession key (dpop_jkt) and this request proves none",
+        "the authorization code is bound to a proof-of-possession key and this request proves none",
     })
   })
 
