@@ -19,6 +19,7 @@ import {
 import { ClientMetadataResolver } from "./cimd/ClientMetadataResolver.js"
 import { ClientTrustPolicy } from "./cimd/TrustPolicy.js"
 import { Extensions } from "./Extension.js"
+import { registrationProblem } from "./grants/registry.js"
 import { accountGet, accountLoginPost, accountPaths, accountRevokePost } from "./internal/account.js"
 import { authorizeGet, consentPost, loginPost } from "./internal/authorize.js"
 import { MetadataDocuments, withExtensionMetadata } from "./internal/clients.js"
@@ -194,12 +195,27 @@ const spanName = (path: string, base: string): string =>
         .split("/")
         .join(".")
 
+/**
+ * Why the extensions cannot start, for a `ConfigError`: a grant that claims a built-in grant type, or what an
+ * extension's own `validate` finds.
+ */
+const extensionProblem = (config: ResolvedConfig): string | undefined => {
+  const grants = registrationProblem(config.extensions)
+  if (grants !== undefined) return grants
+  for (const extension of config.extensions) {
+    const problem = extension.validate?.(config)
+    if (problem !== undefined) return `${extension.id}: ${problem}`
+  }
+  return undefined
+}
+
 /** Builds the router over the resolved configuration. */
 const router = (
   config: ResolvedConfig,
   sessions: Sessions,
   policy: RegistrationPolicy | undefined,
   limiter: RateLimiterService,
+  token: Route,
 ) => {
   const base = config.issuerUrl.pathname === "/" ? "" : config.issuerUrl.pathname.replace(/\/$/, "")
   const metadata = Metadata.document(config)
@@ -247,7 +263,7 @@ const router = (
   // Abuse limits (see Config.RateLimitOptions): the back-channel endpoints apply theirs once they know who asks (the
   // authenticated client, or a public client's address and refresh-token family); registration per client address.
   routes.set(`${base}/token`, {
-    POST: (r) => tokenEndpoint(config, r, limiter),
+    POST: token,
     OPTIONS: () => Effect.succeed(preflight("POST, OPTIONS")),
   })
   routes.set(`${base}/revoke`, {
@@ -351,10 +367,8 @@ export class AuthorizationServer extends Context.Service<
         const config = yield* resolveEffect(
           layered.length === 0 ? options : { ...options, extensions: [...(options.extensions ?? []), ...layered] },
         )
-        for (const extension of config.extensions) {
-          const problem = extension.validate?.(config)
-          if (problem !== undefined) return yield* new ConfigError({ message: `${extension.id}: ${problem}` })
-        }
+        const problem = extensionProblem(config)
+        if (problem !== undefined) return yield* new ConfigError({ message: problem })
         const clients = yield* ClientStore
         const now = yield* nowSeconds
         // Before anything is written: a database that serves another issuer is left as it is.
@@ -386,6 +400,12 @@ export class AuthorizationServer extends Context.Service<
           new Sessions(config.secureCookies, config.sessionTtl, config.sessionSecret),
           options.registrationPolicy,
           limiter,
+          // The grants run with the services as they are now, as the routes do (the context provided to `handle`).
+          tokenEndpoint(config, {
+            grants: Context.get(context, GrantStore),
+            signer: Context.get(context, TokenSigner),
+            limiter,
+          }),
         )
         const policy: RotationPolicy = {
           ...config.signingKeys,
@@ -555,10 +575,8 @@ const storageLayer = (option: StorageOption | undefined): Layer.Layer<StorageSer
 export const createAuthorizationServer = (options: AuthorizationServerOptions): AuthorizationServerInstance => {
   // Validates (and warns about development relaxations) now, not at the first request.
   const config = resolve(options)
-  for (const extension of config.extensions) {
-    const problem = extension.validate?.(config)
-    if (problem !== undefined) throw new ConfigError({ message: `${extension.id}: ${problem}` })
-  }
+  const problem = extensionProblem(config)
+  if (problem !== undefined) throw new ConfigError({ message: problem })
   const users =
     options.authenticate === undefined
       ? UserAuthenticator.layerUsers(config.users)

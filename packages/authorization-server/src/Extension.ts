@@ -13,14 +13,15 @@ import type { z } from "zod"
 import type { ResolvedConfig, Resource } from "./Config.js"
 import type { RateLimited } from "./RateLimiter.js"
 import type { StorageError } from "./storage/Errors.js"
-import type { Client, ClientStore, GrantStore } from "./storage/Storage.js"
+import type { Client } from "./storage/Storage.js"
 
 /**
- * The services an extension's handlers may use: the server's client and grant stores.
+ * The services an extension's handlers may require: none. What a handler may do with the server's state is an
+ * operation of its context ({@link GrantContext}, the token-request hook's, {@link ClientAuthenticationContext}).
  *
- * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-7.1 | OAuth 2.1 §7.1}
+ * @deprecated Handlers require no service; this is `never`.
  */
-export type HandlerServices = ClientStore | GrantStore
+export type HandlerServices = never
 
 /**
  * What a grant issues: an access token for one resource (RFC 8707), with its subject, client and scope.
@@ -58,6 +59,11 @@ export interface GrantContext {
   readonly client: Client | undefined
   /** Seconds since the epoch, from Effect's `Clock`. */
   readonly now: number
+  /**
+   * What the request's token-request hooks bound the tokens it issues to ({@link TokenBinding}): {@link GrantContext.issue}
+   * applies it; a grant that redeems something bound (a code, a refresh token) compares its `confirmation`.
+   */
+  readonly binding: TokenBinding
   /**
    * The configured resource a `resource` parameter names (RFC 8707 §2); fails `invalid_target` for a malformed or
    * unknown one, `invalid_request` when the parameter is missing and the server has no default resource.
@@ -125,7 +131,7 @@ export interface GrantHandler {
    */
   readonly handle: (
     context: GrantContext,
-  ) => Effect.Effect<Response, OAuthError.OAuthError | RateLimited | StorageError, HandlerServices>
+  ) => Effect.Effect<Response, OAuthError.OAuthError | RateLimited | StorageError>
 }
 
 /**
@@ -170,7 +176,7 @@ export interface ClientAuthenticationMethod {
   /** Authenticates; the client must be registered with this method. */
   readonly authenticate: (
     context: ClientAuthenticationContext,
-  ) => Effect.Effect<Client, ClientAuthFailure | StorageError, HandlerServices>
+  ) => Effect.Effect<Client, ClientAuthFailure | StorageError>
 }
 
 /**
@@ -210,7 +216,12 @@ export type TokenRequestHook = (context: {
   readonly form: ReadonlyMap<string, string>
   readonly client: Client | undefined
   readonly now: number
-}) => Effect.Effect<TokenBinding | undefined, OAuthError.OAuthError | StorageError, HandlerServices>
+  /**
+   * Records a JWT ID as used until `expiresAt` (seconds); false when it was already recorded in `namespace`. For the
+   * single use of a proof or assertion the request carries (RFC 7519 §4.1.7), shared by every instance on one store.
+   */
+  readonly rememberJti: (namespace: string, jti: string, expiresAt: number) => Effect.Effect<boolean, StorageError>
+}) => Effect.Effect<TokenBinding | undefined, OAuthError.OAuthError | StorageError>
 
 /**
  * One extension of the authorization server: its identifier, what it registers, and the metadata fields it adds.

@@ -8,6 +8,7 @@
 import { WellKnown } from "@keyway/core"
 import type { ResolvedConfig } from "./Config.js"
 import { mergeMetadata } from "./Extension.js"
+import { grantTypes } from "./grants/registry.js"
 
 /**
  * Signature algorithms accepted for `private_key_jwt` client assertions.
@@ -32,8 +33,6 @@ export const document = (config: ResolvedConfig): Record<string, unknown> => {
   const scopes = new Set<string>()
   for (const resource of config.resources.values()) for (const scope of resource.scopes.keys()) scopes.add(scope)
   if (config.openid) scopes.add("openid")
-  const grantTypes = new Set(["authorization_code", "refresh_token"])
-  for (const extension of config.extensions) for (const grant of extension.grants ?? []) grantTypes.add(grant.grantType)
   const authMethods = [
     ...AUTH_METHODS,
     ...config.extensions.flatMap((e) => (e.clientAuthenticationMethods ?? []).map((m) => m.name)),
@@ -47,7 +46,7 @@ export const document = (config: ResolvedConfig): Record<string, unknown> => {
     scopes_supported: [...scopes],
     response_types_supported: ["code"],
     response_modes_supported: ["query"],
-    grant_types_supported: [...grantTypes],
+    grant_types_supported: grantTypes(config.extensions),
     token_endpoint_auth_methods_supported: authMethods,
     token_endpoint_auth_signing_alg_values_supported: CLIENT_ASSERTION_ALGORITHMS,
     revocation_endpoint: config.endpoints.revocation,

@@ -214,8 +214,7 @@ describe("the authorization server binds codes and refresh tokens to the DPoP ke
     expect(refused.status).toBe(400)
     expect(await body(refused)).toEqual({
       error: "invalid_grant",
-      error_description:
-        "the authorization code is bound to another proof-of-possession key (dpop_jkt) than this request proves",
+      error_description: "the authorization code is bound to another proof-of-possession key than this request proves",
     })
     const again = await redeem(s, code, { dpop: await proof(s, key) })
     expect(again.status).toBe(400)
@@ -232,8 +231,7 @@ describe("the authorization server binds codes and refresh tokens to the DPoP ke
     expect(refused.status).toBe(400)
     expect(await body(refused)).toEqual({
       error: "invalid_grant",
-      error_description:
-        "the authorization code is bound to a proof-of-possession key (dpop_jkt) and this request proves none",
+      error_description: "the authorization code is bound to a proof-of-possession key and this request proves none",
     })
   })
 

@@ -1,4 +1,4 @@
-import { type Extension, Storage } from "@keyway/authorization-server"
+import type { Extension } from "@keyway/authorization-server"
 import { Grant, OAuthError } from "@keyway/core"
 import { Effect, Result } from "effect"
 import { z } from "zod"
@@ -133,7 +133,7 @@ export const dpopAuthorizationServer = (options: DPoPServerOptions = {}): Extens
         ? undefined
         : `dpop: ${bad.join(", ")} cannot sign DPoP proofs (asymmetric algorithms only)`
     },
-    tokenRequest: ({ config, request, client, now }) =>
+    tokenRequest: ({ config, request, client, now, rememberJti }) =>
       Effect.gen(function* () {
         if (options.nonce !== undefined && options.nonce !== false && nonces === undefined) {
           nonces = makeNonces(config.sessionSecret, period, `keyway/dpop/authorization-server/${config.issuer}`)
@@ -163,8 +163,7 @@ export const dpopAuthorizationServer = (options: DPoPServerOptions = {}): Extens
         )
         const fresh = issuer === undefined ? undefined : yield* Effect.promise(() => issuer.current(now))
         if (failed(result)) return yield* fail(result.error, result.description, fresh)
-        const grants = yield* Storage.GrantStore
-        if (!(yield* grants.rememberJti("dpop", result.jti, result.iat + window))) {
+        if (!(yield* rememberJti("dpop", result.jti, result.iat + window))) {
           return yield* fail("invalid_dpop_proof", "the DPoP proof was already used", fresh)
         }
         return {
