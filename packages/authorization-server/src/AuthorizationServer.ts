@@ -19,7 +19,7 @@ import {
 import { ClientMetadataResolver } from "./cimd/ClientMetadataResolver.js"
 import { ClientTrustPolicy } from "./cimd/TrustPolicy.js"
 import { Extensions } from "./Extension.js"
-import { registrationProblem } from "./grants/registry.js"
+import { registrationProblem } from "./grants/grantTypes.js"
 import { accountGet, accountLoginPost, accountPaths, accountRevokePost } from "./internal/account.js"
 import { authorizeGet, consentPost, loginPost } from "./internal/authorize.js"
 import { MetadataDocuments, withExtensionMetadata } from "./internal/clients.js"

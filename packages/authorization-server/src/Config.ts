@@ -14,6 +14,7 @@ import { z } from "zod"
 import type { ResolverOptions } from "./cimd/ClientMetadataResolver.js"
 import type { PolicyFunction, PolicyOptions } from "./cimd/TrustPolicy.js"
 import type { AuthorizationServerExtension } from "./Extension.js"
+import { grantTypes as servedGrantTypes } from "./grants/grantTypes.js"
 import { declarationProblem } from "./internal/extensionMetadata.js"
 import { resolveUpstream } from "./internal/upstreamOptions.js"
 import type { Options as OutboundOptions } from "./outbound/OutboundFetch.js"
@@ -1001,11 +1002,7 @@ export const resolve = (options: ConfigOptions): ResolvedConfig => {
   }
   const declarations = declarationProblem(extensions)
   if (declarations !== undefined) throw new ConfigError({ message: `extensions: ${declarations}` })
-  const grantTypes = new Set<string>([
-    "authorization_code",
-    "refresh_token",
-    ...extensions.flatMap((e) => (e.grants ?? []).map((g) => g.grantType)),
-  ])
+  const grantTypes = new Set(servedGrantTypes(extensions))
   // The scopes a client may be limited to: those of the resources, and `openid` when ID tokens are on.
   const definedScopes = new Set([...resources.values()].flatMap((r) => [...r.scopes.keys()]))
   if (options.openid === true) definedScopes.add("openid")

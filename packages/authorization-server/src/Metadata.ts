@@ -8,7 +8,7 @@
 import { WellKnown } from "@keyway/core"
 import type { ResolvedConfig } from "./Config.js"
 import { mergeMetadata } from "./Extension.js"
-import { grantTypes } from "./grants/registry.js"
+import { grantTypes } from "./grants/grantTypes.js"
 
 /**
  * Signature algorithms accepted for `private_key_jwt` client assertions.
