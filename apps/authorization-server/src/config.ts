@@ -2,231 +2,25 @@
  * The app's configuration: the JSON file's shape (the library's `Config.configSchema` with the app's own members, errors
  * naming the field), the command-line flags that override it, and `loadConfig` that combines both.
  *
+ * Each shape is declared once, as a zod schema extending the library's and the extensions' schemas; the types
+ * (`AppConfig`, `UserConfig`, ...) are derived from the schemas, so the types and the rules cannot drift apart.
+ *
  * @module
  */
 import { readFile } from "node:fs/promises"
 import { dirname, resolve } from "node:path"
 import { parseArgs } from "node:util"
-import type { Upstream } from "@keyway/authorization-server"
 import { Config, Storage } from "@keyway/authorization-server"
 import { Grant, SecureUrl } from "@keyway/core"
+import { optionsSchema as clientCredentialsSchema } from "@keyway/ext-client-credentials/authorization-server"
+import { optionsSchema as dpopSchema } from "@keyway/ext-dpop/authorization-server"
 import {
-  type ClientCredentialsGrantOptions,
-  optionsSchema as clientCredentialsSchema,
-} from "@keyway/ext-client-credentials/authorization-server"
-import { type DPoPServerOptions, optionsSchema as dpopSchema } from "@keyway/ext-dpop/authorization-server"
-import {
-  type IdentityAssertionGrantOptions,
-  type IdentityAssertionIssuerOptions,
   optionsSchema as identityAssertionGrantSchema,
   issuerOptionsSchema as identityAssertionIssuerSchema,
 } from "@keyway/ext-enterprise-managed/authorization-server"
-import {
-  type WorkloadIdentityOptions,
-  optionsDataSchema as workloadIdentitySchema,
-} from "@keyway/ext-workload-identity/authorization-server"
+import { optionsDataSchema as workloadIdentitySchema } from "@keyway/ext-workload-identity/authorization-server"
 import { z } from "zod"
 import { databaseProblem, isPostgres } from "./internal/database.js"
-
-/**
- * A user who can sign in on the login page: the library's user (`Config.UserOptions`) with its password given either
- * hashed (`passwordHash`, from `UserAuthenticator.hashPassword`, preferred) or in clear (`password`, hashed with scrypt
- * at start); the `sub` claim is the username.
- */
-export interface UserConfig extends Pick<Config.UserOptions, "username" | "displayName"> {
-  /** Clear-text password, hashed with scrypt at start; prefer `passwordHash` in files others can read. */
-  readonly password?: string
-  readonly passwordHash?: string
-}
-
-/** A pre-registered client: the library's `Config.ClientOptions` that a JSON file can hold. */
-export type ClientConfig = Pick<
-  Config.ClientOptions,
-  | "clientId"
-  | "clientName"
-  | "clientSecret"
-  | "redirectUris"
-  | "tokenEndpointAuthMethod"
-  | "scope"
-  | "grantTypes"
-  | "jwks"
->
-
-/**
- * The MCP authorization extensions the app turns on: each member present enables one, with the extension's own
- * options (`{}` for its defaults).
- *
- * @see {@link https://github.com/modelcontextprotocol/ext-auth | MCP authorization extensions}
- */
-export interface ExtensionsConfig {
-  /** The client credentials grant for configured clients whose `grantTypes` include `client_credentials`. */
-  readonly clientCredentials?: ClientCredentialsGrantOptions
-  /**
-   * Workload identity federation: the JWT bearer grant for workloads whose JWTs come from the trusted `issuers`
-   * (the options of `@keyway/ext-workload-identity` a file can hold; decisions go to the log).
-   */
-  readonly workloadIdentity?: Omit<WorkloadIdentityOptions, "fetch" | "log" | "warn">
-  /** DPoP (RFC 9449): proofs at the token endpoint, access tokens bound to the client's key. */
-  readonly dpop?: DPoPServerOptions
-  /** Enterprise-managed authorization (identity assertions, ID-JAG), in either role or both. */
-  readonly enterpriseManaged?: EnterpriseManagedConfig
-}
-
-/**
- * MCP enterprise-managed authorization (`@keyway/ext-enterprise-managed`): users sign in once at the enterprise
- * identity provider, whose ID tokens their clients exchange there for identity assertions (ID-JAGs) that MCP
- * authorization servers accept with the JWT bearer grant. Each member present puts the server in that role, with the
- * extension's options.
- *
- * @see {@link https://github.com/modelcontextprotocol/ext-auth/blob/main/specification/stable/enterprise-managed-authorization.mdx | MCP enterprise-managed authorization}
- */
-export interface EnterpriseManagedConfig {
-  /**
-   * The server is the enterprise identity provider: the token exchange of its ID tokens for ID-JAGs naming the MCP
-   * authorization servers listed, for the users and scopes the rules allow (`identityAssertionIssuer`'s options;
-   * needs `openid`).
-   *
-   * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-identity-assertion-authz-grant#section-4.3 | Identity Assertion Authorization Grant §4.3}
-   */
-  readonly identityProvider?: IdentityAssertionIssuerOptions
-  /**
-   * The server is an MCP authorization server that accepts ID-JAGs from the trusted identity providers with the JWT
-   * bearer grant (`identityAssertionGrant`'s options a file can hold: no `fetch` or `warn`).
-   *
-   * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-identity-assertion-authz-grant#section-4.4 | Identity Assertion Authorization Grant §4.4}
-   */
-  readonly authorizationServer?: Omit<IdentityAssertionGrantOptions, "fetch" | "warn">
-}
-
-/** An MCP server (protected resource) tokens are issued for: the library's `Config.ResourceOptions`. */
-export type ResourceConfig = Config.ResourceOptions
-
-/** Token and session lifetimes in seconds: the library's `Config.TokenLifetimes`. */
-export type LifetimesConfig = Config.TokenLifetimes
-
-/**
- * Signing-key rotation, in seconds: the library's `Config.SigningKeyOptions`.
- *
- * @see {@link https://www.rfc-editor.org/rfc/rfc7517.html#section-5 | RFC 7517 §5 (JWK Set)}
- */
-export type SigningKeysConfig = Config.SigningKeyOptions
-
-/** Background maintenance: the library's `Config.MaintenanceOptions`. */
-export type MaintenanceConfig = Config.MaintenanceOptions
-
-/**
- * Proxy mode: users sign in at this upstream authorization server (after Keyway's own per-client consent) instead of
- * the local login page. The library's `upstream` option in the forms a JSON file can hold (`subjectFrom` a name, not
- * a function).
- *
- * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/security_best_practices#confused-deputy-problem | MCP 2025-11-25 Security Best Practices: Confused Deputy Problem}
- */
-export interface UpstreamConfig extends Omit<Upstream.UpstreamOptions, "subjectFrom"> {
-  /** `id_token` when `scope` has `openid`, `access_token` otherwise. */
-  readonly subjectFrom?: "id_token" | "access_token"
-}
-
-/** Development relaxations that are not implied by the issuer (the app derives `allowHttpLoopbackIssuer` from it). */
-export type DevelopmentConfig = Pick<Config.DevelopmentOptions, "allowHttpLoopbackUpstream">
-
-/**
- * The app's configuration; also the shape of the JSON configuration file. The library's options that a file can hold
- * (same names, types, defaults and rules, see `Config.ConfigOptions`), plus what is the app's own: where to listen,
- * where the data lives, users with clear-text passwords, and `registration` on by default.
- */
-export interface AppConfig
-  extends Pick<
-    Config.ConfigOptions,
-    | "defaultResource"
-    | "lifetimes"
-    | "signingKeys"
-    | "maintenance"
-    | "sessionSecret"
-    | "rememberConsentFor"
-    | "previousIssuer"
-    | "openid"
-  > {
-  /**
-   * Abuse limits: the library's `rateLimits` in the forms a JSON file can hold, `false` to turn them all off; instead
-   * of the `clientAddress` function, `clientAddressHeader` names the header a reverse proxy in front of the app
-   * writes the client's address in.
-   */
-  readonly rateLimits?: RateLimitsConfig | false
-  /** Default `http://<host>:<port>` (http is accepted only on a loopback host, and logged loudly). */
-  readonly issuer?: string
-  /** Default "127.0.0.1". */
-  readonly host?: string
-  /** Default 9000; 0 picks a free port. */
-  readonly port?: number
-  /** Default "./.keyway-data"; the SQLite database is `<dataDir>/keyway.db` (directory created with mode 0700). */
-  readonly dataDir?: string
-  /**
-   * Explicit SQLite file path, or a PostgreSQL connection string (`postgres://…` or `postgresql://…`) for several
-   * instances sharing one database; either overrides `dataDir`.
-   */
-  readonly database?: string
-  /** The PostgreSQL schema holding Keyway's tables (created when absent); `public` by default. */
-  readonly databaseSchema?: string
-  /** Required, except in proxy mode (`upstream`), where users sign in upstream. */
-  readonly users?: ReadonlyArray<UserConfig>
-  readonly clients?: ReadonlyArray<ClientConfig>
-  readonly resources: ReadonlyArray<ResourceConfig>
-  /** Dynamic client registration (RFC 7591); on by default in the app (off by default in the library). */
-  readonly registration?: boolean
-  readonly clientIdMetadataDocuments?: Pick<
-    Config.ClientIdMetadataDocumentOptions,
-    "enabled" | "allowHttpLoopbackClientIds"
-  >
-  /**
-   * The secret login sessions are signed with (see the library's `sessionSecret`). `loadConfig` also takes it from
-   * the environment variable `KEYWAY_SESSION_SECRET`.
-   */
-  readonly sessionSecret?: string
-  readonly upstream?: UpstreamConfig
-  readonly development?: DevelopmentConfig
-  /** MCP authorization extensions (see {@link ExtensionsConfig}); none by default. */
-  readonly extensions?: ExtensionsConfig
-  /** Prometheus metrics on a listener of their own; off by default, and never on the public port. */
-  readonly metrics?: MetricsConfig
-  /**
-   * A file to append one JSON line per security event to (created with mode 0600); relative to the configuration
-   * file's directory. Off by default.
-   */
-  readonly auditLog?: string
-  /** OpenTelemetry traces of every endpoint, exported over OTLP/HTTP; off by default (and then free). */
-  readonly tracing?: TracingConfig
-}
-
-/** Where the metrics listener listens: `GET /metrics` in the Prometheus text format. */
-export interface MetricsConfig {
-  /** Required; 0 picks a free port. Must differ from the public port. */
-  readonly port: number
-  /** Default "127.0.0.1". */
-  readonly host?: string
-}
-
-/** Trace export over OTLP/HTTP (JSON or protobuf, as the collector accepts). */
-export interface TracingConfig {
-  /** The collector's base URL, e.g. `http://127.0.0.1:4318` (spans go to `<url>/v1/traces`). */
-  readonly otlpEndpoint: string
-  /** The `service.name` resource attribute; default "keyway-authorization-server". */
-  readonly serviceName?: string
-}
-
-/**
- * Abuse limits as a configuration file holds them: the library's `Config.RateLimitOptions` without the
- * `clientAddress` function, plus `clientAddressHeader`.
- *
- * @see {@link https://www.rfc-editor.org/rfc/rfc6585.html#section-4 | RFC 6585 §4 (429 Too Many Requests)}
- */
-export interface RateLimitsConfig extends Omit<Config.RateLimitOptions, "clientAddress"> {
-  /**
-   * Behind a reverse proxy: the header it sets to the client's address (`X-Real-IP`, or `X-Forwarded-For`, whose last
-   * entry is taken: the one the proxy appended). Only for a proxy that always writes it, or clients could choose
-   * their own address. Without it, the address is the TCP peer's (the proxy's, behind one).
-   */
-  readonly clientAddressHeader?: string
-}
 
 /** Defaults of the app's own settings (the library's options take the library's defaults, `Config.defaults`). */
 export const DEFAULTS = {
@@ -253,6 +47,33 @@ const database = nonEmpty.superRefine((value, ctx) => {
 
 const library = Config.configSchema.shape
 
+const anArray = { error: "must be an array" }
+const anObject = { error: "must be an object" }
+
+/**
+ * The members of a shape as the library's option types declare them (its `Config` does the same): an optional member
+ * may be left out, and where it is given it has a value (`host?: string`, which with `exactOptionalPropertyTypes`
+ * does not take `undefined`). Only the type changes: validation still takes a member given as `undefined` as left out.
+ */
+type ExactShape<S> = { [K in keyof S]: S[K] extends z.ZodOptional<infer T> ? z.ZodExactOptional<T> : S[K] }
+const exact = <S extends z.core.$ZodLooseShape>(shape: S): ExactShape<S> => shape as unknown as ExactShape<S>
+
+/**
+ * A value as a configuration file holds it and the app reads it, never changing it: arrays read-only, and optional
+ * members exact at every depth, as the extensions declare their options (zod infers mutable arrays and
+ * `T | undefined` members from their schemas).
+ */
+type FileData<T> = T extends (...args: never) => unknown
+  ? T
+  : T extends ReadonlyArray<infer E>
+    ? ReadonlyArray<FileData<E>>
+    : T extends object
+      ? { readonly [K in keyof T]: FileData<Exclude<T[K], undefined>> }
+      : T
+// The schema as the type of the data it accepts and gives (see FileData); its checks are unchanged.
+const fileData = <S extends z.ZodType>(schema: S): z.ZodType<FileData<z.output<S>>, FileData<z.input<S>>> =>
+  schema as unknown as z.ZodType<FileData<z.output<S>>, FileData<z.input<S>>>
+
 // A clear-text password as long as a password used alone must be (Config.passwordProblem).
 const password = nonEmpty.superRefine((value, ctx) => {
   const problem = Config.passwordProblem(value)
@@ -262,21 +83,202 @@ const password = nonEmpty.superRefine((value, ctx) => {
 // The library's user with its password in either form, instead of the hash alone and a subject of its own.
 const userSchema = Config.userSchema
   .pick({ username: true, displayName: true })
-  .extend({ password: password.optional(), passwordHash: Config.userSchema.shape.passwordHash.optional() })
+  .extend(
+    exact({
+      /** Clear-text password, hashed with scrypt at start; prefer `passwordHash` in files others can read. */
+      password: password.optional(),
+      passwordHash: Config.userSchema.shape.passwordHash.optional(),
+    }),
+  )
   .refine((u) => (u.password === undefined) !== (u.passwordHash === undefined), {
     message: "needs exactly one of password and passwordHash",
   })
 
-const anArray = { error: "must be an array" }
-const anObject = { error: "must be an object" }
+/**
+ * A user who can sign in on the login page: the library's user (`Config.UserOptions`) with its password given either
+ * hashed (`passwordHash`, from `UserAuthenticator.hashPassword`, preferred) or in clear (`password`, hashed with scrypt
+ * at start); the `sub` claim is the username.
+ *
+ * @interface
+ */
+export type UserConfig = Readonly<z.input<typeof userSchema>>
+
+/**
+ * A pre-registered client: the library's `Config.ClientOptions`, all of which a JSON file can hold.
+ *
+ * @interface
+ */
+export type ClientConfig = Config.ClientOptions
+
+// Enterprise-managed authorization in either role or both (see EnterpriseManagedConfig).
+const enterpriseManagedSchema = z
+  .strictObject(
+    exact({
+      /**
+       * The server is the enterprise identity provider: the token exchange of its ID tokens for ID-JAGs naming the MCP
+       * authorization servers listed, for the users and scopes the rules allow (`identityAssertionIssuer`'s options;
+       * needs `openid`).
+       *
+       * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-identity-assertion-authz-grant#section-4.3 | Identity Assertion Authorization Grant §4.3}
+       */
+      identityProvider: fileData(identityAssertionIssuerSchema).optional(),
+      /**
+       * The server is an MCP authorization server that accepts ID-JAGs from the trusted identity providers with the
+       * JWT bearer grant (`identityAssertionGrant`'s options a file can hold: no `fetch` or `warn`).
+       *
+       * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-identity-assertion-authz-grant#section-4.4 | Identity Assertion Authorization Grant §4.4}
+       */
+      authorizationServer: fileData(identityAssertionGrantSchema.omit({ fetch: true, warn: true })).optional(),
+    }),
+    anObject,
+  )
+  .refine((e) => e.identityProvider !== undefined || e.authorizationServer !== undefined, {
+    message: "needs identityProvider, authorizationServer or both",
+  })
+
+/**
+ * MCP enterprise-managed authorization (`@keyway/ext-enterprise-managed`): users sign in once at the enterprise
+ * identity provider, whose ID tokens their clients exchange there for identity assertions (ID-JAGs) that MCP
+ * authorization servers accept with the JWT bearer grant. Each member present puts the server in that role, with the
+ * extension's options.
+ *
+ * @see {@link https://github.com/modelcontextprotocol/ext-auth/blob/main/specification/stable/enterprise-managed-authorization.mdx | MCP enterprise-managed authorization}
+ * @interface
+ */
+export type EnterpriseManagedConfig = Readonly<z.input<typeof enterpriseManagedSchema>>
+
+// The MCP authorization extensions the app turns on (see ExtensionsConfig).
+const extensionsSchema = z.strictObject(
+  exact({
+    /** The client credentials grant for configured clients whose `grantTypes` include `client_credentials`. */
+    clientCredentials: fileData(clientCredentialsSchema).optional(),
+    /**
+     * Workload identity federation: the JWT bearer grant for workloads whose JWTs come from the trusted `issuers`
+     * (the options of `@keyway/ext-workload-identity` a file can hold; decisions go to the log).
+     */
+    workloadIdentity: fileData(workloadIdentitySchema).optional(),
+    /** DPoP (RFC 9449): proofs at the token endpoint, access tokens bound to the client's key. */
+    dpop: fileData(dpopSchema).optional(),
+    /** Enterprise-managed authorization (identity assertions, ID-JAG), in either role or both. */
+    enterpriseManaged: enterpriseManagedSchema.optional(),
+  }),
+  anObject,
+)
+
+/**
+ * The MCP authorization extensions the app turns on: each member present enables one, with the extension's own
+ * options (`{}` for its defaults).
+ *
+ * @see {@link https://github.com/modelcontextprotocol/ext-auth | MCP authorization extensions}
+ * @interface
+ */
+export type ExtensionsConfig = Readonly<z.input<typeof extensionsSchema>>
+
+/** An MCP server (protected resource) tokens are issued for: the library's `Config.ResourceOptions`. */
+export type ResourceConfig = Config.ResourceOptions
+
+/** Token and session lifetimes in seconds: the library's `Config.TokenLifetimes`. */
+export type LifetimesConfig = Config.TokenLifetimes
+
+/**
+ * Signing-key rotation, in seconds: the library's `Config.SigningKeyOptions`.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc7517.html#section-5 | RFC 7517 §5 (JWK Set)}
+ */
+export type SigningKeysConfig = Config.SigningKeyOptions
+
+/** Background maintenance: the library's `Config.MaintenanceOptions`. */
+export type MaintenanceConfig = Config.MaintenanceOptions
+
+// The library's upstream with `subjectFrom` a name only (a file holds no function).
+const upstreamSchema = Config.upstreamSchema.extend(
+  exact({
+    /** `id_token` when `scope` has `openid`, `access_token` otherwise. */
+    subjectFrom: Config.subjectSourceNameSchema.optional(),
+  }),
+)
+
+/**
+ * Proxy mode: users sign in at this upstream authorization server (after Keyway's own per-client consent) instead of
+ * the local login page. The library's `upstream` option in the forms a JSON file can hold (`subjectFrom` a name, not
+ * a function).
+ *
+ * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/security_best_practices#confused-deputy-problem | MCP 2025-11-25 Security Best Practices: Confused Deputy Problem}
+ * @interface
+ */
+export type UpstreamConfig = Readonly<z.input<typeof upstreamSchema>>
+
+// allowHttpLoopbackIssuer follows from the issuer.
+const developmentSchema = Config.developmentSchema.omit({ allowHttpLoopbackIssuer: true })
+
+/**
+ * Development relaxations that are not implied by the issuer (the app derives `allowHttpLoopbackIssuer` from it).
+ *
+ * @interface
+ */
+export type DevelopmentConfig = Readonly<z.input<typeof developmentSchema>>
+
+const metricsSchema = z.strictObject(
+  exact({
+    /** Required; 0 picks a free port. Must differ from the public port. */
+    port,
+    /** Default "127.0.0.1". */
+    host: nonEmpty.optional(),
+  }),
+  { error: "must be an object with port (and host)" },
+)
+
+/**
+ * Where the metrics listener listens: `GET /metrics` in the Prometheus text format.
+ *
+ * @interface
+ */
+export type MetricsConfig = Readonly<z.input<typeof metricsSchema>>
+
+const tracingSchema = z.strictObject(
+  exact({
+    /** The collector's base URL, e.g. `http://127.0.0.1:4318` (spans go to `<url>/v1/traces`). */
+    otlpEndpoint: nonEmpty.refine((v) => /^https?:$/.test(URL.parse(v)?.protocol ?? ""), "must be an http(s) URL"),
+    /** The `service.name` resource attribute; default "keyway-authorization-server". */
+    serviceName: nonEmpty.optional(),
+  }),
+  { error: "must be an object with otlpEndpoint" },
+)
+
+/**
+ * Trace export over OTLP/HTTP (JSON or protobuf, as the collector accepts).
+ *
+ * @interface
+ */
+export type TracingConfig = Readonly<z.input<typeof tracingSchema>>
+
+const rateLimitsSchema = Config.rateLimitsDataSchema.extend(
+  exact({
+    /**
+     * Behind a reverse proxy: the header it sets to the client's address (`X-Real-IP`, or `X-Forwarded-For`, whose
+     * last entry is taken: the one the proxy appended). Only for a proxy that always writes it, or clients could
+     * choose their own address. Without it, the address is the TCP peer's (the proxy's, behind one).
+     */
+    clientAddressHeader: nonEmpty.regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, "must be a header name").optional(),
+  }),
+)
+
+/**
+ * Abuse limits as a configuration file holds them: the library's `Config.RateLimitOptions` without the
+ * `clientAddress` function, plus `clientAddressHeader`.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc6585.html#section-4 | RFC 6585 §4 (429 Too Many Requests)}
+ * @interface
+ */
+export type RateLimitsConfig = Readonly<z.input<typeof rateLimitsSchema>>
 
 // The grant types beyond the authorization code and refresh token grants, and the settings under `extensions` that
 // serve each (any one of them; with what it needs).
-type ExtensionsShape = { readonly [K in keyof ExtensionsConfig]?: unknown }
+type ExtensionsData = z.output<typeof extensionsSchema>
 // A Map, so that a name such as `constructor` is an unknown grant type, not an inherited member.
 const grantExtensions: ReadonlyMap<
   string,
-  ReadonlyArray<{ readonly field: string; readonly on: (e: ExtensionsShape) => boolean; readonly needs: string }>
+  ReadonlyArray<{ readonly field: string; readonly on: (e: ExtensionsData) => boolean; readonly needs: string }>
 > = new Map([
   [
     Grant.CLIENT_CREDENTIALS,
@@ -298,7 +300,7 @@ const grantExtensions: ReadonlyMap<
       },
       {
         field: "enterpriseManaged.authorizationServer",
-        on: (e) => (e.enterpriseManaged as EnterpriseManagedConfig | undefined)?.authorizationServer !== undefined,
+        on: (e) => e.enterpriseManaged?.authorizationServer !== undefined,
         needs: "with the identity providers whose ID-JAGs it trusts",
       },
     ],
@@ -308,7 +310,7 @@ const grantExtensions: ReadonlyMap<
     [
       {
         field: "enterpriseManaged.identityProvider",
-        on: (e) => (e.enterpriseManaged as EnterpriseManagedConfig | undefined)?.identityProvider !== undefined,
+        on: (e) => e.enterpriseManaged?.identityProvider !== undefined,
         needs: "with the MCP authorization servers it issues ID-JAGs for",
       },
     ],
@@ -316,7 +318,7 @@ const grantExtensions: ReadonlyMap<
 ])
 
 /** Why a client may not list grant type `g` with these extensions, or undefined when it may. */
-const grantProblem = (g: string, extensions: ExtensionsShape | undefined): string | undefined => {
+const grantProblem = (g: string, extensions: ExtensionsData | undefined): string | undefined => {
   if (g === Grant.AUTHORIZATION_CODE || g === Grant.REFRESH_TOKEN) return undefined
   const servers = grantExtensions.get(g)
   if (servers === undefined) {
@@ -333,22 +335,35 @@ const grantProblem = (g: string, extensions: ExtensionsShape | undefined): strin
   return `${g} needs ${servers.map(({ field }) => `extensions.${field}`).join(" or ")}, which is not configured (${needs})`
 }
 
-/** The zod schema of {@link AppConfig}: unknown fields are refused so that typos do not go unnoticed. */
+/**
+ * The zod schema of {@link AppConfig}: the library's options a file can hold (the library's schemas, same names,
+ * types, defaults and rules) and the app's own members. Unknown fields are refused so that typos do not go unnoticed.
+ */
 export const appConfigSchema = z
   .strictObject(
-    {
-      // Derived from host and port when absent.
+    exact({
+      /** Default `http://<host>:<port>` (http is accepted only on a loopback host, and logged loudly). */
       issuer: library.issuer.optional(),
       previousIssuer: library.previousIssuer,
+      /** Default "127.0.0.1". */
       host: nonEmpty.optional(),
+      /** Default 9000; 0 picks a free port. */
       port: port.optional(),
+      /** Default "./.keyway-data"; the SQLite database is `<dataDir>/keyway.db` (directory created with mode 0700). */
       dataDir: nonEmpty.optional(),
+      /**
+       * Explicit SQLite file path, or a PostgreSQL connection string (`postgres://…` or `postgresql://…`) for several
+       * instances sharing one database; either overrides `dataDir`.
+       */
       database: database.optional(),
+      /** The PostgreSQL schema holding Keyway's tables (created when absent); `public` by default. */
       databaseSchema: Storage.postgresSchemaName.optional(),
-      users: z.array(userSchema, anArray).optional(),
-      clients: z.array(Config.clientSchema, anArray).optional(),
+      /** Required, except in proxy mode (`upstream`), where users sign in upstream. */
+      users: fileData(z.array(userSchema, anArray)).optional(),
+      clients: library.clients,
       resources: library.resources,
       defaultResource: library.defaultResource,
+      /** Dynamic client registration (RFC 7591); on by default in the app (off by default in the library). */
       registration: library.registration,
       clientIdMetadataDocuments: z.strictObject(Config.clientIdMetadataDocumentsSchema.shape).optional(),
       lifetimes: library.lifetimes,
@@ -356,54 +371,31 @@ export const appConfigSchema = z
       openid: library.openid,
       signingKeys: library.signingKeys,
       maintenance: library.maintenance,
-      rateLimits: Config.switchable(
-        Config.rateLimitsDataSchema.extend({
-          clientAddressHeader: nonEmpty.regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, "must be a header name").optional(),
-        }),
-      ).optional(),
+      /**
+       * Abuse limits: the library's `rateLimits` in the forms a JSON file can hold, `false` to turn them all off;
+       * instead of the `clientAddress` function, `clientAddressHeader` names the header a reverse proxy in front of
+       * the app writes the client's address in.
+       */
+      rateLimits: Config.switchable(rateLimitsSchema).optional(),
+      /**
+       * The secret login sessions are signed with (see the library's `sessionSecret`). `loadConfig` also takes it from
+       * the environment variable `KEYWAY_SESSION_SECRET`.
+       */
       sessionSecret: library.sessionSecret,
-      upstream: Config.upstreamSchema.extend({ subjectFrom: Config.subjectSourceNameSchema.optional() }).optional(),
-      // allowHttpLoopbackIssuer follows from the issuer.
-      development: Config.developmentSchema.omit({ allowHttpLoopbackIssuer: true }).optional(),
-      extensions: z
-        .strictObject(
-          {
-            clientCredentials: clientCredentialsSchema.optional(),
-            workloadIdentity: workloadIdentitySchema.optional(),
-            dpop: dpopSchema.optional(),
-            enterpriseManaged: z
-              .strictObject(
-                {
-                  identityProvider: identityAssertionIssuerSchema.optional(),
-                  authorizationServer: identityAssertionGrantSchema.omit({ fetch: true, warn: true }).optional(),
-                },
-                anObject,
-              )
-              .refine((e) => e.identityProvider !== undefined || e.authorizationServer !== undefined, {
-                message: "needs identityProvider, authorizationServer or both",
-              })
-              .optional(),
-          },
-          anObject,
-        )
-        .optional(),
-      metrics: z
-        .strictObject({ port, host: nonEmpty.optional() }, { error: "must be an object with port (and host)" })
-        .optional(),
+      upstream: upstreamSchema.optional(),
+      development: developmentSchema.optional(),
+      /** MCP authorization extensions (see {@link ExtensionsConfig}); none by default. */
+      extensions: extensionsSchema.optional(),
+      /** Prometheus metrics on a listener of their own; off by default, and never on the public port. */
+      metrics: metricsSchema.optional(),
+      /**
+       * A file to append one JSON line per security event to (created with mode 0600); relative to the configuration
+       * file's directory. Off by default.
+       */
       auditLog: nonEmpty.optional(),
-      tracing: z
-        .strictObject(
-          {
-            otlpEndpoint: nonEmpty.refine(
-              (v) => /^https?:$/.test(URL.parse(v)?.protocol ?? ""),
-              "must be an http(s) URL",
-            ),
-            serviceName: nonEmpty.optional(),
-          },
-          { error: "must be an object with otlpEndpoint" },
-        )
-        .optional(),
-    },
+      /** OpenTelemetry traces of every endpoint, exported over OTLP/HTTP; off by default (and then free). */
+      tracing: tracingSchema.optional(),
+    }),
     { error: "must be a JSON object" },
   )
   .superRefine((config, ctx) => {
@@ -434,6 +426,15 @@ export const appConfigSchema = z
       }
     }
   })
+
+/**
+ * The app's configuration; also the shape of the JSON configuration file. The library's options that a file can hold
+ * (same names, types, defaults and rules, see `Config.ConfigOptions`), plus what is the app's own: where to listen,
+ * where the data lives, users with clear-text passwords, and `registration` on by default.
+ *
+ * @interface
+ */
+export type AppConfig = Readonly<z.input<typeof appConfigSchema>>
 
 /** The configuration (file or object) is invalid; the message names the field of each problem. */
 export class ConfigFileError extends Error {
@@ -469,8 +470,7 @@ export const parseConfig = (value: unknown, source: string): AppConfig => {
     throw new ConfigFileError(`invalid configuration in ${source}:\n  ${problems.join("\n  ")}`)
   }
   if (!parsed.success) throw new ConfigFileError(`invalid configuration in ${source}`)
-  // zod leaves absent optional fields absent, which is what AppConfig's exact optional properties mean.
-  return parsed.data as AppConfig
+  return parsed.data
 }
 
 /**
