@@ -74,8 +74,8 @@ const keyway = async (): Promise<Endpoints> => {
       warn: () => undefined,
       resources: [{ uri: settings.resource, scopes: { [settings.scope]: "Read" } }],
       clients: [{ clientId: settings.clientId, redirectUris: [settings.redirectUri] }],
-      // One client sends every request here, far over the per-client limit a real client would meet.
-      rateLimits: { token: false },
+      // One client sends every request here, far over the per-client and per-family limits a real client would meet.
+      rateLimits: { token: false, refresh: false },
     }).pipe(
       Layer.provideMerge(
         Layer.merge(

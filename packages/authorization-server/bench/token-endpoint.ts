@@ -403,8 +403,8 @@ Both servers have one public client (PKCE S256 required, the refresh token rotat
 do not end with the browser session, and the bench's user signed in and the consent granted through each server's own
 steps before every run (not measured; oidc-provider's memory adapter keeps 1000 entries, so the tokens of one run push
 the session of the sign-in before out of it). oidc-provider 9.13.3 runs with its built-in memory adapter (nothing
-written anywhere). Keyway's per-client token-request limit is off (one client sends every
-request). The PostgreSQL cluster is started by the script on this machine (PostgreSQL ${postgresVersion || "n/a"},
+written anywhere). Keyway's per-client token-request limit and per-family refresh limit are off (one client sends every
+request, each connection refreshes one family). The PostgreSQL cluster is started by the script on this machine (PostgreSQL ${postgresVersion || "n/a"},
 loopback TCP, \`fsync=off\` as in the test cluster, so its figures leave out disk flushes).
 
 ### Refresh-token rotation (one token request per operation)
