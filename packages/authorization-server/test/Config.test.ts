@@ -6,6 +6,7 @@ import { AuthorizationServer, createAuthorizationServer } from "../src/Authoriza
 import { ConfigError, defaults, limits, publishAheadConflict, resolve } from "../src/Config.js"
 import { layerMemory } from "../src/storage/Storage.js"
 import { UserAuthenticator } from "../src/UserAuthenticator.js"
+import { refusedByBothFaces as refused } from "./support/refused.js"
 
 const base = {
   issuer: "https://as.example.com",
@@ -87,24 +88,7 @@ describe("configuration", () => {
     })
   }
 
-  /** The message both faces refuse `options` with: the plain face's thrown error and the layer's typed failure. */
-  const refusedByBothFaces = async (options: Record<string, unknown>): Promise<string> => {
-    const plain = thrownBy(() => createAuthorizationServer({ ...base, ...options } as never))
-    expect(plain).toBeInstanceOf(ConfigError)
-    const exit = await Effect.runPromiseExit(
-      Layer.build(
-        AuthorizationServer.layer({ ...base, ...options } as never).pipe(
-          Layer.provide(Layer.merge(layerMemory, UserAuthenticator.layerUsers([]))),
-        ),
-      ).pipe(Effect.scoped),
-    )
-    if (Exit.isSuccess(exit)) throw new Error("the layer was built")
-    expect(Cause.hasDies(exit.cause)).toBe(false)
-    const failure = Cause.squash(exit.cause)
-    expect(failure).toBeInstanceOf(ConfigError)
-    expect((failure as ConfigError).message).toBe((plain as ConfigError).message)
-    return (plain as ConfigError).message
-  }
+  const refusedByBothFaces = (options: Record<string, unknown>) => refused({ ...base, ...options })
   const client = { clientId: "c", redirectUris: ["https://c.example.com/cb"] }
   const twoScopes = { read: "Read", write: "Write" }
 

@@ -1,13 +1,10 @@
 import { OAuthError } from "@keyway/core"
 import { expectOAuthError } from "@keyway/testing/oauth"
-import { Cause, Effect, Exit, Layer } from "effect"
+import { Effect } from "effect"
 import { decodeJwt } from "jose"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { AuthorizationServer, createAuthorizationServer } from "../src/AuthorizationServer.js"
-import { ConfigError } from "../src/Config.js"
 import type { AuthorizationServerExtension, GrantHandler } from "../src/Extension.js"
-import { layerMemory } from "../src/storage/Storage.js"
-import { UserAuthenticator } from "../src/UserAuthenticator.js"
+import { refusedByBothFaces } from "./support/refused.js"
 import { basic, MCP, SECRET, startServer, type TestServer, tokenRequest } from "./support/server.js"
 
 const TICKET = "urn:example:ticket"
@@ -139,29 +136,7 @@ describe("an extension grant with a built-in grant type", () => {
   const message =
     "example.com/shadow: the grant type refresh_token is the server's own; an extension cannot register it"
 
-  it("is refused at start-up by the plain face, with a ConfigError naming the grant type", () => {
-    let thrown: unknown
-    try {
-      createAuthorizationServer(options)
-    } catch (error) {
-      thrown = error
-    }
-    expect(thrown).toBeInstanceOf(ConfigError)
-    expect((thrown as ConfigError).message).toBe(message)
-  })
-
-  it("fails the Effect face's layer with the same ConfigError", async () => {
-    const exit = await Effect.runPromiseExit(
-      Layer.build(
-        AuthorizationServer.layer(options).pipe(
-          Layer.provide(Layer.merge(layerMemory, UserAuthenticator.layerUsers([]))),
-        ),
-      ).pipe(Effect.scoped),
-    )
-    if (Exit.isSuccess(exit)) throw new Error("the layer was built")
-    expect(Cause.hasDies(exit.cause)).toBe(false)
-    const failure = Cause.squash(exit.cause)
-    expect(failure).toBeInstanceOf(ConfigError)
-    expect((failure as ConfigError).message).toBe(message)
+  it("is refused at start-up by both faces, with the same ConfigError naming the grant type", async () => {
+    expect(await refusedByBothFaces(options)).toBe(message)
   })
 })
