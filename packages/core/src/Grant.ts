@@ -106,3 +106,18 @@ export const ID_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:id_token"
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-identity-assertion-authz-grant#section-3 | Identity Assertion Authorization Grant §3}
  */
 export const ID_JAG_TYP = "oauth-id-jag+jwt"
+
+/**
+ * The token type of an OAuth 2.0 access token, as a token exchange's `subject_token_type`, `requested_token_type`
+ * and `issued_token_type`.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8693.html#section-3 | RFC 8693 §3}
+ */
+export const ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
+
+/**
+ * The token type of a JWT, as a token exchange's `subject_token_type` or `actor_token_type`.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8693.html#section-3 | RFC 8693 §3}
+ */
+export const JWT_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:jwt"

@@ -50,7 +50,8 @@ export * as Scope from "./Scope.js"
 
 /** Where plain http is acceptable: loopback hosts, the secure-or-loopback policy, loopback redirect URIs (RFC 8252 §7.3, §8.3). */
 export * as SecureUrl from "./SecureUrl.js"
-
+/** The token exchange: the request, its checks at the token endpoint, and the `act` and `may_act` delegation claims (RFC 8693). */
+export * as TokenExchange from "./TokenExchange.js"
 /** The processing half of a token request: an error response, a missing token, a token type the caller cannot use (RFC 6749 §5, RFC 8693 §2.2). */
 export * as TokenResponse from "./TokenResponse.js"
 

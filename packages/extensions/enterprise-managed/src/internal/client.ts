@@ -1,6 +1,6 @@
 import type { ClientConfig, Extension } from "@keyway/client"
 import { AuthError } from "@keyway/client"
-import { ClientAuth, Grant, Options, SecureUrl, TokenResponse, WellKnown } from "@keyway/core"
+import { ClientAuth, Grant, Options, SecureUrl, TokenExchange, TokenResponse, WellKnown } from "@keyway/core"
 import { Clock, Effect, Result } from "effect"
 import { decodeJwt } from "jose"
 import { identityProviderMetadata } from "./discovery.js"
@@ -151,15 +151,16 @@ export const enterpriseManaged = (options: EnterpriseManagedOptions): Extension.
             message: `no ID token: ${(e as Error).message}`,
           }),
       })
-      const body = new URLSearchParams({
-        grant_type: Grant.TOKEN_EXCHANGE,
-        requested_token_type: Grant.ID_JAG_TOKEN_TYPE,
-        subject_token: idToken,
-        subject_token_type: Grant.ID_TOKEN_TYPE,
-        audience: context.server.issuer,
-        resource: context.resource,
-      })
-      if (context.scope !== undefined) body.set("scope", context.scope)
+      const body = new URLSearchParams(
+        TokenExchange.request({
+          requestedTokenType: Grant.ID_JAG_TOKEN_TYPE,
+          subjectToken: idToken,
+          subjectTokenType: Grant.ID_TOKEN_TYPE,
+          audience: context.server.issuer,
+          resource: context.resource,
+          scope: context.scope,
+        }),
+      )
       const headers = new Headers({ "content-type": "application/x-www-form-urlencoded", accept: "application/json" })
       const auth =
         idp.clientSecret === undefined

@@ -1,5 +1,5 @@
 import type { Extension } from "@keyway/authorization-server"
-import { CanonicalUri, Grant, Options, Scope } from "@keyway/core"
+import { CanonicalUri, Grant, Options, Scope, TokenExchange } from "@keyway/core"
 import { Effect, Result } from "effect"
 import { z } from "zod"
 import { err } from "./common.js"
@@ -119,17 +119,15 @@ export const identityAssertionIssuer = (
           Effect.gen(function* () {
             const { client, form, now, config } = context
             if (client === undefined) return yield* err("invalid_client", "client authentication is required")
-            const subjectToken = form.get("subject_token")
-            if (subjectToken === undefined || subjectToken === "") {
-              return yield* err("invalid_request", "subject_token is missing")
-            }
-            if (form.get("subject_token_type") !== Grant.ID_TOKEN_TYPE) {
-              return yield* err("invalid_request", `subject_token_type must be ${Grant.ID_TOKEN_TYPE}`)
-            }
-            const audience = form.get("audience")
-            if (audience === undefined || audience === "") return yield* err("invalid_request", "audience is missing")
-            const resource = form.get("resource")
-            if (resource === undefined || resource === "") return yield* err("invalid_request", "resource is missing")
+            const parsed = TokenExchange.parseRequest(form, {
+              subjectTokenTypes: [Grant.ID_TOKEN_TYPE],
+              requestedTokenTypes: [Grant.ID_JAG_TOKEN_TYPE],
+              requireAudience: true,
+              requireResource: true,
+            })
+            if (Result.isFailure(parsed)) return yield* err(parsed.failure.code, parsed.failure.description)
+            // Both are present: the policy requires them.
+            const { subjectToken, audience = "", resource = "" } = parsed.success
             // The server's ID tokens are typed JWT (its access tokens at+jwt, which are no subject tokens here).
             const idToken = yield* context.verifyOwn(subjectToken, { typ: "JWT" })
             if (idToken === undefined || typeof idToken.sub !== "string") {
@@ -165,18 +163,16 @@ export const identityAssertionIssuer = (
             if (matching.length === 0) return yield* err("invalid_grant", `the user ${subject} may not reach ${target}`)
             const allowed = Scope.dedupe(matching.flatMap((r) => Scope.parse(r.scope)))
             let granted = allowed
-            const scopeParam = form.get("scope")
-            if (scopeParam !== undefined) {
-              const asked = Scope.validate(scopeParam)
-              if (Result.isFailure(asked)) return yield* err("invalid_scope", "scope is malformed")
-              const denied = asked.success.filter((s) => !allowed.includes(s))
+            if (parsed.success.scope !== undefined) {
+              const asked = Scope.parse(parsed.success.scope)
+              const denied = asked.filter((s) => !allowed.includes(s))
               if (denied.length > 0) {
                 return yield* err(
                   "invalid_scope",
                   `the user ${subject} may not obtain the scope ${denied.join(" ")} at ${target}`,
                 )
               }
-              granted = asked.success
+              granted = asked
             }
             const scope = Scope.format(granted)
             const assertion = yield* context.sign(
