@@ -44,6 +44,20 @@ export interface CorsOptions {
 }
 
 /**
+ * Which delegated tokens a protected resource accepts: tokens obtained by token exchange for someone acting for the
+ * user carry the actors in an `act` claim, nested for a chain (`{ sub: "b", act: { sub: "a" } }`: b acts now, a
+ * before). Every actor of the chain must be one of `actors`, and the chain at most `maxChain` long.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8693.html#section-4.1 | RFC 8693 §4.1}
+ */
+export interface DelegationOptions {
+  /** The actors (`act.sub`, a client ID for Keyway's authorization server) trusted to act for users; at least one. */
+  readonly actors: ReadonlyArray<string>
+  /** The longest chain of actors accepted: an integer from 1 (default) to core's `TokenExchange.MAX_CHAIN`. */
+  readonly maxChain?: number
+}
+
+/**
  * Configuration of a protected resource.
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc9728.html#section-2 | RFC 9728 §2}
@@ -101,6 +115,11 @@ export interface ProtectedResourceOptions {
    * of it is read (a declared `Content-Length` at once, a chunked body when it grows past the limit). Default 4 MiB.
    */
   readonly maxBodyBytes?: number
+  /**
+   * Accept delegated tokens (with an `act` claim, RFC 8693 §4.1) from these actors. Without it a delegated token is
+   * refused with 401 `invalid_token`; an accepted one has its chain in {@link VerifiedToken.actors}.
+   */
+  readonly delegation?: DelegationOptions
 }
 
 /**

@@ -3,7 +3,9 @@
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc9068.html#section-2.2 | RFC 9068 §2.2}
  * @see {@link https://www.rfc-editor.org/rfc/rfc7662.html#section-2.2 | RFC 7662 §2.2}
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8693.html#section-4.1 | RFC 8693 §4.1}
  */
+import type { TokenExchange } from "@keyway/core"
 import { Schema } from "effect"
 
 /**
@@ -30,6 +32,12 @@ export interface VerifiedToken {
   readonly notBefore?: number
   /** Token identifier (`jti`). */
   readonly tokenId?: string
+  /**
+   * Who acts for the subject, for a delegated token (one whose claims carry `act`, RFC 8693 §4.1): the current actor
+   * first, the earliest last. Set by the protected resource once it has accepted the chain (see its `delegation`
+   * option), from the claims alone; absent for a token that is not delegated.
+   */
+  readonly actors?: ReadonlyArray<TokenExchange.Actor>
   /** Every claim, as verified (JWT payload or introspection response). */
   readonly claims: Readonly<Record<string, unknown>>
   /**
@@ -40,9 +48,10 @@ export interface VerifiedToken {
 }
 
 /**
- * Why a token was refused.
+ * Why a token was refused. `delegation-refused`: a delegated token (`act`) whose chain this resource does not accept.
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc6750.html#section-3.1 | RFC 6750 §3.1 (invalid_token)}
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8693.html#section-4.1 | RFC 8693 §4.1}
  */
 export const InvalidTokenReason = Schema.Literals([
   "malformed",
@@ -57,6 +66,7 @@ export const InvalidTokenReason = Schema.Literals([
   "missing-claim",
   "inactive",
   "rejected",
+  "delegation-refused",
 ])
 
 /**

@@ -18,6 +18,7 @@ import {
   now,
   type Running,
   type SigningKey,
+  startIntrospection,
   startJwks,
   startNodeServer,
   startWebServer,
@@ -416,49 +417,6 @@ describe("JWKS discovery cooldown", () => {
     }),
   )
 })
-
-interface IntrospectionState {
-  hits: number
-  down: boolean
-  answers: Record<string, Record<string, unknown>>
-  lastAuthorization: string | undefined
-  lastBody: string
-}
-
-const startIntrospection = async (): Promise<Running & { state: IntrospectionState; url: string }> => {
-  const state: IntrospectionState = { hits: 0, down: false, answers: {}, lastAuthorization: undefined, lastBody: "" }
-  const running = await startNodeServer((req, res) => {
-    let body = ""
-    req.on("data", (d) => {
-      body += d
-    })
-    req.on("end", () => {
-      state.hits++
-      state.lastAuthorization = req.headers.authorization
-      state.lastBody = body
-      if (state.down) {
-        res.writeHead(500).end()
-        return
-      }
-      const form = new URLSearchParams(body)
-      const basic = `Basic ${btoa("rs:s3cret")}`
-      const authed =
-        req.headers.authorization === basic ||
-        req.headers.authorization === "Bearer rs-token" ||
-        (form.get("client_id") === "rs" && form.get("client_secret") === "s3cret")
-      if (req.method !== "POST" || !authed) {
-        // A body of many chunks: a reader that lets go of it early leaves the rest unread.
-        res
-          .writeHead(401, { "content-type": "application/json" })
-          .end(JSON.stringify({ error: "invalid_client", error_description: "x".repeat(256 * 1024) }))
-        return
-      }
-      const answer = state.answers[form.get("token") ?? ""] ?? { active: false }
-      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(answer))
-    })
-  })
-  return { ...running, state, url: `${running.origin}/introspect` }
-}
 
 describe("introspection verifier", () => {
   let is: Awaited<ReturnType<typeof startIntrospection>>

@@ -109,6 +109,53 @@ export const accessToken = (
     ...extra,
   })
 
+export interface IntrospectionState {
+  hits: number
+  down: boolean
+  answers: Record<string, Record<string, unknown>>
+  lastAuthorization: string | undefined
+  lastBody: string
+}
+
+/**
+ * An RFC 7662 introspection endpoint on loopback: it takes client `rs` with secret `s3cret` (Basic or in the form) or
+ * the bearer token `rs-token`, answers each token from `state.answers` (inactive otherwise), and can be made to fail.
+ */
+export const startIntrospection = async (): Promise<Running & { state: IntrospectionState; url: string }> => {
+  const state: IntrospectionState = { hits: 0, down: false, answers: {}, lastAuthorization: undefined, lastBody: "" }
+  const running = await startNodeServer((req, res) => {
+    let body = ""
+    req.on("data", (d) => {
+      body += d
+    })
+    req.on("end", () => {
+      state.hits++
+      state.lastAuthorization = req.headers.authorization
+      state.lastBody = body
+      if (state.down) {
+        res.writeHead(500).end()
+        return
+      }
+      const form = new URLSearchParams(body)
+      const basic = `Basic ${btoa("rs:s3cret")}`
+      const authed =
+        req.headers.authorization === basic ||
+        req.headers.authorization === "Bearer rs-token" ||
+        (form.get("client_id") === "rs" && form.get("client_secret") === "s3cret")
+      if (req.method !== "POST" || !authed) {
+        // A body of many chunks: a reader that lets go of it early leaves the rest unread.
+        res
+          .writeHead(401, { "content-type": "application/json" })
+          .end(JSON.stringify({ error: "invalid_client", error_description: "x".repeat(256 * 1024) }))
+        return
+      }
+      const answer = state.answers[form.get("token") ?? ""] ?? { active: false }
+      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(answer))
+    })
+  })
+  return { ...running, state, url: `${running.origin}/introspect` }
+}
+
 /** An unsigned (`alg: none`) JWT. */
 export const unsecured = (claims: Record<string, unknown>): string => {
   const enc = (v: unknown) => Buffer.from(JSON.stringify(v)).toString("base64url")

@@ -2,12 +2,13 @@
  * The protected resource's options checked once and turned into the resolved form every request reads: the metadata
  * document (RFC 9728 §2) already serialised, scope tables, CORS and cache settings.
  */
-import { CanonicalUri, Challenge, Scope, SecureUrl, WellKnown, Wire } from "@keyway/core"
+import { CanonicalUri, Challenge, Scope, SecureUrl, TokenExchange, WellKnown, Wire } from "@keyway/core"
 import { DEFAULT_MAX_BODY_BYTES } from "@keyway/http"
 import { Result } from "effect"
 import type { PresentationScheme } from "../Presentation.js"
 import type { ProtectedResourceOptions, ScopeStrategy } from "../ProtectedResource.js"
 import { maxClockSkewSeconds, type ResourceIdentity } from "../TokenVerifier.js"
+import type { DelegationConfig } from "./delegation.js"
 import type { OperationScopes } from "./jsonrpc.js"
 
 /** The allowed origins; `undefined` when CORS is off. */
@@ -35,6 +36,8 @@ export interface Config {
   readonly maxBodyBytes: number
   /** Presentation schemes besides Bearer (see `Presentation`). */
   readonly schemes: ReadonlyArray<PresentationScheme>
+  /** The delegated tokens accepted; undefined: none. */
+  readonly delegation: DelegationConfig | undefined
 }
 
 /** What is wrong with the options: the public face turns it into `InvalidConfiguration`. */
@@ -127,6 +130,20 @@ export const resolve = (options: Omit<ProtectedResourceOptions, "verifier">): Re
   if (!Number.isSafeInteger(maxBodyBytes) || maxBodyBytes < 0) {
     return fail("maxBodyBytes", "must be a non-negative integer")
   }
+  let delegation: DelegationConfig | undefined
+  if (options.delegation !== undefined) {
+    const { actors, maxChain = 1 } = options.delegation
+    if (!Array.isArray(actors) || actors.length === 0) return fail("delegation.actors", "must name at least one actor")
+    for (const actor of actors) {
+      if (typeof actor !== "string" || actor === "") {
+        return fail("delegation.actors", `has an actor that is not a non-empty string: ${JSON.stringify(actor)}`)
+      }
+    }
+    if (!Number.isInteger(maxChain) || maxChain < 1 || maxChain > TokenExchange.MAX_CHAIN) {
+      return fail("delegation.maxChain", `must be an integer from 1 to ${TokenExchange.MAX_CHAIN}, not ${maxChain}`)
+    }
+    delegation = { actors: new Set(actors), maxChain }
+  }
   return Result.succeed({
     identity: { resource: canonical, authorizationServers: [...servers] },
     resource: canonical,
@@ -151,5 +168,6 @@ export const resolve = (options: Omit<ProtectedResourceOptions, "verifier">): Re
     cacheTtlMs: options.cache === false ? 0 : (options.cache?.maxTtlSeconds ?? 3600) * 1000,
     maxBodyBytes,
     schemes,
+    delegation,
   })
 }

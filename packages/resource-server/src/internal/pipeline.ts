@@ -1,8 +1,9 @@
 /**
  * The authentication pipeline, written once for both faces: query and body token refusal (RFC 6750 §2.2, §2.3),
  * Authorization header parsing (RFC 6750 §2.1), verification through the verified-token cache with the protected
- * resource's own re-check of audience and expiry, per-operation scopes read from the JSON-RPC body, and the body
- * limit. The plain face calls it directly and the Effect face wraps its result.
+ * resource's own re-check of audience and expiry and its rule for delegated tokens (RFC 8693 §4.1), per-operation
+ * scopes read from the JSON-RPC body, and the body limit. The plain face calls it directly and the Effect face wraps
+ * its result.
  *
  * It is plain code on purpose: a request with a cached token and nothing else to read runs synchronously, with no
  * promise and no Effect run loop, because that loop costs more than the whole check (docs/benchmarks.md). Time is
@@ -25,6 +26,7 @@ import {
   type ScanFailure,
 } from "./challenge.js"
 import type { Config } from "./config.js"
+import { judge } from "./delegation.js"
 import { type OperationScan, scanOperations, scanParsed } from "./jsonrpc.js"
 import { descriptions, unavailableDescription } from "./reasons.js"
 
@@ -100,13 +102,21 @@ export const makePipeline = (config: Config, refusals: Refusals, verify: Verify,
     if (!namesResource(token.audience, config.resource)) {
       return Result.fail(new InvalidToken({ reason: "wrong-audience", description: descriptions["wrong-audience"] }))
     }
+    // Delegation is judged on the claims, whichever verifier produced them; a token with no `act` (and no `actors`
+    // of a verifier's own) passes untouched. The cached token keeps the accepted chain.
+    let accepted = token
+    if (token.claims.act !== undefined || token.actors !== undefined) {
+      const judged = judge(config.delegation, token)
+      if (Result.isFailure(judged)) return judged
+      accepted = judged.success
+    }
     const until = Math.min(
       token.expiresAt === undefined ? Number.POSITIVE_INFINITY : token.expiresAt * 1000,
       token.reuseUntil ?? Number.POSITIVE_INFINITY,
       at + config.cacheTtlMs,
     )
-    cache.set(key, token, until)
-    return result
+    cache.set(key, accepted, until)
+    return accepted === token ? result : Result.succeed(accepted)
   }
 
   const requiredFor = async (

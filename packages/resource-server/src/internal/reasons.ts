@@ -18,6 +18,7 @@ export const descriptions: Readonly<Record<InvalidTokenReason, string>> = {
   "missing-claim": "The access token lacks a required claim",
   inactive: "The access token is not active",
   rejected: "The access token was rejected",
+  "delegation-refused": "Delegated access tokens (with an act claim) are not accepted by this resource",
 }
 
 /** The description sent to clients when verification is unavailable (the verifier failed closed). */
