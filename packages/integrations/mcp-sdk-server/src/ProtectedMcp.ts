@@ -4,7 +4,7 @@
  *
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization | MCP: Authorization}
  */
-import type { ProtectedResource, ProtectedResourceService } from "@keyway/resource-server"
+import type { ProtectedResource, ProtectedResourceService, VerifiedToken } from "@keyway/resource-server"
 import type { AuthInfo } from "@modelcontextprotocol/server"
 
 /**
@@ -28,8 +28,9 @@ export interface ProtectMcpOptions {
 }
 
 /**
- * The SDK's `AuthInfo` for a verified token. Subject, issuer and claims go into `extra`; `clientId` is empty when
- * the token names no client.
+ * The SDK's `AuthInfo` for a verified token. Subject, issuer, claims, the actors of a delegated token and the
+ * authentication itself (for {@link authenticatedOf}) go into `extra`; `clientId` is empty when the token names no
+ * client.
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc9068.html#section-2.2 | RFC 9068 §2.2}
  */
@@ -44,6 +45,8 @@ export const toAuthInfo = (auth: ProtectedResource.Authenticated, resource: stri
       ...(token.subject === undefined ? {} : { subject: token.subject }),
       ...(token.issuer === undefined ? {} : { issuer: token.issuer }),
       claims: token.claims,
+      ...(token.actors === undefined ? {} : { actors: token.actors }),
+      authenticated: auth,
     },
   }
   if (token.expiresAt !== undefined) info.expiresAt = token.expiresAt
@@ -85,6 +88,11 @@ export interface Caller {
   readonly issuer?: string
   readonly expiresAt?: number
   readonly claims: Readonly<Record<string, unknown>>
+  /**
+   * Who acts for the subject when the token is delegated (RFC 8693 `act`, current actor first), as the protected
+   * resource's `delegation` option accepted it; absent otherwise.
+   */
+  readonly actors?: NonNullable<VerifiedToken.VerifiedToken["actors"]>
 }
 
 /**
@@ -98,7 +106,7 @@ export const callerOf = (
 ): Caller | undefined => {
   const info = source === undefined ? undefined : "token" in source ? source : source.http?.authInfo
   if (info === undefined) return undefined
-  const extra = (info.extra ?? {}) as { subject?: unknown; issuer?: unknown; claims?: unknown }
+  const extra = (info.extra ?? {}) as { subject?: unknown; issuer?: unknown; claims?: unknown; actors?: unknown }
   const caller: { -readonly [K in keyof Caller]: Caller[K] } = {
     clientId: info.clientId,
     scopes: info.scopes,
@@ -107,7 +115,29 @@ export const callerOf = (
   if (typeof extra.subject === "string") caller.subject = extra.subject
   if (typeof extra.issuer === "string") caller.issuer = extra.issuer
   if (info.expiresAt !== undefined) caller.expiresAt = info.expiresAt
+  if (Array.isArray(extra.actors)) caller.actors = extra.actors as NonNullable<VerifiedToken.VerifiedToken["actors"]>
   return caller
+}
+
+/**
+ * The resource server's authentication of an MCP request (the verified token and the access token as presented) from
+ * a handler's context (`ctx`) or from an `AuthInfo` made by {@link toAuthInfo}; undefined when the request was not
+ * authenticated by Keyway. What a tool hands to code that acts for the caller, such as an on-behalf-of token
+ * exchange (`@keyway/ext-token-exchange/resource-server`).
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8693.html#section-1.1 | RFC 8693 §1.1 (delegation)}
+ */
+export const authenticatedOf = (
+  source: { readonly http?: { readonly authInfo?: AuthInfo } } | AuthInfo | undefined,
+): ProtectedResource.Authenticated | undefined => {
+  const info = source === undefined ? undefined : "token" in source ? source : source.http?.authInfo
+  const auth = (info?.extra as { authenticated?: unknown } | undefined)?.authenticated
+  if (typeof auth !== "object" || auth === null) return undefined
+  const { token, accessToken } = auth as Partial<ProtectedResource.Authenticated>
+  // Only the authentication this AuthInfo was made for: the SDK's token and Keyway's must be the same.
+  return accessToken === info?.token && typeof token === "object" && token !== null
+    ? (auth as ProtectedResource.Authenticated)
+    : undefined
 }
 
 /**

@@ -9,4 +9,4 @@
 /** The integration. */
 export * as ProtectedMcp from "./ProtectedMcp.js"
 
-export { type Caller, callerOf, hasScopes, protectMcp, toAuthInfo } from "./ProtectedMcp.js"
+export { authenticatedOf, type Caller, callerOf, hasScopes, protectMcp, toAuthInfo } from "./ProtectedMcp.js"

@@ -5,7 +5,7 @@ import { Client, InsufficientScopeError, StreamableHTTPClientTransport } from "@
 import { createMcpHandler, McpServer, WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/server"
 import { afterEach, describe, expect, it } from "vitest"
 import { z } from "zod"
-import { callerOf, hasScopes, protectMcp } from "../src/index.js"
+import { authenticatedOf, callerOf, hasScopes, protectMcp } from "../src/index.js"
 
 const ISSUER = "https://as.example.com"
 const servers: Array<Server> = []
@@ -22,6 +22,14 @@ const makeServer = () => {
   server.registerTool("whoami", { description: "Who is calling" }, async (ctx) => ({
     content: [{ type: "text", text: JSON.stringify(callerOf(ctx)) }],
   }))
+  server.registerTool("inbound", { description: "The authentication a tool hands on" }, async (ctx) => {
+    const auth = authenticatedOf(ctx)
+    return {
+      content: [
+        { type: "text", text: JSON.stringify({ accessToken: auth?.accessToken, subject: auth?.token.subject }) },
+      ],
+    }
+  })
   server.registerTool(
     "write_note",
     { description: "Write a note", inputSchema: z.object({ text: z.string() }) },
@@ -48,6 +56,7 @@ const start = async (mode: Mode) => {
     scopesSupported: ["mcp"],
     requiredScopes: ["mcp"],
     toolScopes: { write_note: ["notes:write"] },
+    delegation: { actors: ["notes-server"] },
     verifier: custom((token) =>
       token.startsWith("good")
         ? {
@@ -57,7 +66,7 @@ const start = async (mode: Mode) => {
             scopes: token === "good-writer" ? ["mcp", "notes:write"] : ["mcp"],
             audience: [resource],
             expiresAt: Math.floor(Date.now() / 1000) + 600,
-            claims: { sub: "alice" },
+            claims: token === "good-delegated" ? { sub: "alice", act: { sub: "notes-server" } } : { sub: "alice" },
           }
         : null,
     ),
@@ -97,6 +106,32 @@ describe.each(["createMcpHandler", "transport"] as const)("MCP SDK server via %s
       claims: { sub: "alice" },
     })
     await client.close()
+  })
+
+  it("a delegated token's actors reach the caller, and authenticatedOf hands on the token as presented", async () => {
+    const { resource } = await start(mode)
+    const client = await connect(resource, "good-delegated")
+    const caller = JSON.parse(text(await client.callTool({ name: "whoami", arguments: {} })))
+    expect(caller.actors).toEqual([{ sub: "notes-server" }])
+    expect(JSON.parse(text(await client.callTool({ name: "inbound", arguments: {} })))).toEqual({
+      accessToken: "good-delegated",
+      subject: "alice",
+    })
+    await client.close()
+    const plain = await connect(resource, "good")
+    expect(JSON.parse(text(await plain.callTool({ name: "whoami", arguments: {} }))).actors).toBeUndefined()
+    await plain.close()
+  })
+
+  it("authenticatedOf is undefined for an AuthInfo Keyway did not make, or one whose token was replaced", () => {
+    expect(authenticatedOf(undefined)).toBeUndefined()
+    expect(authenticatedOf({ token: "t", clientId: "c", scopes: [] })).toBeUndefined()
+    const auth = { accessToken: "t", token: { scopes: [], audience: [], claims: {} } }
+    expect(authenticatedOf({ token: "t", clientId: "c", scopes: [], extra: { authenticated: auth } })).toBe(auth)
+    expect(
+      authenticatedOf({ token: "other", clientId: "c", scopes: [], extra: { authenticated: auth } }),
+    ).toBeUndefined()
+    expect(authenticatedOf({ http: {} })).toBeUndefined()
   })
 
   it("per-tool scopes: write_note needs notes:write", async () => {
