@@ -88,10 +88,11 @@ export interface OwnAccessToken {
   /** `exp`, in seconds since the epoch. */
   readonly expiresAt: number
   /**
-   * The live grant the token was issued under, with the grant's whole scope; undefined for a token issued under no
-   * grant (client credentials).
+   * The live grant the token was issued under, with the grant's whole scope and the resource the user authorized
+   * (which is not the token's own for a token exchanged from another); undefined for a token issued under no grant
+   * (client credentials).
    */
-  readonly grant: { readonly id: string; readonly scope: string } | undefined
+  readonly grant: { readonly id: string; readonly scope: string; readonly resource: string } | undefined
 }
 
 /**

@@ -115,6 +115,8 @@ export const verifyOwnAccessToken = (
       scope: claims.scope,
       jti: claims.jti,
       expiresAt: claims.exp,
-      grant: Option.isSome(grant) ? { id: grant.value.grant_id, scope: grant.value.scope } : undefined,
+      grant: Option.isSome(grant)
+        ? { id: grant.value.grant_id, scope: grant.value.scope, resource: grant.value.resource }
+        : undefined,
     }
   })

@@ -95,13 +95,12 @@ const configured = (config: Config.ResolvedConfig, uri: string): Config.Resource
 const validate = (options: TokenExchangeOptions, config: Config.ResolvedConfig): string | undefined => {
   for (const [clientId, policy] of Object.entries(options.clients)) {
     const client = config.clients.find((c) => c.clientId === clientId)
-    if (client !== undefined) {
-      if (!(client.grantTypes ?? []).includes(Grant.TOKEN_EXCHANGE)) {
-        return `clients.${clientId}: the client's grantTypes do not include ${Grant.TOKEN_EXCHANGE}`
-      }
-      if (Config.clientAuthMethod(client) === "none") {
-        return `clients.${clientId}: the client is public (no credentials): token exchange is for confidential clients`
-      }
+    if (client === undefined) return `clients.${clientId}: no such client is configured`
+    if (!(client.grantTypes ?? []).includes(Grant.TOKEN_EXCHANGE)) {
+      return `clients.${clientId}: the client's grantTypes do not include ${Grant.TOKEN_EXCHANGE}`
+    }
+    if (Config.clientAuthMethod(client) === "none") {
+      return `clients.${clientId}: the client is public (no credentials): token exchange is for confidential clients`
     }
     for (const [i, rule] of policy.exchanges.entries()) {
       const at = `clients.${clientId}.exchanges.${i}`
@@ -203,14 +202,14 @@ export const tokenExchange = (options: TokenExchangeOptions): Extension.Authoriz
             if (fromSource.length === 0) {
               return yield* err(
                 "invalid_request",
-                `the client ${client.client_id} may not exchange tokens for ${subject.resource}`,
+                `the client ${client.client_id} may not exchange a token for ${subject.resource}`,
               )
             }
             const rules = fromSource.filter((r) => CanonicalUri.equals(r.to, target.uri))
             if (rules.length === 0) {
               return yield* err(
                 "invalid_target",
-                `the client ${client.client_id} may not exchange tokens for ${subject.resource} for ${target.uri}`,
+                `the client ${client.client_id} may not exchange a token for ${subject.resource} for one for ${target.uri}`,
               )
             }
 
@@ -237,8 +236,13 @@ export const tokenExchange = (options: TokenExchangeOptions): Extension.Authoriz
               return yield* err("invalid_request", `the delegation chain would be longer than ${maxChain}`)
             }
 
-            // Scope: never wider than what the subject token and its grant both still hold, mapped by the rules.
-            const held = Scope.intersection(Scope.parse(subject.scope), Scope.parse(subject.grant.scope))
+            // Scope: never wider than what the subject token holds, mapped by the rules; a token for the resource the
+            // user authorized holds no more than its grant either (an exchanged token's scope was bounded when it was
+            // exchanged, in another resource's scopes than the grant's).
+            const tokenScope = Scope.parse(subject.scope)
+            const held = CanonicalUri.equals(subject.grant.resource, subject.resource)
+              ? Scope.intersection(tokenScope, Scope.parse(subject.grant.scope))
+              : tokenScope
             const allowed = Scope.dedupe(
               rules.flatMap((r) =>
                 Object.entries(r.scopes)

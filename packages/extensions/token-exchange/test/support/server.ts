@@ -6,9 +6,11 @@ import {
   createAuthorizationServer,
   type Extension,
   NodeServer,
+  Storage as Stores,
   UserAuthenticator,
 } from "@keyway/authorization-server"
 import { ClientAuth, Grant, Pkce } from "@keyway/core"
+import { type Effect, Layer, ManagedRuntime } from "effect"
 import { type TokenExchangeOptions, tokenExchange } from "../../src/authorization-server.js"
 
 /** The MCP server users sign in for (the source of exchanges). */
@@ -42,6 +44,8 @@ export interface TestServer {
   readonly issuer: string
   readonly as: AuthorizationServer.AuthorizationServerInstance
   readonly events: Array<Record<string, unknown>>
+  /** Runs an operation of the Administration API against the server's storage. */
+  readonly admin: <A>(effect: Effect.Effect<A, Stores.StorageError, Stores.GrantStore>) => Promise<A>
   readonly close: () => Promise<void>
 }
 
@@ -60,6 +64,11 @@ export const startServer = async (overrides: ServerOverrides = {}): Promise<Test
   let handler: (request: Request) => Promise<Response> = async () => new Response(null, { status: 503 })
   const running = await NodeServer.listen((request) => handler(request))
   const events: Array<Record<string, unknown>> = []
+  const path = dir === undefined ? undefined : join(dir, "as.db")
+  // The Administration API runs beside the server: on the same SQLite file, or on the very memory store it uses.
+  const admin =
+    path === undefined ? ManagedRuntime.make(Stores.layerMemory) : ManagedRuntime.make(Stores.layerSqlite({ path }))
+  const shared = path === undefined ? Layer.succeedContext(await admin.context()) : undefined
   const confidential = (clientId: string, grantTypes: ReadonlyArray<string>) => ({
     clientId,
     clientSecret: SECRET,
@@ -70,7 +79,7 @@ export const startServer = async (overrides: ServerOverrides = {}): Promise<Test
     issuer: running.url,
     development: { allowHttpLoopbackIssuer: true },
     warn: () => undefined,
-    ...(dir === undefined ? {} : { storage: { type: "sqlite", path: join(dir, "as.db") } }),
+    storage: shared === undefined ? { type: "sqlite", path: path as string } : { type: "layer", layer: shared },
     resources: [
       { uri: MCP, name: "Notes", scopes: { "notes:read": "Read your notes", "notes:write": "Write your notes" } },
       { uri: API, name: "Files", scopes: { "files:read": "Read your files", "files:write": "Write your files" } },
@@ -98,9 +107,11 @@ export const startServer = async (overrides: ServerOverrides = {}): Promise<Test
     issuer: as.issuer,
     as,
     events,
+    admin: (effect) => admin.runPromise(effect),
     close: async () => {
       await running.close()
       await as.close()
+      await admin.dispose()
       if (dir !== undefined) rmSync(dir, { recursive: true, force: true })
     },
   }
