@@ -18,6 +18,7 @@ import {
   optionsSchema as identityAssertionGrantSchema,
   issuerOptionsSchema as identityAssertionIssuerSchema,
 } from "@keyway/ext-enterprise-managed/authorization-server"
+import { tokenExchangeOptionsSchema } from "@keyway/ext-token-exchange/authorization-server"
 import { optionsDataSchema as workloadIdentitySchema } from "@keyway/ext-workload-identity/authorization-server"
 import { z } from "zod"
 import { databaseProblem, isPostgres } from "./internal/database.js"
@@ -161,6 +162,11 @@ const extensionsSchema = z.strictObject(
     dpop: fileData(dpopSchema).optional(),
     /** Enterprise-managed authorization (identity assertions, ID-JAG), in either role or both. */
     enterpriseManaged: enterpriseManagedSchema.optional(),
+    /**
+     * Token exchange (RFC 8693): the MCP servers named in `clients` exchange their users' tokens for tokens for the
+     * downstream APIs their rules name (the options of `@keyway/ext-token-exchange`).
+     */
+    tokenExchange: fileData(tokenExchangeOptionsSchema).optional(),
   }),
   anObject,
 )
@@ -312,6 +318,11 @@ const grantExtensions: ReadonlyMap<
         field: "enterpriseManaged.identityProvider",
         on: (e) => e.enterpriseManaged?.identityProvider !== undefined,
         needs: "with the MCP authorization servers it issues ID-JAGs for",
+      },
+      {
+        field: "tokenExchange",
+        on: (e) => e.tokenExchange !== undefined,
+        needs: "with the clients that may exchange tokens and their rules",
       },
     ],
   ],

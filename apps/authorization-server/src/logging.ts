@@ -82,7 +82,9 @@ export const describeEvent = (event: Operations.SecurityEvent): string => {
       return (
         `${event.grant_type === "refresh_token" ? "token refreshed" : "token issued"}: grant ${event.grant_type}, ` +
         `subject ${quote(event.subject)}, ${about(event)}, expires in ${event.expires_in} s` +
-        (event.refresh_token_issued ? ", with a refresh token" : "")
+        (event.refresh_token_issued ? ", with a refresh token" : "") +
+        (event.source_resource === undefined ? "" : `, exchanged from resource ${event.source_resource}`) +
+        (event.actors === undefined ? "" : `, actors ${event.actors.map(quote).join(" < ")}`)
       )
     case "token_refused":
       return (

@@ -17,6 +17,7 @@ import { Grant, SecureUrl } from "@keyway/core"
 import { clientCredentialsGrant } from "@keyway/ext-client-credentials/authorization-server"
 import { dpopAuthorizationServer } from "@keyway/ext-dpop/authorization-server"
 import { identityAssertionGrant, identityAssertionIssuer } from "@keyway/ext-enterprise-managed/authorization-server"
+import { tokenExchange } from "@keyway/ext-token-exchange/authorization-server"
 import { type IssuanceEvent, workloadIdentityGrant } from "@keyway/ext-workload-identity/authorization-server"
 import { type AuditLog, openAuditLog } from "./audit.js"
 import {
@@ -135,6 +136,7 @@ export const extensionsOf = (
   ...(config.enterpriseManaged?.identityProvider === undefined
     ? []
     : [identityAssertionIssuer(config.enterpriseManaged.identityProvider)]),
+  ...(config.tokenExchange === undefined ? [] : [tokenExchange(config.tokenExchange)]),
   ...(config.enterpriseManaged?.authorizationServer === undefined
     ? []
     : [

@@ -4,6 +4,7 @@ import { Pkce } from "@keyway/core"
 import { postForm } from "@keyway/testing"
 import { describe, expect, it } from "vitest"
 import { type AppConfig, startAuthorizationServer } from "../src/index.js"
+import { type AuditEvent, securityEventReceiver } from "../src/logging.js"
 import { testCleanups } from "./support/cleanup.js"
 import { PASSWORD, REDIRECT_URI, RESOURCE, registerClient, SCOPES } from "./support/flow.js"
 
@@ -197,5 +198,31 @@ describe("the audit log and the log lines", () => {
       expect(text).not.toContain(secret)
       for (const line of log) expect(line).not.toContain(secret)
     }
+  })
+})
+
+describe("an exchanged token in the audit log and the log lines", () => {
+  it("names the resource it was exchanged from and the actors, the current one first", () => {
+    const log: Array<string> = []
+    const audit: Array<AuditEvent> = []
+    const event = {
+      event: "token_issued",
+      grant_type: "urn:ietf:params:oauth:grant-type:token-exchange",
+      client_id: "files-api",
+      subject: "alice",
+      resource: "https://calendar.example.com",
+      scope: "calendar:read",
+      expires_in: 120,
+      refresh_token_issued: false,
+      source_resource: "https://api.example.com",
+      actors: ["files-api", "-notes-mcp"],
+    } as const
+    securityEventReceiver({ log: (line) => void log.push(line), audit: (e) => void audit.push(e) })(event)
+    expect(audit).toEqual([event])
+    expect(log).toEqual([
+      'token issued: grant urn:ietf:params:oauth:grant-type:token-exchange, subject "alice", client "files-api", ' +
+        'scope "calendar:read", resource https://calendar.example.com, expires in 120 s, ' +
+        'exchanged from resource https://api.example.com, actors "files-api" < "-notes-mcp"',
+    ])
   })
 })

@@ -405,6 +405,25 @@ describe("parseConfig: extensions", () => {
     expect(parseConfig(value, "test.json")).toEqual(value)
   })
 
+  it("accepts the token exchange extension with its per-client rules", () => {
+    const value = {
+      ...minimal,
+      resources: [...minimal.resources, { uri: "https://api.example.com", scopes: { "files:read": "Read files" } }],
+      clients: [{ ...machine, clientId: "-mcp", grantTypes: ["urn:ietf:params:oauth:grant-type:token-exchange"] }],
+      extensions: {
+        tokenExchange: {
+          clients: {
+            "-mcp": {
+              exchanges: [{ from: RESOURCE, to: "https://api.example.com", scopes: { "files:read": "notes:read" } }],
+            },
+          },
+          maxChain: 1,
+        },
+      },
+    }
+    expect(parseConfig(value, "test.json")).toEqual(value)
+  })
+
   it("accepts the DPoP extension with nonces and a per-client requirement", () => {
     const value = {
       ...minimal,
@@ -439,13 +458,28 @@ describe("parseConfig: extensions", () => {
       { clientCredentials: { clients: { nightly: { scopes: "x" } } } },
       'extensions.clientCredentials.clients.nightly: unknown field "scopes"',
     ],
+    [
+      "a token exchange rule without a source",
+      {
+        clientCredentials: {},
+        tokenExchange: {
+          clients: { nightly: { exchanges: [{ to: RESOURCE, scopes: { "notes:read": "notes:read" } }] } },
+        },
+      },
+      "extensions.tokenExchange.clients.nightly.exchanges[0].from: is required",
+    ],
+    [
+      "a token exchange chain of 0",
+      { clientCredentials: {}, tokenExchange: { clients: {}, maxChain: 0 } },
+      "extensions.tokenExchange.maxChain: must be at least 1",
+    ],
   ])("refuses %s, naming the field", (_name, extensions, message) => {
     expect(problems({ ...minimal, clients: [machine], extensions })).toBe(
       `invalid configuration in test.json:\n  ${message}`,
     )
   })
   const servedBy =
-    "(authorization_code, refresh_token, client_credentials with extensions.clientCredentials, urn:ietf:params:oauth:grant-type:jwt-bearer with extensions.workloadIdentity or extensions.enterpriseManaged.authorizationServer, urn:ietf:params:oauth:grant-type:token-exchange with extensions.enterpriseManaged.identityProvider)"
+    "(authorization_code, refresh_token, client_credentials with extensions.clientCredentials, urn:ietf:params:oauth:grant-type:jwt-bearer with extensions.workloadIdentity or extensions.enterpriseManaged.authorizationServer, urn:ietf:params:oauth:grant-type:token-exchange with extensions.enterpriseManaged.identityProvider or extensions.tokenExchange)"
 
   it.each([
     [
@@ -464,7 +498,7 @@ describe("parseConfig: extensions", () => {
       "the token exchange grant without the enterprise identity provider",
       [machine, { ...machine, clientId: "exchanger", grantTypes: ["urn:ietf:params:oauth:grant-type:token-exchange"] }],
       { clientCredentials: {} },
-      "clients[1].grantTypes: urn:ietf:params:oauth:grant-type:token-exchange needs extensions.enterpriseManaged.identityProvider, which is not configured (with the MCP authorization servers it issues ID-JAGs for)",
+      "clients[1].grantTypes: urn:ietf:params:oauth:grant-type:token-exchange needs extensions.enterpriseManaged.identityProvider or extensions.tokenExchange, which is not configured (extensions.enterpriseManaged.identityProvider: with the MCP authorization servers it issues ID-JAGs for; extensions.tokenExchange: with the clients that may exchange tokens and their rules)",
     ],
     [
       "a grant type named like a member of every object",

@@ -586,6 +586,25 @@ export const storageContract = (name: string, factory: StoresFactory): void => {
         }),
       ))
 
+    it("finds the live grant an access token is recorded under, with the grant's whole scope", () =>
+      run(
+        Effect.gen(function* () {
+          const { grants, code, jti } = yield* issued
+          const grant = yield* grants.getGrant(code.grant_id)
+          expect(yield* grants.accessTokenGrant(jti)).toEqual(
+            Option.some({ grant_id: code.grant_id, scope: grant.scope, resource: grant.resource }),
+          )
+          // A jti recorded under no grant (client credentials), or never issued; a jti that begins with "-".
+          expect(yield* grants.accessTokenGrant("-unknown-jti")).toEqual(Option.none())
+          const unrelated = yield* issuedAs({ subject: "bob" })
+          yield* grants.revokeGrant(code.grant_id, NOW + 5)
+          expect(yield* grants.accessTokenGrant(jti)).toEqual(Option.none())
+          expect(Option.map(yield* grants.accessTokenGrant(unrelated.jti), (g) => g.grant_id)).toEqual(
+            Option.some(unrelated.code.grant_id),
+          )
+        }),
+      ))
+
     it("lists grants not revoked, by subject and by client, with when each was last used", () =>
       run(
         Effect.gen(function* () {
