@@ -38,10 +38,60 @@ export interface Issue {
   /** The granted scope, space-separated (may be empty). */
   readonly scope: string
   /**
-   * Further claims of the access token. The claims the server sets itself (`iss`, `sub`, `aud`, `client_id`,
-   * `scope`, `jti`, `iat`, `exp`, `auth_time`) cannot be replaced.
+   * Further claims of the access token, for example the `act` of a token exchange (RFC 8693 §4.1). The claims the
+   * server sets itself (`iss`, `sub`, `aud`, `client_id`, `scope`, `jti`, `iat`, `exp`, `auth_time`) and those the
+   * request's token-request hooks bind (`cnf`) cannot be replaced.
    */
   readonly claims?: Readonly<Record<string, unknown>>
+  /**
+   * The latest expiry (seconds since the epoch) the token may have: its `exp` is the earlier of this and now plus
+   * the access-token lifetime, and the response's `expires_in` follows (a token exchanged from another never outlives
+   * it).
+   */
+  readonly expiresAt?: number
+  /**
+   * The grant the token is recorded under before it is answered, so that revoking the grant (or a refresh-token reuse
+   * that revokes it) revokes this token too; a grant revoked meanwhile is answered `invalid_grant`.
+   */
+  readonly grantId?: string
+  /**
+   * The `issued_token_type` of the response (RFC 8693 §2.2.1), for a grant that issues in answer to a token exchange.
+   *
+   * @see {@link https://www.rfc-editor.org/rfc/rfc8693.html#section-2.2.1 | RFC 8693 §2.2.1}
+   */
+  readonly issuedTokenType?: string
+  /**
+   * The resource of the token this one was obtained from (a token exchange's subject token `aud`), reported in the
+   * `token_issued` security event as `source_resource`.
+   */
+  readonly source?: string
+}
+
+/**
+ * One of this server's access tokens, verified: signed by a published key with header `typ` `at+jwt`, this issuer,
+ * not expired, not revoked, and, when it was issued under a grant, that grant still live.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc9068.html#section-2.2 | RFC 9068 §2.2}
+ */
+export interface OwnAccessToken {
+  /** Every claim of the token, `act`, `may_act` and `cnf` included. */
+  readonly claims: Readonly<Record<string, unknown>>
+  /** `sub`. */
+  readonly subject: string
+  /** `client_id`. */
+  readonly clientId: string
+  /** `aud`: the canonical URI of the resource it is for. */
+  readonly resource: string
+  /** `scope`, space-separated. */
+  readonly scope: string
+  readonly jti: string
+  /** `exp`, in seconds since the epoch. */
+  readonly expiresAt: number
+  /**
+   * The live grant the token was issued under, with the grant's whole scope; undefined for a token issued under no
+   * grant (client credentials).
+   */
+  readonly grant: { readonly id: string; readonly scope: string } | undefined
 }
 
 /**
@@ -96,6 +146,14 @@ export interface GrantContext {
     token: string,
     options?: { readonly typ?: string },
   ) => Effect.Effect<Readonly<Record<string, unknown>> | undefined, StorageError>
+  /**
+   * Verifies one of this server's access tokens a client presents back (a token exchange's subject or actor token):
+   * see {@link OwnAccessToken}. Undefined for anything else, alike for an expired, revoked, foreign or malformed
+   * token.
+   *
+   * @see {@link https://www.rfc-editor.org/rfc/rfc8693.html#section-2.1 | RFC 8693 §2.1}
+   */
+  readonly verifyAccessToken: (token: string) => Effect.Effect<OwnAccessToken | undefined, StorageError>
   /**
    * Counts this request under the server's limit per identity an assertion proved (`rateLimits.workload`, keyed on
    * the assertion's `issuer` and `subject`), and fails with `RateLimited` (answered 429 with `Retry-After`) past it.

@@ -31,11 +31,13 @@ export const signAccessToken = (
     scope: string
     authTime?: number
     claims?: Readonly<Record<string, unknown>> | undefined
+    /** An upper bound of `exp` (a token exchanged from another never outlives it). */
+    expiresAt?: number | undefined
   },
 ) =>
   Effect.gen(function* () {
     const iat = yield* nowSeconds
-    const exp = iat + config.accessTokenTtl
+    const exp = Math.min(iat + config.accessTokenTtl, args.expiresAt ?? Number.POSITIVE_INFINITY)
     const jti = randomToken(16)
     const token = yield* signJwt(
       signer,
@@ -54,10 +56,13 @@ export const signAccessToken = (
       },
       "at+jwt",
     )
-    return { token, record: { jti, expires_at: exp } }
+    return { token, record: { jti, expires_at: exp }, expiresIn: exp - iat }
   })
 
-/** The token response (OAuth 2.1 §3.2.3), with what the request's token-request hooks bound (`token_type`, headers). */
+/**
+ * The token response (OAuth 2.1 §3.2.3), with what the request's token-request hooks bound (`token_type`, headers),
+ * and the `issued_token_type` of a token exchange (RFC 8693 §2.2.1) when given.
+ */
 export const tokenResponse = (
   binding: TokenBinding,
   accessToken: string,
@@ -65,10 +70,12 @@ export const tokenResponse = (
   scope: string,
   refreshToken: string | undefined,
   idToken?: string,
+  issuedTokenType?: string,
 ) =>
   json(
     {
       access_token: accessToken,
+      ...(issuedTokenType === undefined ? {} : { issued_token_type: issuedTokenType }),
       token_type: binding.tokenType ?? "Bearer",
       expires_in: expiresIn,
       scope,

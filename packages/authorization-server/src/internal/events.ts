@@ -15,7 +15,8 @@ import { Context, Effect } from "effect"
  * - `authorization_rejected`: an authorization request refused (OAuth 2.1 §4.1.2.1), on the error page (`page`: the
  *   client or redirect URI cannot be trusted) or by redirect to the client, with the `client_id` and `redirect_uri` the
  *   request carried.
- * - `token_issued`: an access token issued at the token endpoint, for every grant (`refresh_token` included).
+ * - `token_issued`: an access token issued at the token endpoint, for every grant (`refresh_token` included); an
+ *   exchanged token (RFC 8693) also names the resource it was exchanged from and its chain of actors.
  * - `token_refused`: a token request refused (OAuth 2.1 §3.2.4), with the grant type and client it named.
  * - `refresh_token_reuse_detected`: a rotated-out refresh token presented again; its family is revoked (OAuth 2.1
  *   §4.3.1).
@@ -105,6 +106,10 @@ export type SecurityEvent =
       /** The access token's lifetime, in seconds. */
       readonly expires_in: number
       readonly refresh_token_issued: boolean
+      /** The resource of the token this one was exchanged from (RFC 8693: the subject token's `aud`). */
+      readonly source_resource?: string
+      /** The `sub` of each actor of the token's `act` chain, the current actor first (RFC 8693 §4.1). */
+      readonly actors?: ReadonlyArray<string>
     }
   | {
       readonly event: "token_refused"

@@ -67,6 +67,8 @@ export const introspectEndpoint = (
         token_type: tokenType(config.extensions, claims.cnf),
         jti: claims.jti,
         ...(claims.cnf === undefined ? {} : { cnf: claims.cnf }),
+        // The delegation chain of an exchanged token (RFC 8693 §4.1, which lets introspection answer it).
+        ...(claims.act === undefined ? {} : { act: claims.act }),
       })
     }
     const found = yield* grants.findRefresh(token, now)

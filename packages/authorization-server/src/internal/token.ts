@@ -1,4 +1,4 @@
-import { CanonicalUri, ClientAuth, Grant, type OAuthError } from "@keyway/core"
+import { CanonicalUri, ClientAuth, Grant, type OAuthError, TokenExchange } from "@keyway/core"
 import { Effect, Result } from "effect"
 import type { ResolvedConfig, Resource } from "../Config.js"
 import type { GrantContext, Issue, TokenBinding } from "../Extension.js"
@@ -8,7 +8,7 @@ import type { RateLimited } from "../RateLimiter.js"
 import { TokenSigner } from "../Signing.js"
 import type { StorageError } from "../storage/Errors.js"
 import type { ClientStore, GrantStore } from "../storage/Storage.js"
-import { verifyOwnJwt } from "./accessToken.js"
+import { verifyOwnAccessToken, verifyOwnJwt } from "./accessToken.js"
 import { type ClientAuthFailure, identifiesClient } from "./clientAuth.js"
 import type { MetadataDocuments } from "./clients.js"
 import { nowSeconds } from "./clock.js"
@@ -142,22 +142,42 @@ export const tokenEndpoint = (
         binding,
         resource: (value) => resourceOf(config, value),
         issue: (issue: Issue) =>
-          signAccessToken(signer, config, binding, issue).pipe(
-            Effect.tap(() => {
-              reported = true
-              return emit({
-                event: "token_issued",
-                grant_type: grantType,
-                client_id: issue.clientId,
-                subject: issue.subject,
-                resource: issue.resource,
-                scope: issue.scope,
-                expires_in: config.accessTokenTtl,
-                refresh_token_issued: false,
-              })
-            }),
-            Effect.map((access) => tokenResponse(binding, access.token, config.accessTokenTtl, issue.scope, undefined)),
-          ),
+          Effect.gen(function* () {
+            const access = yield* signAccessToken(signer, config, binding, issue)
+            if (issue.grantId !== undefined) {
+              // Recorded under its grant before it is answered: revoking the grant revokes this token too.
+              yield* grants.recordAccessToken({ grant_id: issue.grantId, ...access.record }).pipe(
+                Effect.catchTags({
+                  GrantNotFound: () => err("invalid_grant", "the subject token's grant was revoked"),
+                  GrantRevoked: () => err("invalid_grant", "the subject token's grant was revoked"),
+                }),
+              )
+            }
+            reported = true
+            const chain = TokenExchange.actors(issue.claims ?? {})
+            const actors = Result.isSuccess(chain) ? chain.success.map((a) => a.sub) : []
+            yield* emit({
+              event: "token_issued",
+              grant_type: grantType,
+              client_id: issue.clientId,
+              subject: issue.subject,
+              resource: issue.resource,
+              scope: issue.scope,
+              expires_in: access.expiresIn,
+              refresh_token_issued: false,
+              ...(issue.source === undefined ? {} : { source_resource: issue.source }),
+              ...(actors.length === 0 ? {} : { actors }),
+            })
+            return tokenResponse(
+              binding,
+              access.token,
+              access.expiresIn,
+              issue.scope,
+              undefined,
+              undefined,
+              issue.issuedTokenType,
+            )
+          }),
         rememberJti,
         sign: (claims, typ) =>
           Effect.suspend(() => {
@@ -166,6 +186,8 @@ export const tokenEndpoint = (
           }),
         verifyOwn: (token, options = {}) =>
           verifyOwnJwt(config, token, now, options.typ).pipe(Effect.provideService(TokenSigner, signer)),
+        verifyAccessToken: (token) =>
+          verifyOwnAccessToken(config, grants, token, now).pipe(Effect.provideService(TokenSigner, signer)),
         limitIdentity: (issuer, subject) => limitIdentity(config, limiter, issuer, subject),
       }
       const response = yield* handler.handle(context)

@@ -532,6 +532,13 @@ export class GrantStore extends Context.Service<
     /** Marks one access token revoked until `expires_at` (RFC 7009). */
     readonly revokeAccessToken: (jti: string, expiresAt: number) => Effect.Effect<void, StorageError>
     readonly isAccessTokenRevoked: (jti: string) => Effect.Effect<boolean, StorageError>
+    /**
+     * The live grant an access token's `jti` is recorded under, with the grant's whole scope; `None` for a token
+     * recorded under no grant (client credentials), or under a revoked one.
+     */
+    readonly accessTokenGrant: (
+      jti: string,
+    ) => Effect.Effect<Option.Option<{ readonly grant_id: string; readonly scope: string }>, StorageError>
     /** Starts a new refresh-token family under a live grant, from the grant's `auth_time`. */
     readonly createRefresh: (
       token: NewRefreshToken,

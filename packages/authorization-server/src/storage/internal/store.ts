@@ -597,6 +597,17 @@ export const makeGrantStore = (driver: Driver): GrantStore["Service"] => {
         )
         return Effect.succeed(r !== undefined && bool(r, "revoked"))
       }),
+    accessTokenGrant: (jti) =>
+      single("accessTokenGrant")(function* () {
+        const r = yield* row(
+          `SELECT g.grant_id, g.scope FROM ${t.accessTokens} a JOIN ${t.grants} g ON g.grant_id = a.grant_id
+           WHERE a.jti = $1 AND g.revoked_at IS NULL`,
+          [jti],
+        )
+        return Effect.succeed(
+          r === undefined ? Option.none() : Option.some({ grant_id: str(r, "grant_id"), scope: str(r, "scope") }),
+        )
+      }),
     createRefresh: (input) =>
       atomic("createRefresh")(function* () {
         const grant = yield* liveGrant(input.grant_id)
