@@ -158,7 +158,7 @@ export interface OnBehalfOfService {
   /**
    * Sends a request to the target's API with the exchanged token as `Authorization: Bearer`. Refused, with nothing
    * sent, for a URL at another origin than `target.resource` ({@link OriginRefused}), a caller-supplied Authorization
-   * header, or the inbound token anywhere in the request ({@link UpstreamApi.TokenPassthroughRefused}). Redirects
+   * header, or the inbound token anywhere in the request (`TokenPassthroughRefused` of `@keyway/resource-server`). Redirects
    * are not followed unless `init.redirect` says so.
    */
   readonly fetchEffect: (
