@@ -68,14 +68,15 @@ export const authenticate = Effect.fnUntraced(function* (
       // jose would read the system time itself; the assertion's lifetime follows the Effect clock instead.
       const issuedAt = Math.floor((yield* Clock.currentTimeMillis) / 1000)
       const assertion = yield* Effect.promise(() =>
-        new SignJWT({})
+        new SignJWT(
+          ClientAuth.clientAssertionClaims(
+            client.client_id,
+            options.assertionAudience === "token_endpoint" ? url : server.issuer,
+            issuedAt,
+            crypto.randomUUID(),
+          ),
+        )
           .setProtectedHeader({ alg: key.alg, ...(key.kid !== undefined ? { kid: key.kid } : {}) })
-          .setIssuer(client.client_id)
-          .setSubject(client.client_id)
-          .setAudience(options.assertionAudience === "token_endpoint" ? url : server.issuer)
-          .setJti(crypto.randomUUID())
-          .setIssuedAt(issuedAt)
-          .setExpirationTime(issuedAt + 60)
           .sign(key.key),
       )
       return ClientAuth.addTo(

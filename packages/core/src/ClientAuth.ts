@@ -154,6 +154,30 @@ export const apply: {
   }
 }
 
+/**
+ * The claims of a `private_key_jwt` client assertion (RFC 7523 §3, as RFC 7523 §2.2 uses it): the client as `iss`
+ * and `sub`, the authorization server as `aud` (its issuer, or its token endpoint for servers that want that), a
+ * fresh `jti` for single use, issued at `now` and expiring `lifetime` seconds later (60 by default). Signing them is
+ * the caller's: it holds the key.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc7523.html#section-3 | RFC 7523 §3}
+ * @see {@link https://www.rfc-editor.org/rfc/rfc7523.html#section-2.2 | RFC 7523 §2.2}
+ */
+export const clientAssertionClaims = (
+  clientId: string,
+  audience: string,
+  now: number,
+  jti: string,
+  lifetime = 60,
+): { iss: string; sub: string; aud: string; jti: string; iat: number; exp: number } => ({
+  iss: clientId,
+  sub: clientId,
+  aud: audience,
+  jti,
+  iat: now,
+  exp: now + lifetime,
+})
+
 /** Adds client authentication's headers and form fields to a request's `headers` and form `body`. */
 export const addTo = (applied: Applied, headers: Headers, body: URLSearchParams): void => {
   for (const [name, value] of Object.entries(applied.headers)) headers.set(name, value)

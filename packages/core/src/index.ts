@@ -39,6 +39,9 @@ export * as OAuthError from "./OAuthError.js"
 /** The typed error of a factory given options it cannot work with (the extensions' factories). */
 export * as Options from "./Options.js"
 
+/** Token passthrough found before it happens: the inbound token in an outgoing request (MCP security best practices). */
+export * as Passthrough from "./Passthrough.js"
+
 /** PKCE S256 (RFC 7636). */
 export * as Pkce from "./Pkce.js"
 

@@ -154,3 +154,20 @@ describe("ClientAuth.addTo", () => {
     expect(body.toString()).toBe("grant_type=refresh_token&client_id=app&client_secret=s")
   })
 })
+
+describe("ClientAuth.clientAssertionClaims (RFC 7523 §3)", () => {
+  it("names the client as iss and sub, the server as aud, and lives 60 seconds by default", () => {
+    expect(ClientAuth.clientAssertionClaims("-notes", "https://as.example.com", 1000, "-j1")).toEqual({
+      iss: "-notes",
+      sub: "-notes",
+      aud: "https://as.example.com",
+      jti: "-j1",
+      iat: 1000,
+      exp: 1060,
+    })
+  })
+
+  it("takes another lifetime", () => {
+    expect(ClientAuth.clientAssertionClaims("c", "https://as.example.com/token", 0, "j", 5).exp).toBe(5)
+  })
+})
