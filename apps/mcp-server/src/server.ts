@@ -6,12 +6,20 @@
  */
 import type { AddressInfo } from "node:net"
 import { SecureUrl } from "@keyway/core"
+import { createTokenExchange } from "@keyway/ext-token-exchange/resource-server"
 import { Metrics } from "@keyway/http"
 import { listen, type RunningServer } from "@keyway/http/node"
-import { callerOf, protectMcp } from "@keyway/mcp-sdk-server"
-import { createNodeServer, createProtectedResource, jwt, type Presentation } from "@keyway/resource-server/node"
-import { createMcpHandler, McpServer } from "@modelcontextprotocol/server"
+import { callerOf, toAuthInfo } from "@keyway/mcp-sdk-server"
+import {
+  createNodeServer,
+  createProtectedResource,
+  jwt,
+  type Presentation,
+  type ProtectedResource,
+} from "@keyway/resource-server/node"
+import { type AuthInfo, createMcpHandler, McpServer } from "@modelcontextprotocol/server"
 import { z } from "zod"
+import type { CalendarEvent } from "./calendar.js"
 import { type Note, Notes } from "./notes.js"
 import { authenticationOutcome, healthAnswer, ResourceMetrics, readiness } from "./operations.js"
 
@@ -25,6 +33,20 @@ export const NOTE_SCOPES = {
 export const TOOL_SCOPES: Readonly<Record<string, ReadonlyArray<keyof typeof NOTE_SCOPES>>> = {
   write_note: ["notes:write"],
   delete_note: ["notes:write"],
+}
+
+/**
+ * The calendar `summarize_calendar` reads for the user, and the notes server's own client at the authorization
+ * server, with which it exchanges the user's token for one for the calendar (RFC 8693 §2.1).
+ */
+export interface CalendarAccess {
+  /** The calendar API, which is also its resource identifier (the `resource` of the exchange). */
+  readonly url: string
+  /** The notes server's client at the authorization server: a confidential client allowed the token exchange grant. */
+  readonly clientId: string
+  readonly clientSecret: string
+  /** What the exchange and the calendar calls go through; the global `fetch` by default. */
+  readonly fetch?: (input: string | URL | Request, init?: RequestInit) => Promise<Response>
 }
 
 /** Configuration of {@link startMcpServer}. */
@@ -48,6 +70,8 @@ export interface McpServerConfig {
   readonly metrics?: { readonly port: number; readonly host?: string }
   /** Presentation schemes beside Bearer (DPoP); none by default. */
   readonly presentationSchemes?: ReadonlyArray<Presentation.PresentationScheme>
+  /** The calendar `summarize_calendar` reads for the user; without it the tool is not offered. */
+  readonly calendar?: CalendarAccess
 }
 
 /** A started MCP server. */
@@ -68,8 +92,57 @@ const text = (value: string) => ({ content: [{ type: "text" as const, text: valu
 const failure = (value: string) => ({ content: [{ type: "text" as const, text: value }], isError: true })
 const show = (note: Note) => `#${note.id} ${note.title}\n${note.text}`
 
-/** The MCP server instance of one request: four tools over the caller's notebook. */
-const notesServer = (notes: Notes, log: (line: string) => void) => {
+/** The calendar's events as a short text, one line each. */
+const summarize = (events: ReadonlyArray<CalendarEvent>, day: string | undefined): string => {
+  const on = day === undefined ? "" : ` on ${day}`
+  if (events.length === 0) return `No events${on}.`
+  const lines = events.map((e) => `${e.day} ${e.start}–${e.end} ${e.title}`)
+  return `${events.length} ${events.length === 1 ? "event" : "events"}${on}:\n${lines.join("\n")}`
+}
+
+/** How a tool reads the calendar for the caller of the request it answers. */
+type CalendarReader = (
+  ctx: { readonly http?: { readonly authInfo?: AuthInfo } },
+  day: string | undefined,
+) => Promise<ReturnType<typeof text>>
+
+/**
+ * The calendar reader of the `calendar` configuration: the caller's token is exchanged for one for the calendar (the
+ * notes server never passes it on), with which the calendar is called.
+ */
+const calendarReader = (
+  calendar: CalendarAccess,
+  authenticatedOf: (info: AuthInfo | undefined) => ProtectedResource.Authenticated | undefined,
+  log: (line: string) => void,
+): CalendarReader => {
+  const exchange = createTokenExchange({
+    clientId: calendar.clientId,
+    clientSecret: calendar.clientSecret,
+    ...(calendar.fetch === undefined ? {} : { fetch: calendar.fetch }),
+  })
+  return async (ctx, day) => {
+    const auth = authenticatedOf(ctx.http?.authInfo)
+    if (auth === undefined) return failure("The calendar is read for a signed-in user only.")
+    const url = new URL(calendar.url)
+    if (day !== undefined) url.searchParams.set("day", day)
+    try {
+      const calendarFetch = exchange.onBehalfOf(auth, { resource: calendar.url, scope: "calendar:read" })
+      const response = await calendarFetch(url)
+      if (!response.ok) {
+        await response.body?.cancel()
+        return failure(`The calendar answered ${response.status}.`)
+      }
+      const { events } = (await response.json()) as { events: ReadonlyArray<CalendarEvent> }
+      log(`calendar read for ${JSON.stringify(auth.token.subject ?? "")}: ${events.length} event(s)`)
+      return text(summarize(events, day))
+    } catch (error) {
+      return failure(`The calendar could not be read: ${error instanceof Error ? error.message : String(error)}`)
+    }
+  }
+}
+
+/** The MCP server instance of one request: four tools over the caller's notebook, and the calendar when configured. */
+const notesServer = (notes: Notes, log: (line: string) => void, readCalendar: CalendarReader | undefined) => {
   const server = new McpServer({ name: "keyway-notes", version: "1.0.0" })
   const subjectOf = (ctx: Parameters<typeof callerOf>[0]): string => callerOf(ctx)?.subject ?? "anonymous"
   server.registerTool(
@@ -123,6 +196,23 @@ const notesServer = (notes: Notes, log: (line: string) => void) => {
       return text(`Deleted note #${id}.`)
     },
   )
+  if (readCalendar !== undefined) {
+    server.registerTool(
+      "summarize_calendar",
+      {
+        description: "Summarize your calendar, or one day of it (needs notes:read; the notes server reads it for you)",
+        inputSchema: z.object({
+          day: z
+            .string()
+            .regex(/^\d{4}-\d{2}-\d{2}$/u, "a day is YYYY-MM-DD")
+            .optional()
+            .describe("One day, YYYY-MM-DD; every event when absent"),
+        }),
+        annotations: { readOnlyHint: true, openWorldHint: true },
+      },
+      async ({ day }, ctx) => readCalendar(ctx, day),
+    )
+  }
   return server
 }
 
@@ -202,8 +292,19 @@ export const startMcpServer = async (config: McpServerConfig): Promise<RunningMc
     throw e
   }
   const notes = new Notes()
-  const mcp = createMcpHandler(() => notesServer(notes, log))
-  const protectedHandler = protectMcp(guard, mcp)
+  // The verified token of each request, for the tools that act for its user downstream (the SDK hands tools the
+  // AuthInfo object it was given, this very one).
+  const authenticated = new WeakMap<AuthInfo, ProtectedResource.Authenticated>()
+  const readCalendar =
+    config.calendar === undefined
+      ? undefined
+      : calendarReader(config.calendar, (info) => (info === undefined ? undefined : authenticated.get(info)), log)
+  const mcp = createMcpHandler(() => notesServer(notes, log, readCalendar))
+  const protectedHandler = guard.protect((request, auth) => {
+    const authInfo = toAuthInfo(auth, guard.resource)
+    authenticated.set(authInfo, auth)
+    return mcp.fetch(request, { authInfo })
+  })
   metadataPaths = new Set(guard.metadataPaths)
   const served = new Set([path, ...guard.metadataPaths])
   const metrics = config.metrics === undefined ? undefined : new ResourceMetrics()

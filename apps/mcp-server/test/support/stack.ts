@@ -8,7 +8,7 @@ import {
 } from "@keyway/app-authorization-server"
 import { Pkce } from "@keyway/core"
 import { freePort } from "@keyway/testing"
-import { NOTE_SCOPES, type RunningMcpServer, startMcpServer } from "../../src/index.js"
+import { type McpServerConfig, NOTE_SCOPES, type RunningMcpServer, startMcpServer } from "../../src/index.js"
 
 export const USER = { username: "alice", password: "correct horse battery staple" } as const
 export const OTHER_USER = { username: "bob", password: "bob's long password" } as const
@@ -24,11 +24,15 @@ export interface Stack {
   readonly close: () => Promise<void>
 }
 
-/** apps/authorization-server (temp data dir) and apps/mcp-server on loopback, ports picked first. */
+/**
+ * apps/authorization-server (temp data dir) and apps/mcp-server on loopback, ports picked first; `extra` adds to the
+ * authorization server's configuration, `mcp` to the MCP server's.
+ */
 export const startStack = async (
   extra:
     | Partial<AppConfig>
     | ((resources: { readonly resource: string; readonly other: string }) => Partial<AppConfig>) = {},
+  mcp: Partial<McpServerConfig> = {},
 ): Promise<Stack> => {
   const [asPort, mcpPort, otherPort] = [await freePort(), await freePort(), await freePort()]
   const dataDir = await mkdtemp(join(tmpdir(), "keyway-mcp-server-test-"))
@@ -49,15 +53,20 @@ export const startStack = async (
     },
     { log: (line) => asLog.push(line) },
   )
-  const mcp = await startMcpServer({ authorizationServer: as.issuer, port: mcpPort, log: (line) => mcpLog.push(line) })
+  const server = await startMcpServer({
+    ...mcp,
+    authorizationServer: as.issuer,
+    port: mcpPort,
+    log: (line) => mcpLog.push(line),
+  })
   return {
     as,
-    mcp,
+    mcp: server,
     other,
     asLog,
     mcpLog,
     close: async () => {
-      await mcp.close()
+      await server.close()
       await as.close()
       await rm(dataDir, { recursive: true, force: true })
     },
