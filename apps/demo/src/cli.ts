@@ -18,8 +18,18 @@ export type Command =
     }
   | { readonly kind: "serve"; readonly asPort?: number; readonly mcpPort?: number }
 
-/** The demo runs: the user's authorization code flow, or a machine client's extension grant. */
-export const SCENARIOS = ["default", "client-credentials", "workload-identity", "enterprise", "dpop"] as const
+/**
+ * The demo runs: the user's authorization code flow, a machine client's extension grant, or the MCP server calling
+ * another API for its user (`downstream`).
+ */
+export const SCENARIOS = [
+  "default",
+  "client-credentials",
+  "workload-identity",
+  "enterprise",
+  "dpop",
+  "downstream",
+] as const
 
 /** One of {@link SCENARIOS}. */
 export type Scenario = (typeof SCENARIOS)[number]
@@ -41,7 +51,9 @@ Options:
                     client credentials extension) or workload-identity (a workload presenting the JWT its platform
                     issued it, workload identity federation): no user, no browser; enterprise (the user signs in once
                     at an enterprise identity provider; enterprise-managed authorization, no consent page); dpop (the
-                    machine client's tokens bound to its key with DPoP, nonces at both servers)
+                    machine client's tokens bound to its key with DPoP, nonces at both servers); downstream (the
+                    notes MCP server calls a calendar API for the signed-in user with a token it obtained by token
+                    exchange, RFC 8693; the client is the default run's, unchanged)
   --serve           only start the two servers and keep them running until SIGINT or SIGTERM; prints one JSON line
                     on stdout: {"authorizationServer", "mcpServer", "users", "clients"}
   --as-port <n>     port of the authorization server (default: a free one)
@@ -100,9 +112,9 @@ export const parseCommandLine = (argv: ReadonlyArray<string>): Command => {
     if (values.scenario !== undefined) throw new UsageError("--scenario and --serve cannot be combined")
     return { kind: "serve", ...ports }
   }
-  if (scenario === "enterprise" && values.browser === true) {
+  if ((scenario === "enterprise" || scenario === "downstream") && values.browser === true) {
     throw new UsageError(
-      "--scenario enterprise signs the demo user in without a browser; it cannot be combined with --browser",
+      `--scenario ${scenario} signs the demo user in without a browser; it cannot be combined with --browser`,
     )
   }
   if (scenario !== "default" && values.browser === true) {

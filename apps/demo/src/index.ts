@@ -6,8 +6,9 @@
  */
 export { narrated, readConsent, scriptedUser } from "./agent.js"
 export { type Command, parseCommandLine, USAGE, UsageError } from "./cli.js"
+export { DOWNSTREAM_SECTIONS, runDownstreamDemo } from "./downstream.js"
 export { type DemoOptions, type DemoResult, runDemo } from "./flow.js"
-export { type ConsentView, Narrator, STEPS } from "./narrator.js"
+export { type ConsentView, DOWNSTREAM_STEPS, Narrator, STEPS } from "./narrator.js"
 export { type Exchange, recordingFetch } from "./recorder.js"
 export { describe as describeSecret, fingerprint, Redactor } from "./redact.js"
 export { announcement, runServe, type ServeAnnouncement, type ServeOptions } from "./serve.js"
@@ -18,6 +19,7 @@ export {
   type DemoUser,
   freePort,
   LOOPBACK_REDIRECT,
+  NOTES_SERVER_CLIENT_ID,
   type Stack,
   type StackOptions,
   startStack,

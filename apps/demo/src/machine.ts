@@ -18,7 +18,7 @@ import { MACHINE_CLIENT_ID } from "./stack.js"
 import { startWorkloadPlatform, WORKLOAD_SUBJECT } from "./workload.js"
 
 /** The machine-to-machine scenarios. */
-export type MachineScenario = Exclude<Scenario, "default" | "enterprise">
+export type MachineScenario = Exclude<Scenario, "default" | "enterprise" | "downstream">
 
 /** What differs between the machine scenarios. */
 interface Machine {

@@ -9,6 +9,7 @@ import "./requireNode.js"
  */
 import { isAuthError } from "@keyway/client"
 import { parseCommandLine, USAGE, UsageError } from "./cli.js"
+import { runDownstreamDemo } from "./downstream.js"
 import { runDpopDemo } from "./dpop.js"
 import { runEnterpriseDemo } from "./enterprise.js"
 import { runDemo } from "./flow.js"
@@ -82,6 +83,7 @@ const main = async (): Promise<number> => {
     if (command.scenario === "default") await runDemo(options)
     else if (command.scenario === "enterprise") await runEnterpriseDemo(options)
     else if (command.scenario === "dpop") await runDpopDemo(options)
+    else if (command.scenario === "downstream") await runDownstreamDemo(options)
     else await runMachineDemo(command.scenario, options)
     return 0
   } catch (error) {

@@ -5,7 +5,7 @@
  * @module
  */
 import { createHash } from "node:crypto"
-import { Challenge } from "@keyway/core"
+import { Challenge, Grant } from "@keyway/core"
 import { Result } from "effect"
 import { firstForm } from "./html.js"
 import type { Exchange } from "./recorder.js"
@@ -66,6 +66,15 @@ export const MACHINE_STEPS = {
   clientCredentials:
     "Token request: client_credentials with client authentication, resource and scope (OAuth 2.1 §4.2, RFC 8707)",
   jwtBearer: "Token request: the workload's JWT as a JWT bearer grant, with resource (RFC 7523 §2.1, RFC 8707)",
+} as const
+
+/** Step titles of the downstream scenario: the notes MCP server calling the calendar for its user (RFC 8693). */
+export const DOWNSTREAM_STEPS = {
+  inbound: "The inbound token: what the notes MCP server holds for this request (decoded, signature not shown)",
+  exchange: "Token exchange: the notes server trades the user's token for one for the calendar (RFC 8693 §2.1, §2.2.1)",
+  call: "The downstream call: the notes server calls the calendar with the exchanged token (Authorization: Bearer)",
+  refused:
+    "Token exchange for a target the policy does not allow: refused with invalid_target (RFC 8693 §2.2.2, RFC 8707 §2)",
 } as const
 
 const s256 = (verifier: string): string => createHash("sha256").update(verifier, "ascii").digest("base64url")
@@ -297,20 +306,11 @@ export class Narrator {
     const body = parseJson(exchange.responseBody) as
       | { access_token?: unknown; refresh_token?: unknown; scope?: unknown }
       | undefined
-    if (typeof body?.access_token === "string") {
-      const decoded = decodeJwt(body.access_token)
+    if (typeof body?.access_token === "string" && decodeJwt(body.access_token) !== undefined) {
+      this.t.note("the access token is a JWT (RFC 9068); its header and claims, decoded (signature not shown):")
+      const decoded = this.accessTokenClaims(body.access_token)
       if (decoded !== undefined) {
-        const { claims, header } = decoded
-        const pick = (names: ReadonlyArray<string>, from: Record<string, unknown>) =>
-          Object.fromEntries(names.filter((n) => from[n] !== undefined).map((n) => [n, from[n]]))
-        this.t.note("the access token is a JWT (RFC 9068); its header and claims, decoded (signature not shown):")
-        this.t.json(
-          {
-            header: pick(["typ", "alg", "kid"], header),
-            claims: pick(["iss", "sub", "aud", "client_id", "scope", "iat", "exp", "cnf"], claims),
-          },
-          6,
-        )
+        const { claims } = decoded
         if (claims.aud !== undefined) {
           this.t.note(`aud = ${JSON.stringify(claims.aud)}: the token is bound to this one MCP server (RFC 8707)`)
         }
@@ -329,6 +329,53 @@ export class Narrator {
           : `refresh token rotated: ${this.redactor.show(previous)} → ${this.redactor.show(body.refresh_token)} (the old one is now spent; reusing it would revoke the family)`,
       )
     }
+  }
+
+  /** Prints an access token's header and claims, decoded (not verified), without its signature; returns them. */
+  accessTokenClaims(token: string): ReturnType<typeof decodeJwt> {
+    const decoded = decodeJwt(token)
+    if (decoded === undefined) return undefined
+    const pick = (names: ReadonlyArray<string>, from: Record<string, unknown>) =>
+      Object.fromEntries(names.filter((n) => from[n] !== undefined).map((n) => [n, from[n]]))
+    this.t.json(
+      {
+        header: pick(["typ", "alg", "kid"], decoded.header),
+        claims: pick(["iss", "sub", "aud", "client_id", "scope", "act", "iat", "exp", "cnf"], decoded.claims),
+      },
+      6,
+    )
+    return decoded
+  }
+
+  /**
+   * An exchange the notes MCP server made while answering a tool call (the token exchange at the authorization server,
+   * the call to the calendar), or the demo's own token exchange for a target the policy refuses (`title`).
+   */
+  downstreamExchange(exchange: Exchange, title?: string): void {
+    this.collect(exchange)
+    this.exchanges.push(exchange)
+    const { url } = exchange
+    const grant =
+      exchange.method === "POST" ? new URLSearchParams(exchange.requestBody ?? "").get("grant_type") : undefined
+    if (url.pathname.startsWith("/.well-known/")) {
+      this.t.note(`the notes server reads ${url.origin}${url.pathname} (${exchange.status} ${exchange.statusText})`)
+    } else if (grant === Grant.TOKEN_EXCHANGE) {
+      this.t.step(title ?? DOWNSTREAM_STEPS.exchange)
+      this.printExchange(exchange)
+      const body = parseJson(exchange.responseBody) as { access_token?: unknown } | undefined
+      if (typeof body?.access_token === "string" && decodeJwt(body.access_token) !== undefined) {
+        this.t.note("the new access token, decoded (signature not shown):")
+        const claims = this.accessTokenClaims(body.access_token)?.claims
+        const actor = (claims?.act as { sub?: unknown } | undefined)?.sub
+        this.t.note(
+          `aud = ${JSON.stringify(claims?.aud)}: the calendar, not the notes server; sub = ${JSON.stringify(claims?.sub)}: still the user; act.sub = ${JSON.stringify(actor)}: the notes server acts for them (RFC 8693 §4.1)`,
+        )
+      }
+    } else {
+      this.t.step(DOWNSTREAM_STEPS.call)
+      this.printExchange(exchange)
+    }
+    this.flushLogs()
   }
 
   /** The authorization request the client built, as the user agent is about to load it. */

@@ -9,10 +9,12 @@ import { mkdtemp, rm } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { startAuthorizationServer } from "@keyway/app-authorization-server"
-import { NOTE_SCOPES, startMcpServer } from "@keyway/app-mcp-server"
+import { CALENDAR_SCOPES, NOTE_SCOPES, startCalendarService, startMcpServer } from "@keyway/app-mcp-server"
 import { UserAuthenticator } from "@keyway/authorization-server"
+import { Grant } from "@keyway/core"
 import { dpopScheme } from "@keyway/ext-dpop/resource-server"
 import { freePort } from "@keyway/testing"
+import type { FetchLike } from "./recorder.js"
 
 /** The user who signs in on the login page. */
 export interface DemoUser {
@@ -37,6 +39,13 @@ export interface Stack {
   readonly dataDir: string
   readonly users: ReadonlyArray<DemoUser>
   readonly clients: ReadonlyArray<DemoClient>
+  /** With {@link StackOptions.downstream}: the calendar API and the resource no exchange may target. */
+  readonly downstream?: {
+    /** The calendar API, its resource identifier. */
+    readonly calendarUrl: string
+    /** A resource the authorization server knows but the notes server's exchange rules do not name. */
+    readonly otherResource: string
+  }
   /** Stops both servers and removes the data directory; safe to call more than once. */
   readonly close: () => Promise<void>
 }
@@ -48,7 +57,7 @@ export interface StackOptions {
   /** Port of the MCP server; a free one when absent or 0. */
   readonly mcpPort?: number
   /** Where both servers' log lines go. */
-  readonly log?: (source: "authorization server" | "MCP server", line: string) => void
+  readonly log?: (source: "authorization server" | "MCP server" | "calendar", line: string) => void
   /** The demo user's password; generated when absent. */
   readonly password?: string
   /**
@@ -66,6 +75,13 @@ export interface StackOptions {
    * key, the MCP server accepts the `DPoP` scheme beside Bearer.
    */
   readonly dpop?: boolean
+  /**
+   * Starts the calendar API beside the notes server and turns token exchange on (RFC 8693): the notes server, a
+   * confidential client of its own, may exchange a user's token for the notes server (`notes:read`) for one for the
+   * calendar (`calendar:read`), which accepts it with the notes server as actor. `fetch` is what the notes server's
+   * outbound calls (the exchange, the calendar) go through.
+   */
+  readonly downstream?: { readonly fetch?: FetchLike }
 }
 
 /** Re-exported for the demo's users: a loopback port that was free a moment ago. */
@@ -77,6 +93,8 @@ export const CONFIDENTIAL_CLIENT_ID = "demo-confidential"
 export const PUBLIC_CLIENT_ID = "demo-public"
 /** The machine client of the client credentials scenario (`client_secret_basic`, `notes:read` only). */
 export const MACHINE_CLIENT_ID = "demo-machine"
+/** The notes MCP server's own client at the authorization server, for token exchange (`client_secret_basic`). */
+export const NOTES_SERVER_CLIENT_ID = "notes-server"
 /** The demo user's name. */
 export const DEMO_USERNAME = "alice"
 /** Loopback redirect without a port: any port matches (RFC 8252 §7.3). */
@@ -103,10 +121,30 @@ export const startStack = async (options: StackOptions = {}): Promise<Stack> => 
   }
 }
 
+/** The calendar's events for the demo user: today's and tomorrow's (demo data reads the wall clock). */
+const demoEvents = () => {
+  const day = (offset: number) => new Date(Date.now() + offset * 86_400_000).toISOString().slice(0, 10)
+  return [
+    { day: day(0), start: "09:30", end: "09:45", title: "Standup" },
+    { day: day(0), start: "14:00", end: "15:00", title: "Design review: token exchange" },
+    { day: day(1), start: "11:00", end: "11:30", title: "1:1 with Bob" },
+  ]
+}
+
 const startOn = async (options: StackOptions, asPort: number, mcpPort: number): Promise<Stack> => {
   const log = options.log ?? (() => {})
   const issuer = `http://127.0.0.1:${asPort}`
   const mcpUrl = `http://127.0.0.1:${mcpPort}/mcp`
+  const downstream =
+    options.downstream === undefined
+      ? undefined
+      : {
+          calendarPort: await freePort(),
+          otherResource: `http://127.0.0.1:${await freePort()}/payroll`,
+          clientSecret: randomBytes(32).toString("base64url"),
+          fetch: options.downstream.fetch,
+        }
+  const calendarUrl = downstream === undefined ? undefined : `http://127.0.0.1:${downstream.calendarPort}/calendar`
   const user: DemoUser = {
     username: DEMO_USERNAME,
     password: options.password ?? randomBytes(12).toString("base64url"),
@@ -125,6 +163,7 @@ const startOn = async (options: StackOptions, asPort: number, mcpPort: number): 
   const dataDir = await mkdtemp(join(tmpdir(), "keyway-demo-"))
   const removeData = () => rm(dataDir, { recursive: true, force: true })
   let as: Awaited<ReturnType<typeof startAuthorizationServer>> | undefined
+  let calendar: Awaited<ReturnType<typeof startCalendarService>> | undefined
   try {
     as = await startAuthorizationServer(
       {
@@ -163,10 +202,32 @@ const startOn = async (options: StackOptions, asPort: number, mcpPort: number): 
                   grantTypes: ["client_credentials"],
                 },
               ]),
+          ...(downstream === undefined
+            ? []
+            : [
+                {
+                  clientId: NOTES_SERVER_CLIENT_ID,
+                  clientName: "Keyway notes MCP server",
+                  clientSecret: downstream.clientSecret,
+                  redirectUris: [],
+                  grantTypes: [Grant.TOKEN_EXCHANGE],
+                },
+              ]),
         ],
-        resources: [{ uri: mcpUrl, name: "Keyway notes", scopes: NOTE_SCOPES }],
+        resources: [
+          { uri: mcpUrl, name: "Keyway notes", scopes: NOTE_SCOPES },
+          ...(downstream === undefined || calendarUrl === undefined
+            ? []
+            : [
+                { uri: calendarUrl, name: "Keyway calendar", scopes: CALENDAR_SCOPES },
+                { uri: downstream.otherResource, name: "Payroll", scopes: { "payroll:read": "Read your payslips" } },
+              ]),
+        ],
         registration: true,
-        ...(machineClient === undefined && options.workloadIssuer === undefined && options.dpop !== true
+        ...(machineClient === undefined &&
+        options.workloadIssuer === undefined &&
+        options.dpop !== true &&
+        calendarUrl === undefined
           ? {}
           : {
               extensions: {
@@ -194,28 +255,73 @@ const startOn = async (options: StackOptions, asPort: number, mcpPort: number): 
                       },
                     }),
                 ...(options.dpop === true ? { dpop: { nonce: true } } : {}),
+                ...(calendarUrl === undefined
+                  ? {}
+                  : {
+                      tokenExchange: {
+                        clients: {
+                          [NOTES_SERVER_CLIENT_ID]: {
+                            exchanges: [{ from: mcpUrl, to: calendarUrl, scopes: { "calendar:read": "notes:read" } }],
+                          },
+                        },
+                      },
+                    }),
               },
             }),
       },
       { log: (line) => log("authorization server", line) },
     )
+    if (downstream !== undefined) {
+      calendar = await startCalendarService({
+        authorizationServer: as.issuer,
+        port: downstream.calendarPort,
+        actors: [NOTES_SERVER_CLIENT_ID],
+        events: { [DEMO_USERNAME]: demoEvents() },
+        log: (line) => log("calendar", line),
+      })
+    }
     const mcp = await startMcpServer({
       authorizationServer: as.issuer,
       port: mcpPort,
       log: (line) => log("MCP server", line),
       ...(options.dpop === true ? { presentationSchemes: [dpopScheme({ nonce: {} })] } : {}),
+      ...(downstream === undefined || calendar === undefined
+        ? {}
+        : {
+            calendar: {
+              url: calendar.url,
+              clientId: NOTES_SERVER_CLIENT_ID,
+              clientSecret: downstream.clientSecret,
+              ...(downstream.fetch === undefined ? {} : { fetch: downstream.fetch }),
+            },
+          }),
     })
     const started = as
+    const startedCalendar = calendar
     let closing: Promise<void> | undefined
     return {
       issuer: started.issuer,
       mcpUrl: mcp.url,
       dataDir,
       users: [user],
-      clients: [client, publicClient, ...(machineClient === undefined ? [] : [machineClient])],
+      clients: [
+        client,
+        publicClient,
+        ...(machineClient === undefined ? [] : [machineClient]),
+        ...(downstream === undefined
+          ? []
+          : [{ client_id: NOTES_SERVER_CLIENT_ID, client_secret: downstream.clientSecret, redirect_uris: [] }]),
+      ],
+      ...(downstream === undefined || startedCalendar === undefined
+        ? {}
+        : { downstream: { calendarUrl: startedCalendar.url, otherResource: downstream.otherResource } }),
       close: () => {
         closing ??= (async () => {
-          const results = await Promise.allSettled([mcp.close(), started.close()])
+          const results = await Promise.allSettled([
+            mcp.close(),
+            started.close(),
+            ...(startedCalendar === undefined ? [] : [startedCalendar.close()]),
+          ])
           await removeData()
           const failed = results.find((r): r is PromiseRejectedResult => r.status === "rejected")
           if (failed !== undefined) throw failed.reason
@@ -224,6 +330,7 @@ const startOn = async (options: StackOptions, asPort: number, mcpPort: number): 
       },
     }
   } catch (error) {
+    await calendar?.close().catch(() => undefined)
     await as?.close().catch(() => undefined)
     await removeData()
     throw error

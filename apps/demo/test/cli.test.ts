@@ -14,6 +14,12 @@ describe("parseCommandLine", () => {
       scenario: "client-credentials",
     })
     expect(parseCommandLine(["--scenario", "dpop"])).toEqual({ kind: "demo", browser: false, scenario: "dpop" })
+    expect(parseCommandLine(["--scenario", "downstream", "--mcp-port", "9100"])).toEqual({
+      kind: "demo",
+      browser: false,
+      scenario: "downstream",
+      mcpPort: 9100,
+    })
     expect(parseCommandLine(["--serve", "--as-port", "9000", "--mcp-port", "9100"])).toEqual({
       kind: "serve",
       asPort: 9000,
@@ -41,7 +47,7 @@ describe("parseCommandLine", () => {
     [["--serve", "--browser"], "--browser and --serve cannot be combined"],
     [
       ["--scenario", "nope"],
-      '--scenario must be one of default, client-credentials, workload-identity, enterprise, dpop, got "nope"',
+      '--scenario must be one of default, client-credentials, workload-identity, enterprise, dpop, downstream, got "nope"',
     ],
     [
       ["--scenario", "dpop", "--browser"],
@@ -56,6 +62,11 @@ describe("parseCommandLine", () => {
       ["--scenario", "enterprise", "--browser"],
       "--scenario enterprise signs the demo user in without a browser; it cannot be combined with --browser",
     ],
+    [
+      ["--scenario", "downstream", "--browser"],
+      "--scenario downstream signs the demo user in without a browser; it cannot be combined with --browser",
+    ],
+    [["--scenario", "downstream", "--serve"], "--scenario and --serve cannot be combined"],
     [["--verbose"], "Unknown option '--verbose'"],
     [["extra"], "Unexpected argument 'extra'. This command does not take positional arguments"],
   ])("refuses %j", (argv, message) => {
