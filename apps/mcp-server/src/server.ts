@@ -9,14 +9,8 @@ import { SecureUrl } from "@keyway/core"
 import { createTokenExchange } from "@keyway/ext-token-exchange/resource-server"
 import { Metrics } from "@keyway/http"
 import { listen, type RunningServer } from "@keyway/http/node"
-import { callerOf, toAuthInfo } from "@keyway/mcp-sdk-server"
-import {
-  createNodeServer,
-  createProtectedResource,
-  jwt,
-  type Presentation,
-  type ProtectedResource,
-} from "@keyway/resource-server/node"
+import { authenticatedOf, callerOf, protectMcp } from "@keyway/mcp-sdk-server"
+import { createNodeServer, createProtectedResource, jwt, type Presentation } from "@keyway/resource-server/node"
 import { type AuthInfo, createMcpHandler, McpServer } from "@modelcontextprotocol/server"
 import { z } from "zod"
 import type { CalendarEvent } from "./calendar.js"
@@ -110,18 +104,14 @@ type CalendarReader = (
  * The calendar reader of the `calendar` configuration: the caller's token is exchanged for one for the calendar (the
  * notes server never passes it on), with which the calendar is called.
  */
-const calendarReader = (
-  calendar: CalendarAccess,
-  authenticatedOf: (info: AuthInfo | undefined) => ProtectedResource.Authenticated | undefined,
-  log: (line: string) => void,
-): CalendarReader => {
+const calendarReader = (calendar: CalendarAccess, log: (line: string) => void): CalendarReader => {
   const exchange = createTokenExchange({
     clientId: calendar.clientId,
     clientSecret: calendar.clientSecret,
     ...(calendar.fetch === undefined ? {} : { fetch: calendar.fetch }),
   })
   return async (ctx, day) => {
-    const auth = authenticatedOf(ctx.http?.authInfo)
+    const auth = authenticatedOf(ctx)
     if (auth === undefined) return failure("The calendar is read for a signed-in user only.")
     const url = new URL(calendar.url)
     if (day !== undefined) url.searchParams.set("day", day)
@@ -292,19 +282,9 @@ export const startMcpServer = async (config: McpServerConfig): Promise<RunningMc
     throw e
   }
   const notes = new Notes()
-  // The verified token of each request, for the tools that act for its user downstream (the SDK hands tools the
-  // AuthInfo object it was given, this very one).
-  const authenticated = new WeakMap<AuthInfo, ProtectedResource.Authenticated>()
-  const readCalendar =
-    config.calendar === undefined
-      ? undefined
-      : calendarReader(config.calendar, (info) => (info === undefined ? undefined : authenticated.get(info)), log)
+  const readCalendar = config.calendar === undefined ? undefined : calendarReader(config.calendar, log)
   const mcp = createMcpHandler(() => notesServer(notes, log, readCalendar))
-  const protectedHandler = guard.protect((request, auth) => {
-    const authInfo = toAuthInfo(auth, guard.resource)
-    authenticated.set(authInfo, auth)
-    return mcp.fetch(request, { authInfo })
-  })
+  const protectedHandler = protectMcp(guard, mcp)
   metadataPaths = new Set(guard.metadataPaths)
   const served = new Set([path, ...guard.metadataPaths])
   const metrics = config.metrics === undefined ? undefined : new ResourceMetrics()
