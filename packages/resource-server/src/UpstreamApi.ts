@@ -6,7 +6,7 @@
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/basic/security_best_practices#token-passthrough | MCP: Token Passthrough}
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.2 | OAuth 2.1 §4.2 (client credentials)}
  */
-import { ClientAuth, TokenResponse } from "@keyway/core"
+import { ClientAuth, Passthrough, TokenResponse } from "@keyway/core"
 import { Cache, Cause, Duration, Effect, Exit, Result, Schema } from "effect"
 import type { Authenticated } from "./ProtectedResource.js"
 
@@ -156,14 +156,9 @@ export const createUpstreamApiClient = (options: UpstreamApiClientOptions): Upst
     const headers = new Headers(init.headers)
     if (headers.has("authorization")) throw new TokenPassthroughRefused({ where: "authorization" })
     const inboundToken = typeof inbound === "string" ? inbound : inbound?.accessToken
-    if (inboundToken !== undefined && inboundToken.length > 0) {
-      if (String(input).includes(inboundToken)) throw new TokenPassthroughRefused({ where: "url" })
-      for (const [, value] of headers) {
-        if (value.includes(inboundToken)) throw new TokenPassthroughRefused({ where: "header" })
-      }
-      const body = init.body
-      const text = typeof body === "string" ? body : body instanceof URLSearchParams ? body.toString() : undefined
-      if (text?.includes(inboundToken)) throw new TokenPassthroughRefused({ where: "body" })
+    if (inboundToken !== undefined) {
+      const found = Passthrough.find(inboundToken, { url: input, headers, body: init.body })
+      if (found !== undefined) throw new TokenPassthroughRefused({ where: found })
     }
     const send = async (): Promise<Response> => {
       const own = await token()
