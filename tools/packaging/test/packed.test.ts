@@ -201,6 +201,16 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
     copyExample("packages/extensions/dpop/examples/client.ts", "client", "dpop.ts")
     copyExample("packages/extensions/dpop/examples/authorization-server.ts", "authorization-server", "dpop.ts")
     copyExample("packages/extensions/dpop/examples/resource-server.ts", "resource-server", "dpop.ts")
+    copyExample(
+      "packages/extensions/token-exchange/examples/authorization-server.ts",
+      "authorization-server",
+      "token-exchange.ts",
+    )
+    copyExample(
+      "packages/extensions/token-exchange/examples/resource-server.ts",
+      "resource-server",
+      "token-exchange.ts",
+    )
     copyFileSync(join(import.meta.dirname, "fixtures", "browser.mjs"), join(projectDir("client"), "browser.mjs"))
     // The second install: the frameworks the examples use, and @types/node for compiling them.
     await Promise.all([
@@ -224,6 +234,7 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
           tarball("@keyway/ext-workload-identity"),
           tarball("@keyway/ext-enterprise-managed"),
           tarball("@keyway/ext-dpop"),
+          tarball("@keyway/ext-token-exchange"),
         ],
         cache,
       ),
@@ -234,6 +245,7 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
           tarball("@keyway/hono"),
           tarball("@keyway/mcp-sdk-server"),
           tarball("@keyway/ext-dpop"),
+          tarball("@keyway/ext-token-exchange"),
           devVersion("packages/integrations/express", "express"),
           devVersion("packages/integrations/hono", "hono"),
           devVersion("packages/integrations/hono", "@hono/node-server"),
@@ -261,6 +273,7 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
     expect(keyway("resource-server")).not.toContain("authorization-server")
     expect(keyway("resource-server")).not.toContain("client")
     expect(keyway("resource-server")).toContain("ext-dpop")
+    expect(keyway("resource-server")).toContain("ext-token-exchange")
     expect(keyway("authorization-server")).not.toContain("client")
   })
 
