@@ -117,6 +117,23 @@ describe("the resource stage against misconfigured servers", () => {
     })
   })
 
+  it("resource_metadata naming a path that does not answer, the document being at the well-known URI", async () => {
+    const { origin } = await start({
+      challenge: (o) => `Bearer resource_metadata="${o}/mcp/.well-known/oauth-protected-resource", scope="tools:read"`,
+    })
+    const walk = newWalk(`${origin}/mcp`)
+    expect(problems(await stage.run(walk))).toEqual([
+      {
+        check: "prm.reachable",
+        status: "fail",
+        revisions: PRM,
+        detail: `the challenge's resource_metadata ${origin}/mcp/.well-known/oauth-protected-resource answered 404; the document is at ${origin}/.well-known/oauth-protected-resource/mcp, which clients do not try`,
+      },
+    ])
+    expect(walk.resourceMetadata).toBeUndefined()
+    expect(walk.authorizationServers.size).toBe(0)
+  })
+
   it("an error code on a token-less 401", async () => {
     const { origin } = await start({
       challenge: (o) =>

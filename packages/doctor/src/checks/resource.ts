@@ -429,18 +429,28 @@ const run = async (walk: Walk): Promise<ReadonlyArray<Finding>> => {
     let found: Fetched | undefined
     if (usableHeaderUrl !== undefined) {
       const f = await get(usableHeaderUrl)
-      push(
-        "prm.reachable",
-        prmRevisions,
-        f.seen.status === 200
-          ? { status: "pass", detail: `${f.url} answered 200`, exchanges: f.exchanges }
-          : {
-              status: "fail",
-              detail: `the challenge's resource_metadata ${f.url} answered ${answer(f.seen)}`,
-              exchanges: f.exchanges,
-            },
-      )
-      if (f.seen.status === 200) found = f
+      if (f.seen.status === 200) {
+        found = f
+        push("prm.reachable", prmRevisions, { status: "pass", detail: `${f.url} answered 200`, exchanges: f.exchanges })
+      } else {
+        // Clients use the challenge's URL when there is one; a document elsewhere only tells where it went wrong.
+        let elsewhere: Fetched | undefined
+        for (const url of wellKnown) {
+          if (url === usableHeaderUrl) continue
+          const other = await get(url)
+          if (answers(other)) {
+            elsewhere = other
+            break
+          }
+        }
+        push("prm.reachable", prmRevisions, {
+          status: "fail",
+          detail: `the challenge's resource_metadata ${f.url} answered ${answer(f.seen)}${
+            elsewhere === undefined ? "" : `; the document is at ${elsewhere.requested}, which clients do not try`
+          }`,
+          exchanges: [...f.exchanges, ...(elsewhere?.exchanges ?? [])],
+        })
+      }
     } else if (headerUrl === undefined) {
       const tried: Array<Fetched> = []
       for (const url of wellKnown) {
