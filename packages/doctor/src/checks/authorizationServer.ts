@@ -474,9 +474,9 @@ const corsOutcome = async (walk: Walk, send: Send, found: Found): Promise<Outcom
     exchanges.push(exchange)
     if (problem !== "") problems.push(problem)
   }
-  const checked = ["the metadata", ...endpoints.map(([url]) => url)].join(", ")
+  const checked = [`the metadata at ${found.url}`, ...endpoints.map(([url]) => `the preflight of ${url}`)].join(", ")
   return problems.length === 0
-    ? pass(`${checked} allow the origin ${BROWSER_ORIGIN}`, exchanges)
+    ? pass(`${checked}: each allows the origin ${BROWSER_ORIGIN}`, exchanges)
     : warn(`${problems.join("; ")}: browser-based clients are blocked`, exchanges)
 }
 
