@@ -1,10 +1,12 @@
 import { createServer } from "node:http"
 import { createAuthorizationServer, NodeServer } from "@keyway/authorization-server"
 import { clientCredentialsGrant } from "@keyway/ext-client-credentials/authorization-server"
+import { createProtectedResource, custom } from "@keyway/resource-server"
 import { closing, freePort, listening } from "@keyway/testing"
 import Provider from "oidc-provider"
 import { afterEach, describe, expect, it } from "vitest"
 import { stage } from "../src/checks/authorizationServer.js"
+import { diagnose } from "../src/index.js"
 import { findingOf, seededWalk, startMetadataServer, summary } from "./support/as-servers.js"
 
 const cleanups: Array<() => Promise<void>> = []
@@ -32,6 +34,45 @@ const startKeyway = async () => {
   server.on("request", NodeServer.toNodeListener(as.handler, { publicUrl: issuer }))
   cleanups.push(async () => {
     await closing(server)
+    await as.close()
+  })
+  return { issuer, mcp }
+}
+
+/** A Keyway protected resource at /mcp and a Keyway authorization server at the same origin, as one deployment. */
+const startKeywayStack = async () => {
+  const server = createServer()
+  const issuer = await listening(server)
+  const mcp = `${issuer}/mcp`
+  const as = createAuthorizationServer({
+    issuer,
+    development: { allowHttpLoopbackIssuer: true },
+    warn: () => {},
+    registration: true,
+    resources: [{ uri: mcp, name: "Notes", scopes: { "notes:read": "Read notes" } }],
+  })
+  const resource = createProtectedResource({
+    resource: mcp,
+    authorizationServers: [issuer],
+    scopesSupported: ["notes:read"],
+    verifier: custom(() => null),
+  })
+  const protectedMcp = resource.protect(() => Response.json({ jsonrpc: "2.0", id: 1, result: {} }))
+  server.on(
+    "request",
+    NodeServer.toNodeListener(
+      (request) => {
+        const path = new URL(request.url).pathname
+        return path === "/mcp" || path.startsWith("/.well-known/oauth-protected-resource")
+          ? protectedMcp(request)
+          : as.handler(request)
+      },
+      { publicUrl: issuer },
+    ),
+  )
+  cleanups.push(async () => {
+    await closing(server)
+    await resource.close()
     await as.close()
   })
   return { issuer, mcp }
@@ -113,6 +154,26 @@ describe("the authorization server stage", () => {
     expect(found?.metadata?.token_endpoint).toBe(`${issuer}/token`)
     // The secret never shows in the report.
     expect(JSON.stringify(findings)).not.toContain(SECRET)
+  })
+
+  it("runs after the resource stage in a diagnosis, on the authorization server the resource names", async () => {
+    const { issuer, mcp } = await startKeywayStack()
+    const diagnosis = await diagnose(mcp)
+    expect(summary(diagnosis.findings.filter((f) => f.check.startsWith("as.")))).toEqual([
+      "as.metadata pass 2025-03-26,2025-06-18,2025-11-25,2026-07-28",
+      "as.issuer pass 2025-03-26,2025-06-18,2025-11-25,2026-07-28",
+      "as.http-issuer pass 2025-06-18,2025-11-25,2026-07-28",
+      "as.pkce-s256 pass 2025-03-26,2025-06-18,2025-11-25,2026-07-28",
+      "as.endpoints pass 2025-03-26,2025-06-18,2025-11-25,2026-07-28",
+      "as.iss-parameter pass 2025-03-26,2025-06-18,2025-11-25,2026-07-28",
+      "as.registration pass 2025-03-26,2025-06-18",
+      "as.registration pass 2025-11-25,2026-07-28",
+      "as.token-auth-methods pass 2025-03-26,2025-06-18,2025-11-25,2026-07-28",
+      "as.scopes pass 2025-06-18,2025-11-25,2026-07-28",
+      "as.jwks pass 2025-03-26,2025-06-18,2025-11-25,2026-07-28",
+      "as.cors pass 2025-03-26,2025-06-18,2025-11-25,2026-07-28",
+    ])
+    expect(diagnosis.findings.filter((f) => f.check.startsWith("as.")).every((f) => f.server === issuer)).toBe(true)
   })
 
   it("fails the client credentials request with a wrong secret", async () => {
