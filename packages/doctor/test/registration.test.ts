@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { stage } from "../src/checks/registration.js"
+import { type Fault, startBroken } from "./support/reg-broken.js"
 import { type KeywayStack, seededWalk, startKeywayStack } from "./support/reg-stack.js"
 
 const outline = (findings: ReadonlyArray<{ check: string; status: string }>) =>
@@ -43,6 +44,53 @@ describe("the registration stage against Keyway's servers", () => {
     expect(cimd?.revisions).toEqual(["2025-11-25", "2026-07-28"])
     expect(cimd?.detail).toMatch(
       /^an authorization request with client_id http:\/\/127\.0\.0\.1:\d+\/client\.json \(a document this tool hosted\) answered HTTP (200|302|303)$/,
+    )
+  })
+})
+
+describe("the registration stage against misconfigured authorization servers", () => {
+  const TARGET = "https://mcp.example.com/mcp"
+  const run = async (fault: Fault) => {
+    const server = await startBroken(fault)
+    try {
+      const walk = await seededWalk(TARGET, [server.issuer])
+      const findings = await stage.run(walk)
+      return { issuer: server.issuer, findings, faults: findings.filter((f) => f.status !== "pass") }
+    } finally {
+      await server.close()
+    }
+  }
+
+  it("names a registration endpoint that refuses loopback redirect URIs with a port", async () => {
+    const { issuer, faults } = await run("refuses-loopback-port")
+    expect(outline(faults)).toEqual(["fail registration.loopback"])
+    expect(faults[0]?.detail).toBe(
+      `${issuer}/register refused http://127.0.0.1:49327/callback (HTTP 400 invalid_redirect_uri: redirect URI http://127.0.0.1:49327/callback is not allowed) and http://localhost:49327/callback (HTTP 400 invalid_redirect_uri: redirect URI http://localhost:49327/callback is not allowed)`,
+    )
+  })
+
+  it("names a registration endpoint that refuses private-use schemes, as a warning", async () => {
+    const { issuer, faults } = await run("refuses-private-scheme")
+    expect(outline(faults)).toEqual(["warn registration.private-scheme"])
+    expect(faults[0]?.detail).toBe(
+      `${issuer}/register refused com.example.app:/callback (HTTP 400 invalid_redirect_uri: redirect URI com.example.app:/callback is not allowed)`,
+    )
+  })
+
+  it("names an authorization endpoint that rejects resource", async () => {
+    const { faults } = await run("rejects-resource-at-authorization")
+    expect(outline(faults)).toEqual(["fail authorization.resource"])
+    expect(faults[0]?.detail).toBe(
+      `an authorization request with resource=${TARGET} redirected back with error invalid_target: unknown resource`,
+    )
+    expect(faults[0]?.revisions).toEqual(["2025-06-18", "2025-11-25", "2026-07-28"])
+  })
+
+  it("names a token endpoint that rejects resource", async () => {
+    const { faults } = await run("rejects-resource-at-token")
+    expect(outline(faults)).toEqual(["fail token.resource"])
+    expect(faults[0]?.detail).toBe(
+      `a code exchange with resource=${TARGET} answered HTTP 400 invalid_target: the resource parameter is not supported: the resource was refused`,
     )
   })
 })

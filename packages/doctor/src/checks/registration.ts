@@ -196,7 +196,7 @@ const registrationChecks = async (
       ),
     )
   }
-  return loopback.client ?? localhost.client
+  return loopback.client ?? localhost.client ?? privateScheme.client
 }
 
 /** The revisions whose clients send `resource` (2025-06-18 on). */

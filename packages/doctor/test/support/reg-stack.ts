@@ -110,8 +110,9 @@ export const seededWalk = async (
   }
   const url = new URL(target)
   const prmUrl = `${url.origin}/.well-known/oauth-protected-resource${url.pathname}`
-  const prm = await fetch(prmUrl)
-  if (prm.ok) walk.resourceMetadata = { url: prmUrl, document: (await prm.json()) as Record<string, unknown> }
+  // A made-up MCP server URL (a walk about the authorization server only) has no metadata to find.
+  const prm = await fetch(prmUrl).catch(() => undefined)
+  if (prm?.ok === true) walk.resourceMetadata = { url: prmUrl, document: (await prm.json()) as Record<string, unknown> }
   for (const issuer of issuers) {
     const metadataUrl = `${new URL(issuer).origin}/.well-known/oauth-authorization-server${new URL(issuer).pathname.replace(/\/$/, "")}`
     const response = await fetch(metadataUrl)
