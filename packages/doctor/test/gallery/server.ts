@@ -23,8 +23,11 @@ export interface Faults {
   readonly resourceMetadata?: (document: Document, origin: string) => Document
   /** Where the protected resource metadata is served: both well-known locations (default), or the root one only. */
   readonly resourceMetadataAt?: "both" | "root"
-  /** Answers every protected resource metadata request with a redirect to this URL instead. */
-  readonly resourceMetadataRedirect?: (origin: string) => string
+  /**
+   * Serves the protected resource metadata only at `http://localhost:<port>`, another origin than the server's
+   * `http://127.0.0.1:<port>`, and redirects there.
+   */
+  readonly resourceMetadataElsewhere?: true
   /** The content type of the protected resource metadata (`application/json` when absent). */
   readonly resourceMetadataContentType?: string
   /** Changes the authorization server metadata document. */
@@ -187,8 +190,8 @@ export const startGalleryServer = async (faults: Faults = {}): Promise<GallerySe
         )
         return
       }
-      if (faults.resourceMetadataRedirect !== undefined) {
-        send(301, { location: faults.resourceMetadataRedirect(origin), ...cors })
+      if (faults.resourceMetadataElsewhere === true && !(request.headers.host ?? "").startsWith("localhost:")) {
+        send(301, { location: `${origin.replace("127.0.0.1", "localhost")}${path}`, ...cors })
         return
       }
       if (faults.resourceMetadataAt === "root" && path !== PRM) {
