@@ -50,13 +50,25 @@ afterAll(async () => {
 })
 
 describe("Keyway's own stack", () => {
-  it("passes every check, for every revision, the test user's login included", async () => {
+  it("passes every check for the revisions with protected resource metadata, the test user's login included", async () => {
     const diagnosis = await diagnose(mcpUrl, { login: { kind: "test-user", username: "alice", password } })
     expect(diagnosis.stopped).toBeUndefined()
     expect(diagnosis.revisions).toEqual(Revision.all)
+    // The one thing short of a pass: the authorization server has an origin of its own, and 2025-03-26 clients look
+    // for it at the MCP server's origin only (no protected resource metadata in that revision).
+    const origin = new URL(mcpUrl).origin
     expect(
-      diagnosis.findings.filter((f) => f.status !== "pass").map((f) => `${f.check} ${f.status}: ${f.detail}`),
-    ).toEqual([])
+      diagnosis.findings
+        .filter((f) => f.status !== "pass")
+        .map((f) => ({ check: f.check, status: f.status, revisions: f.revisions, detail: f.detail })),
+    ).toEqual([
+      {
+        check: "as.metadata",
+        status: "warn",
+        revisions: ["2025-03-26"],
+        detail: `tried ${origin}/.well-known/oauth-authorization-server → 404: none found, so 2025-03-26 clients use the default endpoints ${origin}/authorize, ${origin}/token and ${origin}/register`,
+      },
+    ])
     const checks = new Set(diagnosis.findings.map((f) => f.check))
     for (const check of [
       "challenge.status",
@@ -73,6 +85,5 @@ describe("Keyway's own stack", () => {
     ]) {
       expect(checks, check).toContain(check)
     }
-    expect(new Set(diagnosis.findings.map((f) => f.server))).toEqual(new Set([mcpUrl, issuer]))
   })
 })
