@@ -8,4 +8,23 @@
 export { catalog, type Diagnosis, diagnose, stages } from "./diagnose.js"
 export type { CheckEntry, Exchange, Finding, Status } from "./Finding.js"
 export { createProbe, type Probe, type ProbeOptions, type Seen } from "./Probe.js"
+export {
+  escapeHtml,
+  formatHtml,
+  type HtmlOptions,
+  type RevisionWalk,
+  type WalkStep,
+  walkOf,
+} from "./report/html.js"
+export {
+  exchangeSchema,
+  findingSchema,
+  formatJson,
+  type JsonOptions,
+  type Report,
+  reportSchema,
+  toReport,
+} from "./report/json.js"
+export { exchangeLine, formatText, type TextOptions, useColor } from "./report/text.js"
+export { byServer, entryOf, exitCode, failuresOf, verdictOf, verdicts, verdictWords } from "./report/verdict.js"
 export type { AuthorizationServerFound, DiagnoseOptions, Stage, Walk } from "./Walk.js"

@@ -13,7 +13,16 @@ import { join } from "node:path"
 import { publint } from "publint"
 import { formatMessage } from "publint/utils"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { exampleEnv, freePort, newProject, npmInstall, type Started, start, typecheck } from "../src/consumer.js"
+import {
+  exampleEnv,
+  freePort,
+  newProject,
+  npmFlags,
+  npmInstall,
+  type Started,
+  start,
+  typecheck,
+} from "../src/consumer.js"
 import { installedPackages, type Packed, packAll, run, sizeOf } from "../src/pack.js"
 import { closure } from "../src/tarballs.js"
 import { publishable, ROOT, readManifest } from "../src/workspace.js"
@@ -106,6 +115,34 @@ describe("the packed tarballs", () => {
     const verdicts = output.split("\n").filter((line) => /^(node16 \(from ESM\)|bundler):/u.test(line))
     expect(verdicts.length).toBeGreaterThanOrEqual(2)
     expect(verdicts.filter((line) => !line.includes("🟢"))).toEqual([])
+  })
+})
+
+describe("keyway-doctor, run npx-style from the tarballs", () => {
+  it("npm exec --package <tarball> -- keyway-doctor --help prints the usage and exits 0", async () => {
+    // No project: npm exec installs the doctor with the workspace packages it depends on (not yet in the registry)
+    // into its own cache, as `npx @keyway/doctor` does, from the tests' npm cache.
+    const dir = projectDir("npx")
+    mkdirSync(dir, { recursive: true })
+    const tarballs = closure(["doctor"], publishable()).map((project) => tarball(project.manifest.name))
+    const ran = await run(
+      "npm",
+      [
+        "exec",
+        "--yes",
+        ...npmFlags(cache),
+        ...tarballs.flatMap((path) => ["--package", path]),
+        "--",
+        "keyway-doctor",
+        "--help",
+      ],
+      { cwd: dir, env: exampleEnv(), timeoutMs: 300_000 },
+    )
+    expect(ran.code, ran.stderr).toBe(0)
+    expect(ran.stdout.split("\n")[0]).toBe("usage: keyway-doctor [options] <mcp-server-url>")
+    expect(ran.stdout).toContain(
+      "exit codes: 0 every check passes (warnings allowed), 1 a check fails, 2 could not run\n",
+    )
   })
 })
 
