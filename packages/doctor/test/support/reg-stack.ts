@@ -113,6 +113,17 @@ export const seededWalk = async (
   // A made-up MCP server URL (a walk about the authorization server only) has no metadata to find.
   const prm = await fetch(prmUrl).catch(() => undefined)
   if (prm?.ok === true) walk.resourceMetadata = { url: prmUrl, document: (await prm.json()) as Record<string, unknown> }
+  const unauthenticated = await fetch(target, {
+    method: "POST",
+    headers: { accept: "application/json, text/event-stream", "content-type": "application/json" },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list", params: {} }),
+  }).catch(() => undefined)
+  if (unauthenticated !== undefined) {
+    walk.unauthenticated = {
+      status: unauthenticated.status,
+      wwwAuthenticate: unauthenticated.headers.get("www-authenticate"),
+    }
+  }
   for (const issuer of issuers) {
     const metadataUrl = `${new URL(issuer).origin}/.well-known/oauth-authorization-server${new URL(issuer).pathname.replace(/\/$/, "")}`
     const response = await fetch(metadataUrl)
