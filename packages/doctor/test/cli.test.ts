@@ -54,6 +54,14 @@ describe("keyway-doctor's arguments", () => {
       "keyway-doctor: --login=test-user needs --password",
     ],
     [
+      ["--login", "--other-resource", "mcp.example.com/other", "https://mcp.example.com/mcp"],
+      'keyway-doctor: --other-resource "mcp.example.com/other" is not an http or https URL',
+    ],
+    [
+      ["--other-resource", "https://mcp.example.com/other", "https://mcp.example.com/mcp"],
+      "keyway-doctor: --other-resource goes with --login",
+    ],
+    [
       ["--client-credentials", "reporter", "https://mcp.example.com/mcp"],
       "keyway-doctor: --client-credentials needs the secret in the environment variable KEYWAY_DOCTOR_CLIENT_SECRET",
     ],
