@@ -102,7 +102,7 @@ const pathOf = (url: string) => {
 }
 const clip = (text: string, max: number) => (text.length > max ? `${text.slice(0, max - 1)}…` : text)
 
-const LANE = 300
+const LANE = 440
 const ROW = 26
 const TOP = 56
 
@@ -128,15 +128,15 @@ const sequence = (walk: RevisionWalk): string => {
       step.exchange.status === undefined
         ? `no answer: ${step.exchange.error ?? "unknown error"}`
         : `${step.exchange.status}${step.exchange.headers?.location === undefined ? "" : ` → ${step.exchange.headers.location}`}`
-    const request = `${step.exchange.method} ${pathOf(step.exchange.url)}`
+    const request = `${step.exchange.method} ${pathOf(step.exchange.url)}${step.exchange.requestHeaders?.origin === undefined ? "" : " (origin)"}`
     parts.push(
       `<g class="step ${step.status}${after}">`,
       `<line x1="${laneX(0)}" y1="${y}" x2="${x - 6}" y2="${y}" class="req"/>`,
       `<polygon points="${x - 6},${y - 4} ${x},${y} ${x - 6},${y + 4}" class="head"/>`,
-      `<text x="${laneX(0) + 8}" y="${y - 5}">${n + 1}. ${escapeHtml(clip(request, 44))}<title>${escapeHtml(step.exchange.url)}</title></text>`,
+      `<text x="${laneX(0) + 8}" y="${y - 5}">${n + 1}. ${escapeHtml(clip(request, 58))}<title>${escapeHtml(step.exchange.url)}</title></text>`,
       `<line x1="${x}" y1="${y + ROW}" x2="${laneX(0) + 6}" y2="${y + ROW}" class="res"/>`,
       `<polygon points="${laneX(0) + 6},${y + ROW - 4} ${laneX(0)},${y + ROW} ${laneX(0) + 6},${y + ROW + 4}" class="head"/>`,
-      `<text x="${x - 8}" y="${y + ROW - 5}" class="status">${escapeHtml(clip(answer, 44))}</text>`,
+      `<text x="${x - 8}" y="${y + ROW - 5}" class="status">${escapeHtml(clip(answer, 58))}</text>`,
       "</g>",
     )
     if (n === walk.stopsAt) {

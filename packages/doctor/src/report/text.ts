@@ -29,7 +29,10 @@ const COLORS: Readonly<Record<Status, string>> = { pass: "\u001b[32m", warn: "\u
 const RESET = "\u001b[0m"
 const INDENT = "        "
 
-/** One exchange as a line: `GET https://x/.well-known/... → 200`, or why no answer came. */
+/**
+ * One exchange as a line: `GET https://x/.well-known/... → 200`, the Origin of a browser's request, or why no answer
+ * came.
+ */
 export const exchangeLine = (exchange: Exchange): string => {
   const answer =
     exchange.status === undefined
@@ -39,7 +42,9 @@ export const exchangeLine = (exchange: Exchange): string => {
           ...(exchange.headers?.location === undefined ? [] : [`location: ${exchange.headers.location}`]),
           ...(exchange.error === undefined ? [] : [exchange.error]),
         ].join(", ")
-  return `${exchange.method} ${exchange.url} → ${answer}`
+  // A request with an Origin is a browser's (CORS); it is told apart from the same request without one.
+  const origin = exchange.requestHeaders?.origin
+  return `${exchange.method} ${exchange.url}${origin === undefined ? "" : ` (origin ${origin})`} → ${answer}`
 }
 
 const revisionsNote = (finding: Finding, selected: ReadonlyArray<Revision.Revision>) =>

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest"
-import { exitCode, formatText, useColor, verdicts } from "../../src/index.ts"
+import { exchangeLine, exitCode, formatText, useColor, verdicts } from "../../src/index.ts"
 import { CATALOG, DIAGNOSIS, TARGET } from "./diagnosis.ts"
 
 describe("the text report", () => {
@@ -65,6 +65,18 @@ https://auth.example.com (authorization server)
       "        GET https://mcp.example.com/prm.json → no answer (connect ECONNREFUSED 127.0.0.1:443)",
     ])
     expect(text.endsWith("\n2025-11-25: works with warnings\n")).toBe(true)
+  })
+
+  it("tells a browser's request (with an Origin) from the same request without one", () => {
+    expect(
+      exchangeLine({
+        method: "OPTIONS",
+        url: "https://mcp.example.com/mcp",
+        requestHeaders: { origin: "https://inspector.example", "access-control-request-method": "POST" },
+        status: 204,
+        headers: { "access-control-allow-origin": "*" },
+      }),
+    ).toBe("OPTIONS https://mcp.example.com/mcp (origin https://inspector.example) → 204")
   })
 
   it("says the diagnosis could not run when it stopped", () => {
