@@ -1,9 +1,10 @@
 /**
- * `--serve`: the demo stack without the client, kept running until the signal aborts; one JSON line on stdout says
- * where everything is and how to sign in.
+ * `--serve`: the demo stack without the client, kept running until the signal aborts; the doctor's verdict on it
+ * (stderr), then one JSON line on stdout that says where everything is and how to sign in.
  *
  * @module
  */
+import { diagnose, verdictWords } from "@keyway/doctor"
 import { type Stack, startStack } from "./stack.js"
 import type { Write } from "./transcript.js"
 
@@ -19,12 +20,32 @@ export interface ServeAnnouncement {
   }>
 }
 
+/**
+ * Runs the doctor on a running stack, the demo user's login included, and returns its verdict, one line per MCP
+ * revision (`2025-11-25: works`); a diagnosis that cannot run says why instead.
+ */
+export const doctorVerdict = async (stack: Stack): Promise<ReadonlyArray<string>> => {
+  const [user] = stack.users
+  try {
+    const diagnosis = await diagnose(stack.mcpUrl, {
+      ...(user === undefined
+        ? {}
+        : { login: { kind: "test-user" as const, username: user.username, password: user.password } }),
+    })
+    return diagnosis.revisions.map((revision) => `${revision}: ${verdictWords(diagnosis, revision)[1]}`)
+  } catch (error) {
+    return [`could not run: ${error instanceof Error ? error.message : String(error)}`]
+  }
+}
+
 /** Options of {@link runServe}. */
 export interface ServeOptions {
   /** Gets exactly one line: the JSON announcement. */
   readonly out: Write
-  /** The servers' log lines. */
+  /** The servers' log lines, and the doctor's verdict. */
   readonly err: Write
+  /** Run the doctor on the stack before announcing it (true by default). */
+  readonly doctor?: boolean
   readonly asPort?: number
   readonly mcpPort?: number
   /** Aborting stops the servers. */
@@ -51,6 +72,10 @@ export const runServe = async (options: ServeOptions): Promise<void> => {
     log: (source, line) => options.err(`${new Date().toISOString()} [${source}] ${line}\n`),
   })
   try {
+    if (!options.signal.aborted && options.doctor !== false) {
+      // The doctor checks the stack as MCP clients of every revision would meet it, before anyone is told it is ready.
+      for (const line of await doctorVerdict(stack)) options.err(`Doctor: ${line}\n`)
+    }
     if (!options.signal.aborted) {
       options.err(
         `Serving. Authorization server ${stack.issuer}, MCP server ${stack.mcpUrl}. Stop with Ctrl-C (SIGINT) or SIGTERM.\n`,

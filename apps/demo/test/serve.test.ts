@@ -73,6 +73,29 @@ describe("npm run demo -- --serve", () => {
     expect(stderr).toContain(`Serving. Authorization server http://127.0.0.1:${asPort}`)
   })
 
+  it("ran the doctor on its stack before announcing it: every revision works", async () => {
+    // 2025-03-26 clients look for the authorization server at the MCP server's origin; the demo's has its own origin.
+    // stdout and stderr are two pipes: the announcement may arrive before the lines written to stderr before it.
+    if (!stderr.includes("Serving.")) {
+      await new Promise<void>((resolve) => {
+        const listener = () => {
+          if (stderr.includes("Serving.")) {
+            child.stderr.off("data", listener)
+            resolve()
+          }
+        }
+        child.stderr.on("data", listener)
+      })
+    }
+    expect(stderr.split("\n").filter((line) => line.startsWith("Doctor: "))).toEqual([
+      "Doctor: 2025-03-26: works with warnings",
+      "Doctor: 2025-06-18: works",
+      "Doctor: 2025-11-25: works",
+      "Doctor: 2026-07-28: works",
+    ])
+    expect(stderr.indexOf("Doctor: 2026-07-28: works")).toBeLessThan(stderr.indexOf("Serving."))
+  })
+
   it("serves the authorization server metadata and the MCP server's 401 challenge", async () => {
     const metadata = await fetch(`${announced.authorizationServer}/.well-known/oauth-authorization-server`)
     expect(metadata.status).toBe(200)
