@@ -62,11 +62,18 @@ export const formatText = (diagnosis: Diagnosis, options: TextOptions = {}): str
   const lines: Array<string> = [`keyway-doctor ${diagnosis.target}`, `revisions: ${diagnosis.revisions.join(", ")}`]
   for (const { server, findings } of byServer(diagnosis)) {
     lines.push("", `${server} (${server === diagnosis.target ? "MCP server" : "authorization server"})`)
+    const repeated = new Set(
+      findings.map((finding) => finding.check).filter((check, i, checks) => checks.indexOf(check) !== i),
+    )
     for (const finding of findings) {
       const entry = entryOf(catalog, finding.check)
       const title = entry?.title ?? finding.check
       lines.push(`  ${paint(finding.status)}  ${title}${revisionsNote(finding, diagnosis.revisions)}`)
-      if (finding.status === "pass") continue
+      if (finding.status === "pass") {
+        // A check that passes more than once on a server (one finding per client, say) says what each one is about.
+        if (repeated.has(finding.check)) lines.push(`${INDENT}${finding.detail}`)
+        continue
+      }
       lines.push(`${INDENT}seen: ${finding.detail}`)
       if (entry !== undefined) {
         lines.push(`${INDENT}why:  ${entry.why}`, `${INDENT}fix:  ${entry.fix}`, `${INDENT}spec: ${entry.spec}`)
