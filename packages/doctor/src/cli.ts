@@ -27,7 +27,15 @@ const main = async (): Promise<number> => {
     process.stdout.write(USAGE)
     return 0
   }
-  const diagnosis = await diagnose(command.target, command.options)
+  let diagnosis: Awaited<ReturnType<typeof diagnose>>
+  try {
+    diagnosis = await diagnose(command.target, command.options)
+  } catch (e) {
+    // A bug or an environment the doctor cannot work in (no browser for --login, say) is "could not run", not a
+    // verdict on the server.
+    process.stderr.write(`keyway-doctor: could not run: ${e instanceof Error ? e.message : String(e)}\n`)
+    return 2
+  }
   if (command.html !== undefined) {
     try {
       await writeFile(command.html, formatHtml(diagnosis))

@@ -11,6 +11,7 @@ import * as Result from "effect/Result"
 import type { CheckEntry, Exchange, Finding, Status } from "../Finding.js"
 import type { Seen } from "../Probe.js"
 import type { AuthorizationServerFound, Stage, Walk } from "../Walk.js"
+import { BROWSER_ORIGIN } from "./resource.js"
 
 const MCP = "https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization"
 
@@ -97,9 +98,6 @@ export const catalog: Readonly<Record<string, CheckEntry>> = {
 }
 
 type CheckId = keyof typeof catalog & string
-
-/** A browser origin for the CORS requests: reserved, so no real site is named. */
-const BROWSER_ORIGIN = "https://browser-client.example"
 
 const isRecord = (u: unknown): u is Readonly<Record<string, unknown>> =>
   typeof u === "object" && u !== null && !Array.isArray(u)

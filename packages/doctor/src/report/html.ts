@@ -102,7 +102,7 @@ const pathOf = (url: string) => {
 }
 const clip = (text: string, max: number) => (text.length > max ? `${text.slice(0, max - 1)}…` : text)
 
-const LANE = 300
+const LANE = 440
 const ROW = 26
 const TOP = 56
 
@@ -111,7 +111,7 @@ const sequence = (walk: RevisionWalk): string => {
   const origins = [...new Set(walk.steps.map((step) => originOf(step.exchange.url)))]
   const laneX = (i: number) => 90 + i * LANE
   const width = laneX(origins.length) + 110
-  const height = TOP + walk.steps.length * 2 * ROW + (walk.stopsAt === undefined ? 30 : 50)
+  const height = TOP + walk.steps.length * 2 * ROW + (walk.stopsAt === undefined ? 0 : ROW) + 30
   const parts: Array<string> = []
   const lanes = ["client", ...origins]
   lanes.forEach((name, i) => {
@@ -122,26 +122,27 @@ const sequence = (walk: RevisionWalk): string => {
   })
   walk.steps.forEach((step, n) => {
     const x = laneX(origins.indexOf(originOf(step.exchange.url)) + 1)
-    const y = TOP + n * 2 * ROW
+    // The line saying where the client stops takes a row of its own, below its step.
+    const y = TOP + n * 2 * ROW + (walk.stopsAt !== undefined && n > walk.stopsAt ? ROW : 0)
     const after = walk.stopsAt !== undefined && n > walk.stopsAt ? " after" : ""
     const answer =
       step.exchange.status === undefined
         ? `no answer: ${step.exchange.error ?? "unknown error"}`
         : `${step.exchange.status}${step.exchange.headers?.location === undefined ? "" : ` → ${step.exchange.headers.location}`}`
-    const request = `${step.exchange.method} ${pathOf(step.exchange.url)}`
+    const request = `${step.exchange.method} ${pathOf(step.exchange.url)}${step.exchange.requestHeaders?.origin === undefined ? "" : " (origin)"}`
     parts.push(
       `<g class="step ${step.status}${after}">`,
       `<line x1="${laneX(0)}" y1="${y}" x2="${x - 6}" y2="${y}" class="req"/>`,
       `<polygon points="${x - 6},${y - 4} ${x},${y} ${x - 6},${y + 4}" class="head"/>`,
-      `<text x="${laneX(0) + 8}" y="${y - 5}">${n + 1}. ${escapeHtml(clip(request, 44))}<title>${escapeHtml(step.exchange.url)}</title></text>`,
+      `<text x="${laneX(0) + 8}" y="${y - 5}">${n + 1}. ${escapeHtml(clip(request, 58))}<title>${escapeHtml(step.exchange.url)}</title></text>`,
       `<line x1="${x}" y1="${y + ROW}" x2="${laneX(0) + 6}" y2="${y + ROW}" class="res"/>`,
       `<polygon points="${laneX(0) + 6},${y + ROW - 4} ${laneX(0)},${y + ROW} ${laneX(0) + 6},${y + ROW + 4}" class="head"/>`,
-      `<text x="${x - 8}" y="${y + ROW - 5}" class="status">${escapeHtml(clip(answer, 44))}</text>`,
+      `<text x="${x - 8}" y="${y + ROW - 5}" class="status">${escapeHtml(clip(answer, 58))}</text>`,
       "</g>",
     )
     if (n === walk.stopsAt) {
       parts.push(
-        `<text x="${laneX(0) + 8}" y="${y + ROW + 18}" class="stop">✕ a client of ${walk.revision} stops here: ${escapeHtml(clip(walk.reason ?? "", 70))}</text>`,
+        `<text x="${laneX(0) + 8}" y="${y + ROW + 20}" class="stop">✕ a client of ${walk.revision} stops here: ${escapeHtml(clip(walk.reason ?? "", 70))}</text>`,
       )
     }
   })
@@ -151,7 +152,7 @@ const sequence = (walk: RevisionWalk): string => {
 const STYLE = `
 body{font:14px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:1100px;padding:0 1rem;color:#1d2330}
 h1{font-size:1.4rem}h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #ccd}h3{font-size:1rem}
-code,pre{font:12px/1.4 ui-monospace,monospace}pre{background:#f4f5f8;padding:.5rem;overflow:auto;white-space:pre-wrap}
+code,pre{font:12px/1.4 ui-monospace,monospace;overflow-wrap:anywhere}pre{background:#f4f5f8;padding:.5rem;overflow:auto;white-space:pre-wrap}
 .badge{display:inline-block;min-width:3.2em;text-align:center;font-weight:700;border-radius:3px;padding:0 .3em;color:#fff}
 .badge.pass{background:#2e7d32}.badge.warn{background:#b26a00}.badge.fail{background:#c62828}
 ul.findings{list-style:none;padding:0}ul.findings>li{margin:.35rem 0}

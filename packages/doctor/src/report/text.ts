@@ -29,7 +29,10 @@ const COLORS: Readonly<Record<Status, string>> = { pass: "\u001b[32m", warn: "\u
 const RESET = "\u001b[0m"
 const INDENT = "        "
 
-/** One exchange as a line: `GET https://x/.well-known/... → 200`, or why no answer came. */
+/**
+ * One exchange as a line: `GET https://x/.well-known/... → 200`, the Origin of a browser's request, or why no answer
+ * came.
+ */
 export const exchangeLine = (exchange: Exchange): string => {
   const answer =
     exchange.status === undefined
@@ -39,7 +42,9 @@ export const exchangeLine = (exchange: Exchange): string => {
           ...(exchange.headers?.location === undefined ? [] : [`location: ${exchange.headers.location}`]),
           ...(exchange.error === undefined ? [] : [exchange.error]),
         ].join(", ")
-  return `${exchange.method} ${exchange.url} → ${answer}`
+  // A request with an Origin is a browser's (CORS); it is told apart from the same request without one.
+  const origin = exchange.requestHeaders?.origin
+  return `${exchange.method} ${exchange.url}${origin === undefined ? "" : ` (origin ${origin})`} → ${answer}`
 }
 
 const revisionsNote = (finding: Finding, selected: ReadonlyArray<Revision.Revision>) =>
@@ -57,11 +62,18 @@ export const formatText = (diagnosis: Diagnosis, options: TextOptions = {}): str
   const lines: Array<string> = [`keyway-doctor ${diagnosis.target}`, `revisions: ${diagnosis.revisions.join(", ")}`]
   for (const { server, findings } of byServer(diagnosis)) {
     lines.push("", `${server} (${server === diagnosis.target ? "MCP server" : "authorization server"})`)
+    const repeated = new Set(
+      findings.map((finding) => finding.check).filter((check, i, checks) => checks.indexOf(check) !== i),
+    )
     for (const finding of findings) {
       const entry = entryOf(catalog, finding.check)
       const title = entry?.title ?? finding.check
       lines.push(`  ${paint(finding.status)}  ${title}${revisionsNote(finding, diagnosis.revisions)}`)
-      if (finding.status === "pass") continue
+      if (finding.status === "pass") {
+        // A check that passes more than once on a server (one finding per client, say) says what each one is about.
+        if (repeated.has(finding.check)) lines.push(`${INDENT}${finding.detail}`)
+        continue
+      }
       lines.push(`${INDENT}seen: ${finding.detail}`)
       if (entry !== undefined) {
         lines.push(`${INDENT}why:  ${entry.why}`, `${INDENT}fix:  ${entry.fix}`, `${INDENT}spec: ${entry.spec}`)

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest"
-import { exitCode, formatText, useColor, verdicts } from "../../src/index.ts"
-import { CATALOG, DIAGNOSIS, TARGET } from "./diagnosis.ts"
+import { exchangeLine, exitCode, formatText, useColor, verdicts } from "../../src/index.ts"
+import { CATALOG, DIAGNOSIS, ISSUER, TARGET } from "./diagnosis.ts"
 
 describe("the text report", () => {
   it("groups the findings by server, details warnings and failures, and ends with a verdict per revision", () => {
@@ -65,6 +65,47 @@ https://auth.example.com (authorization server)
       "        GET https://mcp.example.com/prm.json → no answer (connect ECONNREFUSED 127.0.0.1:443)",
     ])
     expect(text.endsWith("\n2025-11-25: works with warnings\n")).toBe(true)
+  })
+
+  it("tells apart the passes of one check on one server by their detail", () => {
+    const twice = (client: string, url: string) => ({
+      check: "registration.hosted-callbacks",
+      status: "pass" as const,
+      server: ISSUER,
+      revisions: ["2025-11-25" as const],
+      detail: `https://auth.example.com/register registered ${client}'s callback ${url}`,
+      exchanges: [],
+    })
+    const text = formatText(
+      {
+        target: TARGET,
+        revisions: ["2025-11-25"],
+        findings: [
+          twice("Claude", "https://claude.ai/api/mcp/auth_callback"),
+          twice("VS Code", "https://vscode.dev/redirect"),
+        ],
+      },
+      { catalog: {} },
+    )
+    expect(text.split("\n").slice(3, 8)).toEqual([
+      "https://auth.example.com (authorization server)",
+      "  PASS  registration.hosted-callbacks",
+      "        https://auth.example.com/register registered Claude's callback https://claude.ai/api/mcp/auth_callback",
+      "  PASS  registration.hosted-callbacks",
+      "        https://auth.example.com/register registered VS Code's callback https://vscode.dev/redirect",
+    ])
+  })
+
+  it("tells a browser's request (with an Origin) from the same request without one", () => {
+    expect(
+      exchangeLine({
+        method: "OPTIONS",
+        url: "https://mcp.example.com/mcp",
+        requestHeaders: { origin: "https://inspector.example", "access-control-request-method": "POST" },
+        status: 204,
+        headers: { "access-control-allow-origin": "*" },
+      }),
+    ).toBe("OPTIONS https://mcp.example.com/mcp (origin https://inspector.example) → 204")
   })
 
   it("says the diagnosis could not run when it stopped", () => {
