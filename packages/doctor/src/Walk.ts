@@ -19,6 +19,14 @@ export interface DiagnoseOptions {
   readonly login?:
     | { readonly kind: "browser" }
     | { readonly kind: "test-user"; readonly username: string; readonly password: string }
+  /**
+   * Another resource the same authorization server serves: with `login`, the doctor obtains a token for it (a refresh
+   * with this `resource`, else a second authorization) and checks that the MCP server refuses it. Without it the
+   * audience check is not made.
+   *
+   * @see {@link https://www.rfc-editor.org/rfc/rfc8707.html#section-2.2 | RFC 8707 §2.2}
+   */
+  readonly otherResource?: string
   /** A client ID and secret for a real client credentials token request. */
   readonly clientCredentials?: { readonly clientId: string; readonly clientSecret: string }
   /** Host a client ID metadata document on a loopback URL and try it (only when asked). */

@@ -31,6 +31,8 @@ describe("the command line's arguments", () => {
           "--username",
           "alice",
           "--password=correct horse",
+          "--other-resource",
+          "https://archive.example.com/mcp",
           "--client-credentials",
           "reporter",
           "--cimd",
@@ -49,6 +51,7 @@ describe("the command line's arguments", () => {
       options: {
         revisions: ["2025-06-18", "2026-07-28"],
         login: { kind: "test-user", username: "alice", password: "correct horse" },
+        otherResource: "https://archive.example.com/mcp",
         clientCredentials: { clientId: "reporter", clientSecret: "s3cret" },
         clientIdMetadataDocument: true,
         timeoutMs: 2500,
@@ -91,6 +94,11 @@ describe("the command line's arguments", () => {
     [["ftp://mcp.example.com/mcp"], 'the MCP server URL "ftp://mcp.example.com/mcp" is not an http or https URL'],
     [["--timeout", "soon", URL], '--timeout "soon" is not a positive whole number of milliseconds'],
     [["--login=test-user", "--username", "alice", URL], "--login=test-user needs --password"],
+    [
+      ["--login", "--other-resource", "archive.example.com/mcp", URL],
+      '--other-resource "archive.example.com/mcp" is not an http or https URL',
+    ],
+    [["--other-resource", "https://archive.example.com/mcp", URL], "--other-resource goes with --login"],
     [
       ["--revision", "2024-11-05", URL],
       '--revision "2024-11-05" is not an MCP revision (2025-03-26, 2025-06-18, 2025-11-25, 2026-07-28)',

@@ -17,6 +17,7 @@ let issuer: string
 let mcpUrl: string
 let close: () => Promise<void>
 const password = randomBytes(12).toString("base64url")
+const otherResource = (mcpPort: number) => `http://127.0.0.1:${mcpPort}/archive`
 
 beforeAll(async () => {
   dataDir = await mkdtemp(join(tmpdir(), "keyway-doctor-"))
@@ -32,7 +33,11 @@ beforeAll(async () => {
         { username: "alice", passwordHash: await UserAuthenticator.hashPassword(password), displayName: "Alice" },
       ],
       clients: [],
-      resources: [{ uri: `http://127.0.0.1:${mcpPort}/mcp`, name: "Keyway notes", scopes: NOTE_SCOPES }],
+      // A second resource, so that the audience check has a token for another resource to present.
+      resources: [
+        { uri: `http://127.0.0.1:${mcpPort}/mcp`, name: "Keyway notes", scopes: NOTE_SCOPES },
+        { uri: otherResource(mcpPort), name: "Keyway archive", scopes: NOTE_SCOPES },
+      ],
       registration: true,
     },
     { log: () => {} },
@@ -51,7 +56,11 @@ afterAll(async () => {
 
 describe("Keyway's own stack", () => {
   it("passes every check for the revisions with protected resource metadata, the test user's login included", async () => {
-    const diagnosis = await diagnose(mcpUrl, { login: { kind: "test-user", username: "alice", password } })
+    const other = otherResource(Number(new URL(mcpUrl).port))
+    const diagnosis = await diagnose(mcpUrl, {
+      login: { kind: "test-user", username: "alice", password },
+      otherResource: other,
+    })
     expect(diagnosis.stopped).toBeUndefined()
     expect(diagnosis.revisions).toEqual(Revision.all)
     // The one thing short of a pass: the authorization server has an origin of its own, and 2025-03-26 clients look
@@ -69,6 +78,9 @@ describe("Keyway's own stack", () => {
         detail: `tried ${origin}/.well-known/oauth-authorization-server → 404: none found, so 2025-03-26 clients use the default endpoints ${origin}/authorize, ${origin}/token and ${origin}/register`,
       },
     ])
+    expect(diagnosis.findings.find((f) => f.check === "mcp.audience-check")?.detail).toBe(
+      `a token for ${other} (obtained by a second authorization) was refused with 401 invalid_token`,
+    )
     const checks = new Set(diagnosis.findings.map((f) => f.check))
     for (const check of [
       "challenge.status",

@@ -5,8 +5,9 @@
  *
  * @module
  */
-import { createAuthClient, type TokenStore, UserAgent } from "@keyway/client"
-import { Challenge, Revision } from "@keyway/core"
+import { Authorization, createAuthClient, type Discovery, type TokenStore, UserAgent } from "@keyway/client"
+import { Challenge, Revision, Scope, Wire } from "@keyway/core"
+import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import type { CheckEntry, Exchange, Finding, Status } from "../Finding.js"
 import type { Seen } from "../Probe.js"
@@ -53,8 +54,8 @@ export const catalog: Readonly<Record<string, CheckEntry>> = {
     spec: `${MCP_AUTH}#access-token-usage`,
   },
   "mcp.audience-check": {
-    title: "The MCP server refuses a token for another resource",
-    why: "MCP servers MUST validate that tokens were issued for them; one that accepts any token of its authorization server is open to token passthrough and confused deputy attacks (MCP security best practices).",
+    title: "The MCP server refuses a token for another resource (with --other-resource)",
+    why: "MCP servers MUST validate that tokens were issued for them; one that accepts any token of its authorization server is open to token passthrough and confused deputy attacks (MCP security best practices). The doctor obtains a token for the other resource given with --other-resource (served by the same authorization server) and presents it: the server must answer 401 invalid_token (RFC 6750 §3.1).",
     fix: "Verify the token's aud (or the introspection's aud) equals the server's canonical URI.",
     spec: `${MCP_AUTH}#token-audience-binding-and-validation`,
   },
@@ -71,6 +72,8 @@ export const catalog: Readonly<Record<string, CheckEntry>> = {
     spec: "https://www.rfc-editor.org/rfc/rfc9700.html#section-4.14.2",
   },
 }
+
+type UserAgentService = UserAgent.UserAgent["Service"]
 
 const finding = (
   walk: Walk,
@@ -275,26 +278,23 @@ const mcpChecks = async (walk: Walk, tokens: TokenStore.Tokens, findings: Array<
   }
 }
 
-/** A token for another resource: a refresh with `resource` set to a made-up sibling of the server URL. */
-const audienceCheck = async (
+/** What a try for a token for the other resource gave: the token, or why none came. */
+type OtherToken =
+  | { readonly token: string; readonly how: string }
+  | { readonly token?: undefined; readonly refused: string }
+
+/** A refresh with `resource` = the other resource: RFC 8707 §2.2 allows any resource within the grant. */
+const refreshForOther = async (
   walk: Walk,
   tokens: TokenStore.Tokens,
   refreshToken: string | undefined,
-  findings: Array<Finding>,
-) => {
+  other: string,
+  exchanges: Array<Exchange>,
+): Promise<OtherToken> => {
   const endpoint = tokens.token_endpoint
   if (refreshToken === undefined || endpoint === undefined || tokens.client_id === undefined) {
-    findings.push(
-      finding(
-        walk,
-        "mcp.audience-check",
-        "warn",
-        "no token for another resource could be obtained (no refresh token): the audience check was not tried",
-      ),
-    )
-    return
+    return { refused: "no refresh token to try" }
   }
-  const other = new URL("/keyway-doctor-other-resource", walk.target).href
   const seen = await walk.probe.send(endpoint, {
     method: "POST",
     headers: { "content-type": "application/x-www-form-urlencoded", accept: "application/json" },
@@ -305,30 +305,140 @@ const audienceCheck = async (
       resource: other,
     }).toString(),
   })
+  exchanges.push(withoutBody(seen.exchange))
   const answer = seen.json as { access_token?: unknown; error?: unknown } | undefined
-  if (seen.status !== 200 || typeof answer?.access_token !== "string") {
+  if (seen.status === 200 && typeof answer?.access_token === "string") {
+    return { token: answer.access_token, how: "by a refresh" }
+  }
+  return {
+    refused: `the refresh answered HTTP ${seen.status ?? "nothing"}${typeof answer?.error === "string" ? ` ${answer.error}` : ""}`,
+  }
+}
+
+/**
+ * A second authorization for the other resource, with the same registered client and user agent (a test user or
+ * browser already signed in), the granted scope, PKCE and the callback checked as the client checks it.
+ */
+const authorizeForOther = async (
+  walk: Walk,
+  tokens: TokenStore.Tokens,
+  userAgent: UserAgentService,
+  other: string,
+  exchanges: Array<Exchange>,
+  kept: Array<Exchange>,
+): Promise<OtherToken> => {
+  const found = walk.authorizationServers.get(tokens.issuer)
+  const metadata = Wire.validate(Wire.AuthorizationServerMetadata, found?.metadata, "authorization server metadata")
+  const endpoint = tokens.token_endpoint
+  if (Result.isFailure(metadata) || endpoint === undefined || tokens.client_id === undefined) {
+    return { refused: "no authorization server metadata for a second authorization" }
+  }
+  const server: Discovery.DiscoveredAuthorizationServer = {
+    issuer: tokens.issuer,
+    metadata: metadata.success,
+    metadataUrl: found?.metadataUrl,
+  }
+  const clientId = tokens.client_id
+  const start = kept.length
+  const callback = Effect.gen(function* () {
+    const session = yield* userAgent.open
+    return yield* Effect.gen(function* () {
+      const request = yield* Authorization.buildRequest({
+        resource: {
+          serverUrl: other,
+          resource: other,
+          metadata: undefined,
+          metadataUrl: undefined,
+          issuer: tokens.issuer,
+          legacy: false,
+        },
+        server,
+        client: { issuer: tokens.issuer, client_id: clientId },
+        redirectUri: session.redirectUri,
+        scope: Scope.parse(tokens.scope),
+      })
+      const code = yield* Authorization.validateCallback(yield* session.run(request.url), request.pending)
+      return { code, pending: request.pending }
+    }).pipe(Effect.ensuring(session.close))
+  })
+  let got: { readonly code: string; readonly pending: TokenStore.Pending }
+  try {
+    got = await Effect.runPromise(callback)
+  } catch (e) {
+    return { refused: `a second authorization failed: ${e instanceof Error ? e.message : String(e)}` }
+  } finally {
+    exchanges.push(...kept.slice(start))
+  }
+  const seen = await walk.probe.send(endpoint, {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded", accept: "application/json" },
+    body: new URLSearchParams({
+      grant_type: "authorization_code",
+      code: got.code,
+      code_verifier: got.pending.code_verifier,
+      redirect_uri: got.pending.redirect_uri,
+      client_id: clientId,
+      resource: other,
+    }).toString(),
+  })
+  exchanges.push(withoutBody(seen.exchange))
+  const answer = seen.json as { access_token?: unknown; error?: unknown } | undefined
+  if (seen.status === 200 && typeof answer?.access_token === "string") {
+    return { token: answer.access_token, how: "by a second authorization" }
+  }
+  return {
+    refused: `the code exchange of a second authorization answered HTTP ${seen.status ?? "nothing"}${typeof answer?.error === "string" ? ` ${answer.error}` : ""}`,
+  }
+}
+
+/**
+ * The audience check, only with `otherResource`: a token for that other resource of the same authorization server
+ * (by a refresh, else by a second authorization), presented to the MCP server, must get a 401 `invalid_token`.
+ */
+const audienceCheck = async (
+  walk: Walk,
+  tokens: TokenStore.Tokens,
+  refreshToken: string | undefined,
+  userAgent: UserAgentService,
+  kept: Array<Exchange>,
+  findings: Array<Finding>,
+) => {
+  const other = walk.options.otherResource
+  if (other === undefined) return
+  const exchanges: Array<Exchange> = []
+  const refreshed = await refreshForOther(walk, tokens, refreshToken, other, exchanges)
+  const obtained =
+    refreshed.token === undefined ? await authorizeForOther(walk, tokens, userAgent, other, exchanges, kept) : refreshed
+  if (obtained.token === undefined) {
     findings.push(
       finding(
         walk,
         "mcp.audience-check",
         "warn",
-        `the authorization server issues no token for another resource (${other}: HTTP ${seen.status ?? "nothing"}${typeof answer?.error === "string" ? ` ${answer.error}` : ""}), so the audience check could not be tried`,
-        [withoutBody(seen.exchange)],
+        `the authorization server issues no token for ${other} (${refreshed.token === undefined ? `${refreshed.refused}; ` : ""}${obtained.refused}), so the audience check could not be tried`,
+        exchanges,
       ),
     )
     return
   }
   const revision = handshakeRevision(walk)
-  const listed = await mcpRequest(walk, answer.access_token, { id: 1, method: "tools/list", params: {} }, revision)
+  const listed = await mcpRequest(walk, obtained.token, { id: 1, method: "tools/list", params: {} }, revision)
+  exchanges.push(listed.exchange)
+  const parsed = Challenge.fromHeaders(listed.headers)
+  const error = Result.isSuccess(parsed) ? parsed.success?.error : undefined
+  const refused = listed.status === 401 && error === "invalid_token"
+  const answered = `tools/list answered HTTP ${listed.status ?? "nothing"}`
   findings.push(
     finding(
       walk,
       "mcp.audience-check",
-      listed.status === 401 ? "pass" : "fail",
-      listed.status === 401
-        ? `a token issued for ${other} was refused with 401`
-        : `a token issued for ${other} was accepted (HTTP ${listed.status ?? "nothing"}): the server does not check the audience`,
-      [withoutBody(seen.exchange), listed.exchange],
+      refused ? "pass" : "fail",
+      refused
+        ? `a token for ${other} (obtained ${obtained.how}) was refused with 401 invalid_token`
+        : listed.status !== undefined && listed.status >= 200 && listed.status < 300
+          ? `a token for ${other} (obtained ${obtained.how}) was accepted (${answered}): the server does not check the token's audience`
+          : `a token for ${other} (obtained ${obtained.how}) was not refused with 401 invalid_token: ${answered}${listed.headers.get("www-authenticate") === null ? "" : ` with WWW-Authenticate ${JSON.stringify(listed.headers.get("www-authenticate"))}`}`,
+      exchanges,
     ),
   )
 }
@@ -415,7 +525,7 @@ export const stage: Stage = {
         "login.flow",
         "pass",
         `signed in at ${tokens.issuer} and received a ${tokens.token_type} token for ${tokens.resource}`,
-        kept,
+        [...kept],
       ),
     )
     walk.token = {
@@ -428,7 +538,7 @@ export const stage: Stage = {
     await mcpChecks(walk, tokens, findings)
     // The refresh first: the audience check spends the refresh token it leaves (a rotating server revokes the old).
     await refreshCheck(walk, tokens, findings)
-    await audienceCheck(walk, tokens, walk.token.refreshToken, findings)
+    await audienceCheck(walk, tokens, walk.token.refreshToken, userAgent, kept, findings)
     return findings
   },
 }

@@ -17,6 +17,8 @@ options:
                              sign in and run the whole flow (browser by default)
   --username <name>          the test user's name (with --login=test-user)
   --password <password>      the test user's password (with --login=test-user)
+  --other-resource <url>     another resource the same authorization server serves (with --login): a token for it
+                             must be refused by the MCP server (the audience check)
   --client-credentials <id>  make a real client credentials token request as this client; the secret is read
                              from the environment variable KEYWAY_DOCTOR_CLIENT_SECRET
   --cimd                     host a client ID metadata document on a loopback URL and try it
@@ -44,7 +46,15 @@ export class UsageError extends Error {
   override readonly name = "UsageError"
 }
 
-const VALUED = new Set(["--revision", "--username", "--password", "--client-credentials", "--html", "--timeout"])
+const VALUED = new Set([
+  "--revision",
+  "--username",
+  "--password",
+  "--other-resource",
+  "--client-credentials",
+  "--html",
+  "--timeout",
+])
 const FLAGS = new Set(["--cimd", "--json", "--help", "-h", "--login"])
 
 /**
@@ -122,6 +132,15 @@ export const parseArguments = (
     throw new UsageError(`--login=test-user needs ${username === undefined ? "--username" : "--password"}`)
   }
 
+  const otherResource = single("--other-resource")
+  if (otherResource !== undefined) {
+    const other = URL.parse(otherResource)
+    if (other === null || (other.protocol !== "https:" && other.protocol !== "http:")) {
+      throw new UsageError(`--other-resource "${otherResource}" is not an http or https URL`)
+    }
+    if (login === undefined) throw new UsageError("--other-resource goes with --login")
+  }
+
   const clientId = single("--client-credentials")
   const clientSecret = env.KEYWAY_DOCTOR_CLIENT_SECRET
   if (clientId !== undefined && (clientSecret === undefined || clientSecret === "")) {
@@ -147,6 +166,7 @@ export const parseArguments = (
               ? { kind: "browser" as const }
               : { kind: "test-user" as const, username: username ?? "", password: password ?? "" },
         }),
+    ...(otherResource === undefined ? {} : { otherResource }),
     ...(clientId === undefined ? {} : { clientCredentials: { clientId, clientSecret: clientSecret ?? "" } }),
     ...(flags.has("--cimd") ? { clientIdMetadataDocument: true } : {}),
     ...(timeoutMs === undefined ? {} : { timeoutMs }),

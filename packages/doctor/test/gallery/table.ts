@@ -1,7 +1,8 @@
 /**
  * The gallery: misconfigurations reported in MCP SDK, Inspector, client and server issue trackers, each as the
  * gallery server with one fault, and the findings the doctor must report for it — exactly those, every other check
- * passing. `expected` lists the findings that are not `pass` as "<check> <status>", one per finding.
+ * passing. `expected` lists the findings that are not `pass` as "<check> <status>", one per finding. A fault seen
+ * only after a login (an audience check that accepts any token) is in login.test.ts: these entries run no login.
  */
 import type { DiagnoseOptions } from "../../src/index.js"
 import type { Faults } from "./server.js"

@@ -3,9 +3,10 @@
  * server in front of the official MCP SDK server (a tool that needs more scope), and walks seeded with what the
  * earlier stages would have found.
  */
-import { createServer } from "node:http"
+import { createPublicKey, verify } from "node:crypto"
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import { createAuthorizationServer, NodeServer, UserAuthenticator } from "@keyway/authorization-server"
-import { Revision } from "@keyway/core"
+import { Challenge, Revision, Scope } from "@keyway/core"
 import { protectMcp } from "@keyway/mcp-sdk-server"
 import { createProtectedResource, jwt, type TokenVerifier, toNodeListener } from "@keyway/resource-server/node"
 import { closing, listening } from "@keyway/testing"
@@ -37,13 +38,93 @@ export interface KeywayStack {
   readonly issuer: string
   /** The MCP endpoint. */
   readonly mcp: string
+  /** The second resource the authorization server serves, with `otherResource` (`<MCP origin>/archive`). */
+  readonly other: string
   readonly close: () => Promise<void>
 }
 
 export interface KeywayStackOptions {
   /** Replaces the resource server's verifier (a misconfigured one). */
   readonly verifier?: (jwksUri: string, resource: string) => TokenVerifier.VerifierDefinition
+  /** The authorization server also serves `other`, with the same scopes (for the audience check). */
+  readonly otherResource?: true
+  /**
+   * Replaces the Keyway resource server by a node:http MCP endpoint that checks a token's signature, issuer, expiry
+   * and scope, but not its audience: it accepts a token for any resource of its authorization server.
+   */
+  readonly audienceUnchecked?: true
 }
+
+const base64url = (part: string): Buffer => Buffer.from(part, "base64url")
+
+/** The claims of a JWT signed by a key of the JWK Set, undefined when no key verifies it. */
+const verifiedClaims = (token: string, keys: ReadonlyArray<Record<string, unknown>>) => {
+  const [header, payload, signature] = token.split(".")
+  if (header === undefined || payload === undefined || signature === undefined) return undefined
+  const kid = (JSON.parse(base64url(header).toString("utf8")) as { kid?: unknown }).kid
+  const jwk = keys.find((key) => key.kid === kid)
+  if (jwk === undefined) return undefined
+  const key = createPublicKey({ key: jwk, format: "jwk" })
+  const data = Buffer.from(`${header}.${payload}`)
+  const good =
+    jwk.kty === "OKP"
+      ? verify(null, data, key, base64url(signature))
+      : verify(
+          jwk.crv === "P-384" ? "sha384" : jwk.crv === "P-521" ? "sha512" : "sha256",
+          data,
+          jwk.kty === "EC" ? { key, dsaEncoding: "ieee-p1363" } : key,
+          base64url(signature),
+        )
+  return good ? (JSON.parse(base64url(payload).toString("utf8")) as Record<string, unknown>) : undefined
+}
+
+/** The MCP endpoint that forgets the audience: everything else as a careful server does it. */
+const audienceUncheckedListener =
+  (issuer: string, jwksUri: string, mcp: string) => async (request: IncomingMessage, response: ServerResponse) => {
+    const url = new URL(request.url ?? "/", mcp)
+    const metadataPath = `/.well-known/oauth-protected-resource${new URL(mcp).pathname}`
+    if (url.pathname === metadataPath) {
+      response.writeHead(200, { "content-type": "application/json" }).end(
+        JSON.stringify({
+          resource: mcp,
+          authorization_servers: [issuer],
+          scopes_supported: Object.keys(SCOPES),
+          bearer_methods_supported: ["header"],
+        }),
+      )
+      return
+    }
+    const chunks: Array<Buffer> = []
+    for await (const chunk of request) chunks.push(chunk as Buffer)
+    const message = JSON.parse(Buffer.concat(chunks).toString("utf8") || "{}") as { id?: unknown; method?: unknown }
+    const challenge = (params: Challenge.BearerParams) => ({
+      "www-authenticate": Challenge.formatBearer({ resource_metadata: `${url.origin}${metadataPath}`, ...params }),
+    })
+    const authorization = request.headers.authorization ?? ""
+    if (!authorization.startsWith("Bearer ")) {
+      response.writeHead(401, challenge({ scope: "notes:read" })).end()
+      return
+    }
+    const { keys } = (await (await fetch(jwksUri)).json()) as { keys: Array<Record<string, unknown>> }
+    const claims = verifiedClaims(authorization.slice("Bearer ".length), keys)
+    if (
+      claims === undefined ||
+      claims.iss !== issuer ||
+      typeof claims.exp !== "number" ||
+      claims.exp * 1000 < Date.now()
+    ) {
+      response.writeHead(401, challenge({ error: "invalid_token" })).end()
+      return
+    }
+    if (!Scope.containsAll(Scope.parse(String(claims.scope ?? "")), ["notes:read"])) {
+      response.writeHead(403, challenge({ error: "insufficient_scope", scope: "notes:read" })).end()
+      return
+    }
+    const result = message.method === "tools/list" ? { tools: [] } : { protocolVersion: "2025-11-25", capabilities: {} }
+    response
+      .writeHead(200, { "content-type": "application/json" })
+      .end(JSON.stringify({ jsonrpc: "2.0", id: message.id ?? null, result }))
+  }
 
 /**
  * Keyway's authorization server (dynamic registration, client ID metadata documents on loopback for development,
@@ -56,9 +137,13 @@ export const startKeywayStack = async (options: KeywayStackOptions = {}): Promis
   const rsServer = createServer()
   const origin = await listening(rsServer)
   const mcp = `${origin}/mcp`
+  const other = `${origin}/archive`
   const authorizationServer = createAuthorizationServer({
     issuer,
-    resources: [{ uri: mcp, name: "Notes", scopes: SCOPES }],
+    resources: [
+      { uri: mcp, name: "Notes", scopes: SCOPES },
+      ...(options.otherResource === true ? [{ uri: other, name: "Archive", scopes: SCOPES }] : []),
+    ],
     users: [{ username: USER.username, passwordHash: await UserAuthenticator.hashPassword(USER.password) }],
     registration: true,
     clientIdMetadataDocuments: { allowHttpLoopbackClientIds: true },
@@ -70,6 +155,23 @@ export const startKeywayStack = async (options: KeywayStackOptions = {}): Promis
     jwks_uri: string
   }
   const jwksUri = metadata.jwks_uri
+  if (options.audienceUnchecked === true) {
+    const listener = audienceUncheckedListener(issuer, jwksUri, mcp)
+    rsServer.on("request", (request, response) => {
+      listener(request, response).catch((error: unknown) => {
+        if (!response.headersSent) response.writeHead(500).end(String(error))
+      })
+    })
+    return {
+      issuer,
+      mcp,
+      other,
+      close: async () => {
+        await Promise.all([asServer, rsServer].map(closing))
+        await authorizationServer.close()
+      },
+    }
+  }
   const guard = createProtectedResource({
     resource: mcp,
     authorizationServers: [issuer],
@@ -83,6 +185,7 @@ export const startKeywayStack = async (options: KeywayStackOptions = {}): Promis
   return {
     issuer,
     mcp,
+    other,
     close: async () => {
       await Promise.all([asServer, rsServer].map(closing))
       await handler.close()
