@@ -69,7 +69,8 @@ export const hostedCallbacks: ReadonlyArray<{
   {
     client: "VS Code",
     redirectUri: "https://vscode.dev/redirect",
-    documentedAt: "https://code.visualstudio.com/api/extension-guides/ai/mcp",
+    // VS Code registers it beside its loopback redirect URIs (microsoft/vscode#278512 lists its registration request).
+    documentedAt: "https://github.com/microsoft/vscode/issues/278512",
   },
 ]
 
