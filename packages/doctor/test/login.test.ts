@@ -1,3 +1,4 @@
+import { fileURLToPath } from "node:url"
 import { json, startAuthorizationServer, startResourceServer } from "@keyway/testing/peers"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { stage } from "../src/checks/login.js"
@@ -116,6 +117,31 @@ describe("the refresh", () => {
       )
       expect(refresh?.exchanges.map((e) => `${e.method} ${e.url} ${e.status}`)).toEqual([`POST ${as.issuer}/token 200`])
     } finally {
+      await Promise.all([rs.close(), as.close()])
+    }
+  })
+})
+
+// A stand-in for the system browser ($BROWSER), as keyway-mcp's tests use: it loads the authorization URL and follows
+// the redirects of an authorization server that approves at once, ending at the doctor's loopback listener.
+const standInBrowser = fileURLToPath(new URL("./support/browser.mjs", import.meta.url))
+
+describe("the browser login", () => {
+  it("opens the system browser ($BROWSER) and receives the redirect on a loopback listener", async () => {
+    const as = await startAuthorizationServer()
+    const rs = await startResourceServer({ authorizationServers: () => [as.issuer], lookup: as.lookup })
+    const saved = process.env.BROWSER
+    process.env.BROWSER = `${process.execPath} ${standInBrowser}`
+    try {
+      const walk = await seededWalk(rs.url, [as.issuer], { login: { kind: "browser" } })
+      const findings = await stage.run(walk)
+      expect(findings.find((f) => f.check === "login.flow")?.status).toBe("pass")
+      const redirect = URL.parse(as.authorizations[0]?.get("redirect_uri") ?? "")
+      expect(redirect?.hostname).toBe("127.0.0.1")
+      expect(Number(redirect?.port)).toBeGreaterThan(0)
+    } finally {
+      if (saved === undefined) delete process.env.BROWSER
+      else process.env.BROWSER = saved
       await Promise.all([rs.close(), as.close()])
     }
   })
