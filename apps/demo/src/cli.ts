@@ -55,7 +55,8 @@ Options:
                     notes MCP server calls a calendar API for the signed-in user with a token it obtained by token
                     exchange, RFC 8693; the client is the default run's, unchanged)
   --serve           only start the two servers and keep them running until SIGINT or SIGTERM; prints one JSON line
-                    on stdout: {"authorizationServer", "mcpServer", "users", "clients"}
+                    on stdout: {"authorizationServer", "mcpServer", "users", "clients"}, and on stderr the
+                    verdict of keyway-doctor on the stack for each MCP revision (the test user's login included)
   --as-port <n>     port of the authorization server (default: a free one)
   --mcp-port <n>    port of the MCP server (default: a free one)
   -h, --help        show this help
