@@ -42,6 +42,13 @@ export const JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 export const TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
 
 /**
+ * The device authorization grant: a device access token request.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8628.html#section-3.4 | RFC 8628 §3.4}
+ */
+export const DEVICE_CODE = "urn:ietf:params:oauth:grant-type:device_code"
+
+/**
  * The `client_assertion_type` of JWT client authentication (`private_key_jwt`).
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc7523.html#section-2.2 | RFC 7523 §2.2}

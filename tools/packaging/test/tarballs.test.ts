@@ -30,7 +30,7 @@ describe("the tarballs a role needs (npm run pack)", () => {
 
   it("refuses a name that is no published package, listing those that are", () => {
     expect(() => names(["clients"])).toThrow(
-      "not a published Keyway package: @keyway/clients (choose from authorization-server, client, core, doctor, ext-client-credentials, ext-dpop, ext-enterprise-managed, ext-token-exchange, ext-workload-identity, http, express, hono, mcp-sdk-client, mcp-sdk-server, resource-server)",
+      "not a published Keyway package: @keyway/clients (choose from authorization-server, client, connections, core, doctor, ext-client-credentials, ext-device-authorization, ext-dpop, ext-enterprise-managed, ext-token-exchange, ext-workload-identity, http, express, hono, mcp-sdk-client, mcp-sdk-server, resource-server)",
     )
   })
 

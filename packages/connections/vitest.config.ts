@@ -1,0 +1,3 @@
+import { keywayVitest } from "../../vitest.shared.ts"
+
+export default keywayVitest()

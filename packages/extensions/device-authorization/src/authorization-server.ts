@@ -1,0 +1,6 @@
+/**
+ * The authorization-server part of the device authorization grant.
+ *
+ * @module
+ */
+export {}

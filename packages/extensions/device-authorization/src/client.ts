@@ -1,0 +1,6 @@
+/**
+ * The client part of the device authorization grant.
+ *
+ * @module
+ */
+export {}
