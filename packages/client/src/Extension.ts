@@ -65,6 +65,22 @@ export interface AcquireContext {
    * endpoint); redirects are the strategy's to refuse.
    */
   readonly fetch: FetchLike
+  /**
+   * The client to use with this server, for strategies that declare {@link TokenStrategy.grantTypes}: configured,
+   * stored from an earlier registration for those grant types, the client ID metadata document, or registered now
+   * (RFC 7591, declaring those grant types and no redirect URI), in the MCP order; a failure when there is none.
+   */
+  readonly client: Effect.Effect<ClientInformation, AuthError>
+  /**
+   * POSTs a form to another endpoint of the authorization server (https, or http on loopback only), authenticated as
+   * `options.client` by its `token_endpoint_auth_method` as token requests are, and returns the status and the JSON
+   * body (a body that is not JSON fails with `invalid-json`).
+   */
+  readonly formRequest: (
+    url: string,
+    body: URLSearchParams,
+    options: { readonly client: ClientInformation; readonly step: Step },
+  ) => Effect.Effect<{ readonly status: number; readonly body: unknown }, AuthError>
   /** POSTs a form to the token endpoint and returns the validated token response. */
   readonly tokenRequest: (
     body: URLSearchParams,
@@ -101,6 +117,13 @@ export interface TokenStrategy {
    * scopes (within the step-up limit); when false it is the typed failure `step-up`/`insufficient-scope`.
    */
   readonly stepUp: boolean
+  /**
+   * The grant types the strategy uses with a client of the client's own (`context.client`), declared when that client
+   * registers (RFC 7591 §2 `grant_types`) and in client ID metadata documents; `refresh_token` among them lets the
+   * scope ask for `offline_access` as the authorization code flow does. Absent for strategies that bring their own
+   * client or none.
+   */
+  readonly grantTypes?: ReadonlyArray<string>
   readonly acquire: (context: AcquireContext) => Effect.Effect<Acquired, AuthError>
 }
 
