@@ -116,7 +116,10 @@ const register = Effect.fnUntraced(function* (
       : redirectUri === undefined
         ? []
         : [redirectUri],
-    grant_types: Array.isArray(registered.grant_types) ? registered.grant_types : grantTypes,
+    // Kept only when they are not the authorization code flow's, which an absent member means.
+    ...(grantTypes === CODE_GRANT_TYPES
+      ? {}
+      : { grant_types: Array.isArray(registered.grant_types) ? registered.grant_types : grantTypes }),
     ...(registered.client_secret !== undefined ? { client_secret: registered.client_secret } : {}),
     ...(typeof registered.client_secret_expires_at === "number"
       ? { client_secret_expires_at: registered.client_secret_expires_at }
