@@ -114,6 +114,68 @@ describe("encode", () => {
     expect(matrix[21 - 8]![8]).toBe(true)
   })
 
+  /** The format bits from both copies, most significant first, as read by a decoder (ISO/IEC 18004 Annex C). */
+  const formatCopies = (matrix: ReadonlyArray<ReadonlyArray<boolean>>) => {
+    const n = matrix.length
+    const bit = (row: number, col: number) => (matrix[row]![col]! ? "1" : "0")
+    const first = [
+      ...[0, 1, 2, 3, 4, 5, 7, 8].map((col) => bit(8, col)),
+      ...[7, 5, 4, 3, 2, 1, 0].map((row) => bit(row, 8)),
+    ].join("")
+    const second = [
+      ...[1, 2, 3, 4, 5, 6, 7].map((k) => bit(n - k, 8)),
+      ...[8, 7, 6, 5, 4, 3, 2, 1].map((k) => bit(8, n - k)),
+    ].join("")
+    return [first, second]
+  }
+
+  // The format information of each mask at levels M and L, from the standard's table.
+  const FORMAT_M = [
+    "101010000010010",
+    "101000100100101",
+    "101111001111100",
+    "101101101001011",
+    "100010111111001",
+    "100000011001110",
+    "100111110010111",
+    "100101010100000",
+  ]
+  const FORMAT_L = [
+    "111011111000100",
+    "111001011110011",
+    "111110110101010",
+    "111100010011101",
+    "110011000101111",
+    "110001100011000",
+    "110110001000001",
+    "110100101110110",
+  ]
+
+  it.each([
+    { level: "M", text: DEVICE_URI, table: FORMAT_M },
+    { level: "L", text: ascii(271), table: FORMAT_L },
+  ])("writes the same format information of level $level in both copies", ({ text, table }) => {
+    const [first, second] = formatCopies(encode(text))
+    expect(second).toBe(first)
+    expect(table).toContain(first)
+  })
+
+  // Texts whose lowest penalty falls on each of the eight masks, so that the decoder reads every mask.
+  it.each([
+    { length: 5, mask: 0 },
+    { length: 17, mask: 1 },
+    { length: 1, mask: 2 },
+    { length: 15, mask: 3 },
+    { length: 20, mask: 4 },
+    { length: 62, mask: 5 },
+    { length: 2, mask: 6 },
+    { length: 115, mask: 7 },
+  ])("chooses mask $mask for $length bytes and the code decodes", ({ length, mask }) => {
+    const matrix = encode(ascii(length))
+    expect(formatCopies(matrix)[0]).toBe(FORMAT_M[mask])
+    expect(decode(matrix)?.text).toBe(ascii(length))
+  })
+
   it("places version 7's information (0x07C94) in both 6×3 blocks", () => {
     const matrix = encode(ascii(107))
     expect(matrix.length).toBe(45)

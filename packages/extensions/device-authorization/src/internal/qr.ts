@@ -5,7 +5,7 @@
  * here rather than taken as a dependency because the client would otherwise ship a whole QR library for one picture.
  */
 
-/** Error correction levels in the order they are tried, with their two format-information bits (Table 12). */
+/** Error correction levels in the order they are tried, with their two format-information bits. */
 const LEVELS = [
   { name: "M", formatBits: 0b00 },
   { name: "L", formatBits: 0b01 },
@@ -20,7 +20,7 @@ interface BlockLayout {
   readonly groups: ReadonlyArray<readonly [number, number]>
 }
 
-/** Error correction characteristics of versions 1 to 10 at levels M and L (Table 9). */
+/** Error correction characteristics of versions 1 to 10 at levels M and L: ISO/IEC 18004's table of them. */
 const BLOCKS: Record<Level, ReadonlyArray<BlockLayout>> = {
   M: [
     { ecPerBlock: 10, groups: [[1, 16]] },
@@ -72,7 +72,7 @@ const BLOCKS: Record<Level, ReadonlyArray<BlockLayout>> = {
   ],
 }
 
-/** Row/column centres of the alignment patterns of versions 2 to 10 (Annex E); version 1 has none. */
+/** Row/column centres of the alignment patterns of versions 2 to 10 (ISO/IEC 18004 Annex E); version 1 has none. */
 const ALIGNMENT_CENTRES: ReadonlyArray<ReadonlyArray<number>> = [
   [],
   [6, 18],
@@ -89,20 +89,20 @@ const ALIGNMENT_CENTRES: ReadonlyArray<ReadonlyArray<number>> = [
 const MAX_VERSION = 10
 const MODE_BYTE = 0b0100
 
-/** Bits of the character count indicator in byte mode: 8 up to version 9, 16 from version 10 (Table 3). */
+/** Bits of the character count indicator in byte mode: 8 up to version 9, 16 from version 10. */
 const countBits = (version: number): number => (version <= 9 ? 8 : 16)
 
 const dataCodewords = (layout: BlockLayout): number =>
   layout.groups.reduce((sum, [blocks, perBlock]) => sum + blocks * perBlock, 0)
 
-/** How many bytes of text a version holds at a level in byte mode (Table 7). */
+/** How many bytes of text a version holds at a level in byte mode. */
 const byteCapacity = (version: number, level: Level): number =>
   Math.floor((dataCodewords(BLOCKS[level][version - 1]!) * 8 - 4 - countBits(version)) / 8)
 
 /** The largest number of bytes `encode` accepts: version 10 at level L. */
 export const MAX_BYTES = byteCapacity(MAX_VERSION, "L")
 
-// GF(256) with the primitive polynomial x^8 + x^4 + x^3 + x^2 + 1 (§7.5.2): log and antilog tables.
+// GF(256) with the primitive polynomial x^8 + x^4 + x^3 + x^2 + 1: log and antilog tables.
 const EXP = new Uint8Array(512)
 const LOG = new Uint8Array(256)
 {
@@ -119,7 +119,7 @@ const LOG = new Uint8Array(256)
 
 const gfMul = (a: number, b: number): number => (a === 0 || b === 0 ? 0 : EXP[LOG[a]! + LOG[b]!]!)
 
-/** The generator polynomial (x - α^0)(x - α^1)…(x - α^(n-1)), coefficients from the highest power down (Annex A). */
+/** The generator polynomial (x - α^0)(x - α^1)…(x - α^(n-1)), highest power first (ISO/IEC 18004 Annex A). */
 const generator = (degree: number): Uint8Array => {
   let poly = Uint8Array.of(1)
   for (let i = 0; i < degree; i++) {
@@ -146,7 +146,7 @@ const errorCorrection = (data: Uint8Array, degree: number): Uint8Array => {
   return remainder
 }
 
-/** The data codewords: mode, count, the bytes, terminator and pad codewords (§7.4). */
+/** The data codewords: mode, count, the bytes, terminator and pad codewords. */
 const dataStream = (bytes: Uint8Array, version: number, capacity: number): Uint8Array => {
   const bits: Array<number> = []
   const push = (value: number, length: number) => {
@@ -163,7 +163,7 @@ const dataStream = (bytes: Uint8Array, version: number, capacity: number): Uint8
   return out
 }
 
-/** Splits the data into blocks, adds each block's error correction and interleaves them (§7.6). */
+/** Splits the data into blocks, adds each block's error correction and interleaves them. */
 const finalCodewords = (data: Uint8Array, layout: BlockLayout): Array<number> => {
   const blocks: Array<{ readonly data: Uint8Array; readonly ec: Uint8Array }> = []
   let offset = 0
@@ -181,23 +181,23 @@ const finalCodewords = (data: Uint8Array, layout: BlockLayout): Array<number> =>
   return out
 }
 
-/** BCH remainder of `value` shifted past the generator's degree, for format and version information (Annex C, D). */
+/** `value` followed by its BCH check bits, for format and version information (ISO/IEC 18004 Annexes C and D). */
 const bch = (value: number, poly: number, degree: number): number => {
   let rem = value << degree
   for (let bit = 31 - Math.clz32(rem); bit >= degree; bit--) if ((rem >>> bit) & 1) rem ^= poly << (bit - degree)
   return (value << degree) | rem
 }
 
-/** The 15 format-information bits of a level and mask: BCH(15,5) with generator 0x537, XOR 0x5412 (Annex C). */
+/** The 15 format bits of a level and mask: BCH(15,5), generator 0x537, XOR 0x5412 (ISO/IEC 18004 Annex C). */
 const formatInformation = (level: Level, mask: number): number => {
   const formatBits = LEVELS.find((candidate) => candidate.name === level)!.formatBits
   return bch((formatBits << 3) | mask, 0x537, 10) ^ 0x5412
 }
 
-/** The 18 version-information bits: BCH(18,6) with generator 0x1F25 (Annex D). */
+/** The 18 version-information bits: BCH(18,6) with generator 0x1F25 (ISO/IEC 18004 Annex D). */
 const versionInformation = (version: number): number => bch(version, 0x1f25, 12)
 
-/** The data mask conditions; a module is inverted where its condition holds (Table 10). */
+/** The data mask conditions; a module is inverted where its condition holds. */
 const MASKS: ReadonlyArray<(row: number, col: number) => boolean> = [
   (r, c) => (r + c) % 2 === 0,
   (r) => r % 2 === 0,
@@ -235,7 +235,7 @@ class Grid {
   }
 }
 
-/** A finder pattern with its light separator, centred on (row, col); parts outside the symbol are dropped (§6.3.3). */
+/** A finder pattern with its light separator, centred on (row, col); parts outside the symbol are dropped. */
 const drawFinder = (grid: Grid, row: number, col: number): void => {
   for (let dr = -4; dr <= 4; dr++) {
     for (let dc = -4; dc <= 4; dc++) {
@@ -248,14 +248,14 @@ const drawFinder = (grid: Grid, row: number, col: number): void => {
   }
 }
 
-/** The 5×5 alignment pattern centred on (row, col) (§6.3.6). */
+/** The 5×5 alignment pattern centred on (row, col). */
 const drawAlignment = (grid: Grid, row: number, col: number): void => {
   for (let dr = -2; dr <= 2; dr++) {
     for (let dc = -2; dc <= 2; dc++) grid.setFunction(row + dr, col + dc, Math.max(Math.abs(dr), Math.abs(dc)) !== 1)
   }
 }
 
-/** Places the format information twice, around the finder patterns, with the dark module (§7.9). */
+/** Places the format information twice, around the finder patterns, with the dark module. */
 const drawFormat = (grid: Grid, level: Level, mask: number): void => {
   const bits = formatInformation(level, mask)
   const bit = (i: number) => ((bits >>> i) & 1) === 1
@@ -270,7 +270,7 @@ const drawFormat = (grid: Grid, level: Level, mask: number): void => {
   grid.setFunction(n - 8, 8, true)
 }
 
-/** Places the version information in the two 6×3 blocks of versions 7 and up (§7.10). */
+/** Places the version information in the two 6×3 blocks of versions 7 and up. */
 const drawVersion = (grid: Grid, version: number): void => {
   if (version < 7) return
   const bits = versionInformation(version)
@@ -308,7 +308,7 @@ const functionPatterns = (version: number): Grid => {
   return grid
 }
 
-/** Places the codewords' bits in the two-column zigzag from the bottom right, skipping the timing column (§7.7.3). */
+/** Places the codewords' bits in the two-column zigzag from the bottom right, skipping the timing column. */
 const placeData = (grid: Grid, codewords: ReadonlyArray<number>): void => {
   const n = grid.size
   let index = 0
@@ -342,7 +342,7 @@ const applyMask = (grid: Grid, mask: number): void => {
 /** Finder-like 1:1:3:1:1 pattern with four light modules on one side (N3), as 11 modules. */
 const FINDER_LIKE = [1, 0, 1, 1, 1, 0, 1, 0, 0, 0, 0]
 
-/** The penalty score of a masked symbol by the four rules N1 to N4 (§7.8.3, Table 11). */
+/** The penalty score of a masked symbol by the four rules N1 to N4. */
 const penalty = (grid: Grid): number => {
   const n = grid.size
   let score = 0
@@ -394,20 +394,17 @@ const penalty = (grid: Grid): number => {
  *
  * @returns The module matrix by rows, `true` for dark, without the quiet zone.
  * @throws RangeError when the text's UTF-8 bytes exceed what version 10 holds at level L.
- * @see ISO/IEC 18004:2015 §7 (encoding procedure)
+ * @see ISO/IEC 18004:2015 (QR Code bar code symbology specification)
  */
 export const encode = (text: string): ReadonlyArray<ReadonlyArray<boolean>> => {
   const bytes = new TextEncoder().encode(text)
-  let chosen: { readonly version: number; readonly level: Level } | undefined
-  for (const { name } of LEVELS) {
-    for (let version = 1; version <= MAX_VERSION && chosen === undefined; version++) {
-      if (bytes.length <= byteCapacity(version, name)) chosen = { version, level: name }
-    }
-    if (chosen !== undefined) break
-  }
+  const chosen = LEVELS.flatMap(({ name }) =>
+    Array.from({ length: MAX_VERSION }, (_, i) => ({ version: i + 1, level: name })),
+  ).find(({ version, level }) => bytes.length <= byteCapacity(version, level))
   if (chosen === undefined) {
     throw new RangeError(
-      `text of ${bytes.length} bytes does not fit a QR code of version ${MAX_VERSION}, which holds at most ${MAX_BYTES} bytes`,
+      `text of ${bytes.length} bytes does not fit a QR code of version ${MAX_VERSION}, ` +
+        `which holds at most ${MAX_BYTES} bytes`,
     )
   }
   const { version, level } = chosen
@@ -429,14 +426,15 @@ export const encode = (text: string): ReadonlyArray<ReadonlyArray<boolean>> => {
   )
 }
 
-/** Light modules around the symbol on every side (§6.3.8). */
+/** Light modules around the symbol on every side. */
 const QUIET_ZONE = 4
 
 /**
- * Draws the QR code of `text` for a terminal, two module rows per line with the half blocks `▀`, `▄`, `█` and space,
+ * Draws the QR code of `text` for a terminal, two module rows a line with the half blocks `▀`, `▄`, `█` and space,
  * with a 4-module quiet zone. Light modules are drawn as blocks in the terminal's foreground colour and dark modules
  * are left as its background: on the dark background most terminals have this is the normal dark-on-light code a
- * phone camera expects, and on a light background it is the reflectance-reversed code that common scanners also read.
+ * phone camera expects, and on a light background it is the reversed code that
+ * many scanners also read (ISO/IEC 18004 allows decoders to read reflectance-reversed symbols).
  * When the rows are odd in number the last line's lower half is left as background, outside the quiet zone.
  *
  * @throws RangeError as {@link encode} does.
