@@ -209,6 +209,12 @@ export interface ClientExtension {
   readonly clientMetadata?: { readonly [member: string]: Json }
   /** The settings declared for it in the MCP client capabilities (`capabilities.extensions[id]`); `{}` by default. */
   readonly settings?: { [member: string]: Json }
+  /**
+   * Whether it is an MCP extension, declared to MCP servers in the client capabilities: true by default. False for a
+   * mechanism of the client alone that MCP servers have no say in (the device authorization grant, RFC 8628): its `id`
+   * then only names it in messages.
+   */
+  readonly declared?: boolean
 }
 
 /**
@@ -226,12 +232,13 @@ export class Extensions extends Context.Service<Extensions, ReadonlyArray<Client
 
 /**
  * The MCP client capabilities that declare these extensions (`{ extensions: { [id]: settings } }`), to merge into
- * the capabilities an MCP client sends: in `initialize`, or on the 2026-07-28 wire with every request.
+ * the capabilities an MCP client sends: in `initialize`, or on the 2026-07-28 wire with every request. Extensions
+ * with `declared: false` are not MCP extensions and are left out.
  *
  * @see {@link https://modelcontextprotocol.io/specification/2026-07-28/basic/lifecycle | MCP 2026-07-28 capabilities}
  */
 export const capabilities = (
   extensions: ReadonlyArray<ClientExtension>,
 ): { extensions: { [id: string]: { [member: string]: Json } } } => ({
-  extensions: Object.fromEntries(extensions.map((e) => [e.id, e.settings ?? {}])),
+  extensions: Object.fromEntries(extensions.filter((e) => e.declared !== false).map((e) => [e.id, e.settings ?? {}])),
 })

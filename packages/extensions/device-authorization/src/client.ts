@@ -10,4 +10,6 @@ export {
   type DeviceCode,
   deviceAuthorization,
   printOnStderr,
+  printTo,
+  type TextStream,
 } from "./internal/client.js"

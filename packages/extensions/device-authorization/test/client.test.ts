@@ -3,12 +3,13 @@
  * TestClock (`interval`, `slow_down`), every terminal answer, the deadline, cancellation, and refused responses.
  */
 import { it } from "@effect/vitest"
-import { AuthClient, ClientConfig, DiscoveryCache, TokenStore, UserAgent } from "@keyway/client"
+import { AuthClient, ClientConfig, DiscoveryCache, Extension, TokenStore, UserAgent } from "@keyway/client"
 import { json, type Listening, listen, type Reply } from "@keyway/testing/peers"
 import { Effect, Fiber, Layer } from "effect"
 import { TestClock } from "effect/testing"
-import { afterEach, describe, expect } from "vitest"
-import { type DeviceCode, deviceAuthorization } from "../src/client.js"
+import { afterEach, describe, expect, it as plain } from "vitest"
+import { type DeviceCode, deviceAuthorization, printTo } from "../src/client.js"
+import { terminalQr } from "../src/internal/qr.js"
 
 const DEVICE_CODE = "urn:ietf:params:oauth:grant-type:device_code"
 const open: Array<Listening> = []
@@ -257,30 +258,133 @@ describe("deviceAuthorization", () => {
       "has verification_uri http://example.com/activate: the user is only sent to https URLs (or http on a loopback address)",
     ],
     [
+      {
+        device_code: "-dc",
+        user_code: "BDWP-HQPK",
+        verification_uri: "https://example.com/a",
+        verification_uri_complete: "http://example.com/a?user_code=BDWP-HQPK",
+        expires_in: 60,
+      },
+      "insecure-endpoint",
+      "has verification_uri_complete http://example.com/a?user_code=BDWP-HQPK: the user is only sent to https URLs (or http on a loopback address)",
+    ],
+    [
       { device_code: "-dc", user_code: "BDWP-HQPK", verification_uri: "https://example.com/a", expires_in: 0 },
       "invalid-document",
-      "is invalid: ",
+      'is invalid: device authorization response: "expires_in" must be positive',
     ],
     [
       { user_code: "BDWP-HQPK", verification_uri: "https://example.com/a", expires_in: 60 },
       "invalid-document",
-      "is invalid: ",
+      'is invalid: device authorization response: "device_code" is required',
+    ],
+    [
+      {
+        device_code: "-dc",
+        user_code: "BDWP-HQPK",
+        verification_uri: "https://example.com/a",
+        expires_in: 60,
+        interval: "5",
+      },
+      "invalid-document",
+      'is invalid: device authorization response: "interval" must be a number',
     ],
   ] as const)("refuses a malformed device authorization response (%j)", ([body, reason, text]) =>
     Effect.gen(function* () {
       const { server, seen, setClock } = yield* Effect.promise(() => peer({ polls: [tokens], device: json(200, body) }))
       const exit = yield* run(server.origin, deviceAuthorization({ show: () => undefined }), setClock)
-      expect(exit._tag).toBe("Failure")
-      const error =
-        exit._tag === "Failure"
-          ? (exit.cause.reasons[0] as unknown as { error: { reason: string; message: string; step: string } }).error
-          : undefined
-      expect(error?.step).toBe("authorization")
-      expect(error?.reason).toBe(reason)
-      expect(error?.message.startsWith(`the device authorization response from ${server.origin}/device ${text}`)).toBe(
-        true,
-      )
+      expect(exit).toMatchObject({
+        _tag: "Failure",
+        cause: {
+          reasons: [
+            {
+              error: {
+                step: "authorization",
+                reason,
+                url: `${server.origin}/device`,
+                message: `the device authorization response from ${server.origin}/device ${text}`,
+              },
+            },
+          ],
+        },
+      })
       expect(seen.polls).toEqual([])
     }),
   )
+
+  it.effect("waits one second between polls when the server states an interval of 0", () =>
+    Effect.gen(function* () {
+      const device = (origin: string) =>
+        json(200, {
+          device_code: "-dc",
+          user_code: "BDWP-HQPK",
+          verification_uri: `${origin}/activate`,
+          expires_in: 60,
+          interval: 0,
+        })
+      const { server, seen, setClock } = yield* Effect.promise(() =>
+        peer({ polls: [pending, pending, tokens], device }),
+      )
+      const exit = yield* run(server.origin, deviceAuthorization({ show: () => undefined }), setClock)
+      expect(exit._tag).toBe("Success")
+      expect(seen.polls).toEqual([1000, 2000, 3000])
+    }),
+  )
+
+  plain("is not declared to MCP servers as an MCP extension", () => {
+    expect(Extension.capabilities([deviceAuthorization({ show: () => undefined })])).toEqual({ extensions: {} })
+    expect(
+      Extension.capabilities([
+        deviceAuthorization({ show: () => undefined, when: "no-browser" }),
+        { id: "test/ticket", settings: { version: 1 } },
+      ]),
+    ).toEqual({ extensions: { "test/ticket": { version: 1 } } })
+  })
+})
+
+describe("printTo", () => {
+  const code: DeviceCode = {
+    verificationUri: "https://as.example/device",
+    verificationUriComplete: "https://as.example/device?user_code=BDWP-HQPK",
+    userCode: "BDWP-HQPK",
+    expiresIn: 600,
+  }
+  const capture = (isTTY: boolean | undefined) => {
+    const written: Array<string> = []
+    return { written, stream: { write: (text: string) => written.push(text), isTTY } }
+  }
+
+  plain("prints the URI, the code and, on a terminal, the QR code of the complete URI below them", () => {
+    const { written, stream } = capture(true)
+    printTo(stream)(code)
+    expect(written).toEqual([
+      [
+        "To authorize, visit https://as.example/device and enter the code BDWP-HQPK",
+        "or open https://as.example/device?user_code=BDWP-HQPK",
+        "or scan:",
+        terminalQr("https://as.example/device?user_code=BDWP-HQPK"),
+        "(the code expires in 10 minutes)",
+        "",
+      ].join("\n"),
+    ])
+  })
+
+  plain.each([false, undefined])("prints no QR code when the stream is not a terminal (isTTY %s)", (isTTY) => {
+    const { written, stream } = capture(isTTY)
+    printTo(stream)({ ...code, expiresIn: 90 })
+    expect(written).toEqual([
+      "To authorize, visit https://as.example/device and enter the code BDWP-HQPK\nor open https://as.example/device?user_code=BDWP-HQPK\n(the code expires in 90 seconds)\n",
+    ])
+  })
+
+  plain("prints no QR code without a complete URI, or with one too long for a QR code", () => {
+    const { written, stream } = capture(true)
+    printTo(stream)({ ...code, verificationUriComplete: undefined })
+    const long = `https://as.example/device?user_code=BDWP-HQPK&pad=${"a".repeat(300)}`
+    printTo(stream)({ ...code, verificationUriComplete: long })
+    expect(written).toEqual([
+      "To authorize, visit https://as.example/device and enter the code BDWP-HQPK\n(the code expires in 10 minutes)\n",
+      `To authorize, visit https://as.example/device and enter the code BDWP-HQPK\nor open ${long}\n(the code expires in 10 minutes)\n`,
+    ])
+  })
 })

@@ -4,7 +4,7 @@ import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
-import { z } from "zod"
+import { terminalQr } from "./qr.js"
 
 /**
  * What the user is shown: where to go and the code to enter there.
@@ -52,34 +52,63 @@ export interface DeviceAuthorizationOptions {
 const DEFAULT_INTERVAL_SECONDS = 5
 const SLOW_DOWN_SECONDS = 5
 
-/**
- * The device authorization response (RFC 8628 §3.2): the required members, a positive lifetime and interval, and a
- * verification URI the user may be sent to (https, or http on a loopback address).
- */
-const DeviceAuthorizationResponse = z.looseObject({
-  device_code: z.string().min(1),
-  user_code: z.string().min(1),
-  verification_uri: z.url(),
-  verification_uri_complete: z.url().optional(),
-  expires_in: z.number().int().positive(),
-  interval: z.number().int().positive().optional(),
-})
-
 const fail = (step: AuthError.Step, reason: AuthError.Reason, url: string, message: string, error?: string) =>
   Effect.fail(new AuthError.AuthError({ step, reason, url, message, ...(error === undefined ? {} : { error }) }))
 
-/** The default {@link DeviceAuthorizationOptions.show}: the URI and the code on stderr (and the QR code on a TTY). */
+/**
+ * Where {@link printTo} writes: a Node.js writable such as `process.stderr`, or anything with `write`; `isTTY` true
+ * when it is a terminal, which can show a QR code.
+ */
+export interface TextStream {
+  readonly write: (text: string) => unknown
+  readonly isTTY?: boolean | undefined
+}
+
+/** The lifetime of the codes as the user reads it. */
+const lifetime = (seconds: number): string =>
+  seconds >= 120 ? `${Math.floor(seconds / 60)} minutes` : `${seconds} seconds`
+
+/**
+ * A {@link DeviceAuthorizationOptions.show} that writes the verification URI and the user code to `stream`, then,
+ * when the stream is a terminal and the server gave a complete URI, its QR code for a phone to scan (RFC 8628
+ * §3.3.1); a complete URI too long for a QR code is shown as text only.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8628.html#section-3.3 | RFC 8628 §3.3}
+ */
+export const printTo =
+  (stream: TextStream) =>
+  (code: DeviceCode): void => {
+    const lines = [
+      `To authorize, visit ${code.verificationUri} and enter the code ${code.userCode}`,
+      ...(code.verificationUriComplete === undefined ? [] : [`or open ${code.verificationUriComplete}`]),
+    ]
+    if (stream.isTTY === true && code.verificationUriComplete !== undefined) {
+      const qr = qrOf(code.verificationUriComplete)
+      if (qr !== undefined) lines.push("or scan:", qr)
+    }
+    lines.push(`(the code expires in ${lifetime(code.expiresIn)})`)
+    stream.write(`${lines.join("\n")}\n`)
+  }
+
+/** The terminal QR code of a URI, or undefined when it is too long for one. */
+const qrOf = (uri: string): string | undefined => {
+  try {
+    return terminalQr(uri)
+  } catch (error) {
+    if (error instanceof RangeError) return undefined
+    throw error
+  }
+}
+
+/**
+ * The default {@link DeviceAuthorizationOptions.show}: {@link printTo} this process's stderr (the console where
+ * there is no `process`).
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8628.html#section-3.3 | RFC 8628 §3.3}
+ */
 export const printOnStderr = (code: DeviceCode): void => {
-  const stderr = (globalThis as { process?: { stderr?: { write: (s: string) => unknown; isTTY?: boolean } } }).process
-    ?.stderr
-  const lines = [
-    `To authorize, visit ${code.verificationUri} and enter the code ${code.userCode}`,
-    ...(code.verificationUriComplete === undefined ? [] : [`or open ${code.verificationUriComplete}`]),
-    `(the code expires in ${Math.round(code.expiresIn / 60)} minutes)`,
-  ]
-  const text = `${lines.join("\n")}\n`
-  if (stderr === undefined) console.error(text)
-  else stderr.write(text)
+  const stderr = (globalThis as { process?: { stderr?: TextStream } }).process?.stderr
+  printTo(stderr ?? { write: (text) => console.error(text.trimEnd()) })(code)
 }
 
 /** Whether the device flow is to be used here: always, or where no system browser can open. */
@@ -126,7 +155,11 @@ const requestCodes = Effect.fnUntraced(function* (
       message: `the device authorization endpoint ${endpoint} answered HTTP ${answer.status} ${error ?? "without an OAuth error code"}${description === "" ? "" : `: ${description}`}`,
     })
   }
-  const parsed = Wire.validate(DeviceAuthorizationResponse, answer.body, "device authorization response")
+  const parsed = Wire.validate(
+    Wire.DeviceAuthorizationResponse,
+    answer.body,
+    Wire.Documents.deviceAuthorizationResponse,
+  )
   if (Result.isFailure(parsed)) {
     return yield* fail(
       "authorization",
@@ -168,9 +201,11 @@ const requestCodes = Effect.fnUntraced(function* (
  */
 export const deviceAuthorization = (options: DeviceAuthorizationOptions = {}): Extension.ClientExtension => {
   const show = options.show ?? printOnStderr
-  if (!chosen(options.when ?? "always")) return { id: Grant.DEVICE_CODE }
+  // RFC 8628 is not an MCP extension: MCP servers are not told of it in the client capabilities.
+  if (!chosen(options.when ?? "always")) return { id: Grant.DEVICE_CODE, declared: false }
   return {
     id: Grant.DEVICE_CODE,
+    declared: false,
     strategy: {
       unattended: false,
       stepUp: options.stepUp ?? true,
@@ -178,22 +213,13 @@ export const deviceAuthorization = (options: DeviceAuthorizationOptions = {}): E
       acquire: (context) =>
         Effect.gen(function* () {
           const { server } = context
-          const endpoint = (server.metadata as Record<string, unknown>).device_authorization_endpoint
-          const where = server.metadataUrl ?? server.issuer
+          const endpoint = server.metadata.device_authorization_endpoint
           if (endpoint === undefined) {
             return yield* fail(
               "authorization",
               "missing-endpoint",
-              where,
+              server.metadataUrl ?? server.issuer,
               `the authorization server ${server.issuer} publishes no device_authorization_endpoint, so the device authorization grant (RFC 8628) cannot be used with it`,
-            )
-          }
-          if (typeof endpoint !== "string" || URL.parse(endpoint) === null) {
-            return yield* fail(
-              "authorization-server-metadata",
-              "invalid-document",
-              where,
-              `the authorization server metadata at ${where} has a device_authorization_endpoint that is not an absolute URL`,
             )
           }
           const tokenEndpoint = server.metadata.token_endpoint ?? server.issuer
@@ -212,7 +238,8 @@ export const deviceAuthorization = (options: DeviceAuthorizationOptions = {}): E
               ),
             )
             const deadline = started + codes.expires_in * 1000
-            let interval = codes.interval ?? DEFAULT_INTERVAL_SECONDS
+            // An interval of 0 would poll without pause: one second is the least the client waits.
+            let interval = Math.max(codes.interval ?? DEFAULT_INTERVAL_SECONDS, 1)
             for (;;) {
               yield* Effect.sleep(Duration.seconds(interval))
               if ((yield* Clock.currentTimeMillis) >= deadline) {
