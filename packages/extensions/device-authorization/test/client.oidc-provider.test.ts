@@ -3,11 +3,11 @@
  * the authorization server, its user-code, login and consent pages walked over HTTP by a scripted user, Keyway's
  * device authorization client polling on TestClock, and Keyway's resource server accepting the provider's JWT.
  */
-import { createServer, type Server } from "node:http"
-import type { AddressInfo } from "node:net"
+import { createServer } from "node:http"
 import { it } from "@effect/vitest"
 import { AuthClient, ClientConfig, DiscoveryCache, TokenStore, UserAgent } from "@keyway/client"
 import { createProtectedResource, jwt, toNodeListener } from "@keyway/resource-server/node"
+import { closing, listening, visitor } from "@keyway/testing"
 import { Effect, Fiber, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import { decodeJwt, exportJWK, generateKeyPair, type JWK } from "jose"
@@ -21,18 +21,6 @@ const cleanups: Array<() => Promise<void>> = []
 afterEach(async () => {
   while (cleanups.length > 0) await cleanups.pop()?.()
 })
-
-const listening = async (server: Server): Promise<string> => {
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
-  cleanups.push(
-    () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections()
-        server.close(() => resolve())
-      }),
-  )
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`
-}
 
 /** What the provider's endpoints answered, in order. */
 interface Answered {
@@ -51,6 +39,10 @@ const start = async () => {
   const issuer = await listening(asServer)
   const rsServer = createServer()
   const resource = `${await listening(rsServer)}/mcp`
+  cleanups.push(
+    () => closing(asServer),
+    () => closing(rsServer),
+  )
   const { privateKey } = await generateKeyPair("ES256", { extractable: true })
   const signing: JWK = { ...(await exportJWK(privateKey)), alg: "ES256", use: "sig", kid: "-device" }
   const provider = new Provider(issuer, {
@@ -124,69 +116,9 @@ const start = async () => {
   return { issuer, resource, answered }
 }
 
-/** A page the scripted user is on. */
-interface Page {
-  readonly url: string
-  readonly status: number
-  readonly html: string
-}
-
-/**
- * A person with a browser at the provider's pages, over HTTP: cookies kept, redirects followed, the page's first form
- * posted with its hidden fields (the provider's `xsrf` among them) and what the person types.
- */
-const person = () => {
-  const jar = new Map<string, string>()
-  const go = async (url: string, form?: URLSearchParams): Promise<Page> => {
-    let next: { url: string; form?: URLSearchParams | undefined } = { url, form }
-    for (let hop = 0; hop < 20; hop += 1) {
-      const response = await fetch(next.url, {
-        method: next.form === undefined ? "GET" : "POST",
-        redirect: "manual",
-        headers: {
-          cookie: [...jar].map(([name, value]) => `${name}=${value}`).join("; "),
-          ...(next.form === undefined ? {} : { "content-type": "application/x-www-form-urlencoded" }),
-        },
-        ...(next.form === undefined ? {} : { body: next.form.toString() }),
-      })
-      for (const cookie of response.headers.getSetCookie()) {
-        const pair = cookie.split(";")[0] ?? ""
-        const at = pair.indexOf("=")
-        const value = pair.slice(at + 1)
-        if (value === "") jar.delete(pair.slice(0, at))
-        else jar.set(pair.slice(0, at), value)
-      }
-      const location = response.headers.get("location")
-      if (response.status >= 300 && response.status < 400 && location !== null) {
-        next = { url: new URL(location, next.url).href }
-        continue
-      }
-      return { url: next.url, status: response.status, html: await response.text() }
-    }
-    throw new Error(`more than 20 redirects from ${url}`)
-  }
-  const submit = (page: Page, typed: Record<string, string>): Promise<Page> => {
-    const form = /<form\b([^>]*)>([\s\S]*?)<\/form>/i.exec(page.html)
-    if (form === null) throw new Error(`no form on ${page.url}: ${page.html}`)
-    const action = /action="([^"]*)"/.exec(form[1] ?? "")?.[1] ?? page.url
-    const fields = new URLSearchParams()
-    for (const input of (form[2] ?? "").matchAll(/<input\b([^>]*)>/gi)) {
-      const attributes = input[1] ?? ""
-      const name = /name="([^"]*)"/.exec(attributes)?.[1]
-      if (name !== undefined && /type="hidden"/.test(attributes)) {
-        fields.set(name, /value="([^"]*)"/.exec(attributes)?.[1] ?? "")
-      }
-    }
-    for (const [name, value] of Object.entries(typed)) fields.set(name, value)
-    return go(new URL(action.replaceAll("&amp;", "&"), page.url).href, fields)
-  }
-  const heading = (page: Page) => /<h1>([^<]*)<\/h1>/.exec(page.html)?.[1]
-  return { go, submit, heading }
-}
-
 /** Enters the code on the verification page, confirms it, signs in and consents; resolves with the pages' headings. */
 const approve = async (code: DeviceCode) => {
-  const alice = person()
+  const alice = visitor()
   const entry = await alice.go(code.verificationUri)
   const confirm = await alice.submit(entry, { user_code: code.userCode })
   const login = await alice.submit(confirm, {})
@@ -197,7 +129,7 @@ const approve = async (code: DeviceCode) => {
 
 /** Opens the complete URI, and aborts on the confirmation page; resolves with the pages' headings. */
 const deny = async (code: DeviceCode) => {
-  const alice = person()
+  const alice = visitor()
   const entry = await alice.go(code.verificationUriComplete ?? "")
   const confirm = await alice.submit(entry, {})
   const aborted = await alice.submit(confirm, { abort: "yes" })
