@@ -312,6 +312,32 @@ describe("deviceAuthorization", () => {
     }),
   )
 
+  it.effect("fails with the OAuth error the device authorization endpoint answers", () =>
+    Effect.gen(function* () {
+      const device = json(400, { error: "invalid_scope", error_description: "tools is not offered to -device-client" })
+      const { server, seen, setClock } = yield* Effect.promise(() => peer({ polls: [tokens], device }))
+      const exit = yield* run(server.origin, deviceAuthorization({ show: () => undefined }), setClock)
+      expect(exit).toMatchObject({
+        _tag: "Failure",
+        cause: {
+          reasons: [
+            {
+              error: {
+                step: "authorization",
+                reason: "oauth-error",
+                status: 400,
+                error: "invalid_scope",
+                url: `${server.origin}/device`,
+                message: `the device authorization endpoint ${server.origin}/device answered HTTP 400 invalid_scope: tools is not offered to -device-client`,
+              },
+            },
+          ],
+        },
+      })
+      expect(seen.polls).toEqual([])
+    }),
+  )
+
   it.effect("waits one second between polls when the server states an interval of 0", () =>
     Effect.gen(function* () {
       const device = (origin: string) =>
