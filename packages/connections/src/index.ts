@@ -18,4 +18,5 @@ export {
 } from "./Connections.js"
 export * as Provider from "./Provider.js"
 export { InvalidConnectionsConfig, type ProviderConfig } from "./Provider.js"
+export * as KeyRing from "./KeyRing.js"
 export * as Vault from "./Vault.js"
