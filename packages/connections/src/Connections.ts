@@ -22,7 +22,10 @@ import { Bytes, Scope } from "@keyway/core"
 import { Body } from "@keyway/http"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
@@ -76,9 +79,12 @@ export class ConnectionRequired extends Schema.TaggedError<ConnectionRequired>()
   elicitation: UrlElicitation,
 }) {}
 
-/** A failure other than a missing connection: an unknown provider, the provider, or the vault. */
+/**
+ * A failure other than a missing connection: an unknown provider, the provider, the vault, or (`revocation`) a
+ * disconnection whose revocation at the provider failed although the connection was deleted here.
+ */
 export class ConnectionsError extends Schema.TaggedError<ConnectionsError>()("ConnectionsError", {
-  reason: Schema.Literals(["unknown-provider", "provider", "vault"]),
+  reason: Schema.Literals(["unknown-provider", "provider", "revocation", "vault"]),
   message: Schema.String,
 }) {}
 
@@ -111,7 +117,22 @@ export class Connections extends Context.Service<
       user: User,
       provider: string,
     ) => Effect.Effect<ProviderFetch, ConnectionRequired | ConnectionsError>
-    /** Revokes at the provider (RFC 7009, when it has a revocation endpoint) and forgets; true when there was one. */
+    /**
+     * A `fetch` as soon as the connect flow of `elicitationId` completes for this user and provider (at once when
+     * the connection is already usable), waiting at most `waitMillis` on the service's `Clock`; then
+     * {@link ConnectionRequired} with a new elicitation. The retry of a 2026-07-28 input-required round uses it.
+     */
+    readonly fetchWhenConnected: (
+      user: User,
+      provider: string,
+      elicitationId: string,
+      waitMillis: number,
+    ) => Effect.Effect<ProviderFetch, ConnectionRequired | ConnectionsError>
+    /**
+     * Revokes at the provider (RFC 7009, when it has a revocation endpoint) and deletes; true when there was a
+     * connection. When the revocation fails the connection is deleted all the same and the failure is
+     * `ConnectionsError` with reason `revocation`.
+     */
     readonly disconnect: (user: User, provider: string) => Effect.Effect<boolean, ConnectionsError>
     /** The connect pages, the callback and the disconnect action; `undefined` for any other path. */
     readonly handle: (request: Request) => Effect.Effect<Response | undefined>
@@ -191,6 +212,12 @@ export const make = (options: ConnectionsOptions, vault: Vault["Service"]): Conn
   // The client's pieces may ask for its token store; the connections keep their tokens in the vault, never there.
   const store = TokenStore.fromBackend(TokenStore.memory())
   const listeners = new Set<CompletionListener>()
+  const onComplete = (listener: CompletionListener) => {
+    listeners.add(listener)
+    return () => {
+      listeners.delete(listener)
+    }
+  }
 
   const client = <A, E>(
     effect: Effect.Effect<A, E, ClientConfig.ClientConfig | DiscoveryCache.DiscoveryCache | TokenStore.TokenStore>,
@@ -294,39 +321,75 @@ export const make = (options: ConnectionsOptions, vault: Vault["Service"]): Conn
       })
     })
 
+  /** The user's usable connection as a `fetch`, refreshed when due; none when the user must connect (again). */
+  const held = (user: User, provider: string) =>
+    Effect.gen(function* () {
+      const p = yield* providerOf(provider)
+      const key: ConnectionKey = { issuer: user.issuer, subject: user.subject, provider }
+      const now = yield* nowSeconds
+      const tokens = yield* vault.token(key, now, refreshAt(p)).pipe(
+        Effect.catchTag("RefreshRejected", () => Effect.succeed(Option.none<ProviderTokens>())),
+        Effect.catchTag("VaultError", (e) => Effect.fail(vaultError(e))),
+      )
+      return { p, key, now, fetch: Option.map(tokens, (t) => apiFetch(p, t)) }
+    })
+
   const fetch = Effect.fn("Connections.fetch")(function* (user: User, provider: string) {
-    const p = yield* providerOf(provider)
-    const key: ConnectionKey = { issuer: user.issuer, subject: user.subject, provider }
-    const now = yield* nowSeconds
-    const held = yield* vault.token(key, now, refreshAt(p)).pipe(
-      Effect.catchTag("RefreshRejected", () => Effect.succeed(Option.none<ProviderTokens>())),
-      Effect.catchTag("VaultError", (e) => Effect.fail(vaultError(e))),
-    )
-    if (Option.isSome(held)) return apiFetch(p, held.value)
-    return yield* required(key, p, now)
+    const found = yield* held(user, provider)
+    if (Option.isSome(found.fetch)) return found.fetch.value
+    return yield* required(found.key, found.p, found.now)
   })
 
+  const fetchWhenConnected = Effect.fn("Connections.fetchWhenConnected")(function* (
+    user: User,
+    provider: string,
+    elicitationId: string,
+    waitMillis: number,
+  ) {
+    const done = yield* Deferred.make<void>()
+    // Listening before the first look: a callback that finishes in between is not missed.
+    const off = onComplete((id, who, p) => {
+      if (id === elicitationId && who.issuer === user.issuer && who.subject === user.subject && p === provider) {
+        Deferred.doneUnsafe(done, Exit.void)
+      }
+    })
+    return yield* Effect.gen(function* () {
+      const first = yield* held(user, provider)
+      if (Option.isSome(first.fetch)) return first.fetch.value
+      yield* Deferred.await(done).pipe(Effect.timeoutOption(Duration.millis(waitMillis)))
+      return yield* fetch(user, provider)
+    }).pipe(Effect.ensuring(Effect.sync(off)))
+  })
+
+  /**
+   * Deletes the connection, after revoking its tokens at the provider (RFC 7009) when it has a revocation endpoint.
+   * A failed revocation still deletes: the user asked to be disconnected, and a token kept only to retry the
+   * revocation would stay usable here. The failure is then reported as `ConnectionsError` `revocation`.
+   */
   const disconnect = Effect.fn("Connections.disconnect")(function* (user: User, provider: string) {
     const p = yield* providerOf(provider)
     const key: ConnectionKey = { issuer: user.issuer, subject: user.subject, provider }
-    const held = yield* vault.get(key).pipe(Effect.mapError(vaultError))
-    if (Option.isSome(held)) {
-      const server = yield* serverOf(p).pipe(Effect.mapError(providerError))
-      if (typeof server.metadata.revocation_endpoint === "string") {
-        const information = clientOf(p, server.issuer)
-        const tokens = held.value.tokens
-        // The refresh token first: revoking it ends the grant, and with it the access tokens at most providers.
-        if (tokens.refreshToken !== undefined) {
-          yield* client(Revocation.revoke(server, information, tokens.refreshToken, "refresh_token")).pipe(
-            Effect.mapError(providerError),
-          )
-        }
-        yield* client(Revocation.revoke(server, information, tokens.accessToken, "access_token")).pipe(
-          Effect.mapError(providerError),
-        )
+    const stored = yield* vault.get(key).pipe(Effect.mapError(vaultError))
+    if (Option.isNone(stored)) return yield* vault.delete(key).pipe(Effect.mapError(vaultError))
+    const tokens = stored.value.tokens
+    const revocation = yield* Effect.gen(function* () {
+      const server = yield* serverOf(p)
+      if (typeof server.metadata.revocation_endpoint !== "string") return
+      const information = clientOf(p, server.issuer)
+      // The refresh token first: revoking it ends the grant, and with it the access tokens at most providers.
+      if (tokens.refreshToken !== undefined) {
+        yield* client(Revocation.revoke(server, information, tokens.refreshToken, "refresh_token"))
       }
+      yield* client(Revocation.revoke(server, information, tokens.accessToken, "access_token"))
+    }).pipe(Effect.result)
+    const deleted = yield* vault.delete(key).pipe(Effect.mapError(vaultError))
+    if (revocation._tag === "Failure") {
+      return yield* new ConnectionsError({
+        reason: "revocation",
+        message: `the ${p.name} connection was deleted here, but revoking its tokens at ${p.name} failed: ${revocation.failure.message}`,
+      })
     }
-    return yield* vault.delete(key).pipe(Effect.mapError(vaultError))
+    return deleted
   })
 
   /** GET /connect/<provider>?ref=…: the page that says who connects what, with the button that starts. */
@@ -481,14 +544,24 @@ export const make = (options: ConnectionsOptions, vault: Vault["Service"]): Conn
     })
 
   /** POST /connect/<provider>/disconnect: the button of the completion page, for a short while. */
-  const disconnectAction = (request: Request, id: string) =>
+  const disconnectAction = (request: Request, id: string, p: ProviderConfig) =>
     Effect.gen(function* () {
       const form = yield* checkedForm(request, "ref")
       if ("refusal" in form) return form.refusal
       const now = yield* nowSeconds
       const flow = yield* vault.takeFlow(`disconnect.${form.reference}`, now)
       if (Option.isNone(flow) || flow.value.key.provider !== id) return refusal(UNKNOWN_LINK)
-      yield* disconnect({ issuer: flow.value.key.issuer, subject: flow.value.key.subject }, id)
+      const done = yield* disconnect({ issuer: flow.value.key.issuer, subject: flow.value.key.subject }, id).pipe(
+        Effect.result,
+      )
+      if (done._tag === "Failure" && done.failure.reason === "revocation") {
+        return page(
+          200,
+          "Disconnected",
+          `<p>The account is disconnected here and forgotten, but ${escapeHtml(p.name)} did not confirm the revocation of its access: revoke it in your ${escapeHtml(p.name)} account settings.</p>`,
+        )
+      }
+      if (done._tag === "Failure") return yield* done.failure
       return page(200, "Disconnected", "<p>The account is disconnected; its access was revoked and forgotten.</p>")
     })
 
@@ -509,7 +582,7 @@ export const make = (options: ConnectionsOptions, vault: Vault["Service"]): Conn
         : action === "callback" && method === "GET"
           ? callback(request, url, id, p)
           : action === "disconnect" && method === "POST"
-            ? disconnectAction(request, id)
+            ? disconnectAction(request, id, p)
             : undefined
     if (routed === undefined) {
       if (action !== undefined && action !== "callback" && action !== "disconnect") return undefined
@@ -533,12 +606,8 @@ export const make = (options: ConnectionsOptions, vault: Vault["Service"]): Conn
     fetch,
     disconnect,
     handle,
-    onComplete: (listener) => {
-      listeners.add(listener)
-      return () => {
-        listeners.delete(listener)
-      }
-    },
+    fetchWhenConnected,
+    onComplete,
   })
 }
 
@@ -546,10 +615,36 @@ export const make = (options: ConnectionsOptions, vault: Vault["Service"]): Conn
 export interface ConnectionsClient {
   /** A `fetch` for the provider's API with the user's token; rejects with {@link ConnectionRequired}. */
   readonly fetch: (user: User, provider: string) => Promise<ProviderFetch>
+  /** See {@link Connections} `fetchWhenConnected`; rejects with {@link ConnectionRequired} after `waitMillis`. */
+  readonly fetchWhenConnected: (
+    user: User,
+    provider: string,
+    elicitationId: string,
+    waitMillis: number,
+  ) => Promise<ProviderFetch>
+  /** Revokes and deletes; a failed revocation still deletes and rejects with `ConnectionsError` `revocation`. */
   readonly disconnect: (user: User, provider: string) => Promise<boolean>
+  /** The connect pages, the callback and the disconnect action; `undefined` for any other path. */
   readonly handle: (request: Request) => Promise<Response | undefined>
+  /** Registers a listener of completed flows; returns the function that removes it. */
   readonly onComplete: (listener: CompletionListener) => () => void
 }
+
+/**
+ * The plain face of a service, its effects run by `run`: `Effect.runPromise` by default, or the `runPromise` of a
+ * `ManagedRuntime` whose services (a `Clock`, tracing) they should see.
+ */
+export const toClient = (
+  service: Connections["Service"],
+  run: <A, E>(effect: Effect.Effect<A, E>) => Promise<A> = Effect.runPromise,
+): ConnectionsClient => ({
+  fetch: (user, provider) => run(service.fetch(user, provider)),
+  fetchWhenConnected: (user, provider, elicitationId, waitMillis) =>
+    run(service.fetchWhenConnected(user, provider, elicitationId, waitMillis)),
+  disconnect: (user, provider) => run(service.disconnect(user, provider)),
+  handle: (request) => run(service.handle(request)),
+  onComplete: service.onComplete,
+})
 
 /**
  * Connected accounts over a vault (`@keyway/connections/node` has SQLite and PostgreSQL ones); throws
@@ -559,12 +654,4 @@ export interface ConnectionsClient {
  */
 export const createConnections = (
   options: ConnectionsOptions & { readonly vault: Vault["Service"] },
-): ConnectionsClient => {
-  const service = make(options, options.vault)
-  return {
-    fetch: (user, provider) => Effect.runPromise(service.fetch(user, provider)),
-    disconnect: (user, provider) => Effect.runPromise(service.disconnect(user, provider)),
-    handle: (request) => Effect.runPromise(service.handle(request)),
-    onComplete: service.onComplete,
-  }
-}
+): ConnectionsClient => toClient(make(options, options.vault))

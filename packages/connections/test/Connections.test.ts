@@ -6,11 +6,13 @@
 import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
 import { listen } from "@keyway/http/node"
+import { Effect } from "effect"
 import Provider from "oidc-provider"
 import { afterEach, describe, expect, it } from "vitest"
 import { ConnectionRequired, createConnections } from "../src/Connections.js"
+import * as KeyRing from "../src/KeyRing.js"
+import { memoryVault } from "../src/Vault.js"
 import { browser } from "./support/browser.js"
-import { memoryVault } from "./support/memoryVault.js"
 
 const cleanups: Array<() => Promise<void>> = []
 afterEach(async () => {
@@ -65,7 +67,7 @@ const start = async () => {
         http.close(() => resolve())
       }),
   )
-  const vault = memoryVault()
+  const vault = memoryVault(KeyRing.make({ keys: [{ id: "-2025", key: KeyRing.generateKey() }] }))
   const connections = createConnections({
     baseUrl: site.url,
     serverName: "Keyway notes",
@@ -120,7 +122,9 @@ describe("the connect flow", () => {
     expect(page.status).toBe(200)
     expect(page.html).toContain("Your Code Host account is connected")
     expect(completed).toEqual([[first.elicitation.elicitationId, "-alice@codehost"]])
-    expect(page.html).not.toContain(vault.connections.values().next().value?.tokens.accessToken ?? "?")
+    const [stored] = await Effect.runPromise(vault.list(USER.issuer, USER.subject))
+    expect(stored?.tokens.accessToken).toMatch(/^[A-Za-z0-9_-]{20,}$/u)
+    expect(page.html).not.toContain(stored?.tokens.accessToken)
 
     const api = await connections.fetch(USER, "codehost")
     const answer = await api(`${apiBase}/user`)
