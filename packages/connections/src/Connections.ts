@@ -281,8 +281,9 @@ export const make = (options: ConnectionsOptions, vault: Vault["Service"]): Conn
   const apiFetch =
     (p: ProviderConfig, tokens: ProviderTokens): ProviderFetch =>
     async (input, init) => {
-      const request =
-        typeof input === "string" ? new Request(new URL(input, p.apiBase), init) : new Request(input, init)
+      // A relative URL is under apiBase, taken as a directory ("user" under ".../api" is ".../api/user").
+      const base = p.apiBase.endsWith("/") ? p.apiBase : `${p.apiBase}/`
+      const request = typeof input === "string" ? new Request(new URL(input, base), init) : new Request(input, init)
       const url = new URL(request.url)
       if (!withinApi(p.apiBase, url)) {
         throw new TypeError(

@@ -40,7 +40,8 @@ export interface ProviderConfig {
   readonly scopes: ReadonlyArray<string>
   /**
    * The API the connection's `fetch` may call: an origin or a URL prefix. Requests elsewhere are refused, so the
-   * provider's token never leaves for another host. Also sent as `resource` (RFC 8707).
+   * provider's token never leaves for another host. A relative URL given to that `fetch` is resolved under it, as
+   * under a directory. Also sent as `resource` (RFC 8707).
    */
   readonly apiBase: string
 }

@@ -1,18 +1,13 @@
 /**
  * The connect flow over HTTP against node-oidc-provider playing the third-party provider (its own login and consent
- * scripted through its pages), with the connect pages on a loopback server.
+ * scripted through its pages), with the connect pages on a loopback server and the connections on the TestClock.
  */
 
-import { createServer } from "node:http"
-import type { AddressInfo } from "node:net"
-import { listen } from "@keyway/http/node"
-import { Effect } from "effect"
-import Provider from "oidc-provider"
+import { Effect, Option } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
-import { ConnectionRequired, createConnections } from "../src/Connections.js"
-import * as KeyRing from "../src/KeyRing.js"
-import { memoryVault } from "../src/Vault.js"
+import { ConnectionRequired, ConnectionsError } from "../src/Connections.js"
 import { browser } from "./support/browser.js"
+import { startStack } from "./support/stack.js"
 
 const cleanups: Array<() => Promise<void>> = []
 afterEach(async () => {
@@ -21,71 +16,7 @@ afterEach(async () => {
 
 const USER = { issuer: "https://as.example", subject: "-alice" }
 
-const start = async () => {
-  const http = createServer()
-  await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve))
-  const issuer = `http://127.0.0.1:${(http.address() as AddressInfo).port}`
-  const apiBase = `${issuer}/api`
-  let handler: (request: Request) => Promise<Response> = async () => new Response(null, { status: 503 })
-  const site = await listen((request) => handler(request), { host: "127.0.0.1", port: 0 })
-  cleanups.push(site.close)
-  const provider = new Provider(issuer, {
-    clients: [
-      {
-        client_id: "mcp-notes",
-        client_secret: "a secret of the notes server at the code host",
-        redirect_uris: [`${site.url}/connect/codehost/callback`],
-        grant_types: ["authorization_code", "refresh_token"],
-        response_types: ["code"],
-      },
-    ],
-    cookies: { keys: ["a test key that is long enough to sign the cookies"] },
-    features: {
-      revocation: { enabled: true },
-      resourceIndicators: {
-        enabled: true,
-        getResourceServerInfo: (_ctx, resource) => ({ scope: "", audience: resource, accessTokenFormat: "opaque" }),
-      },
-    },
-    findAccount: (_ctx, sub) => ({ accountId: sub, claims: () => ({ sub }) }),
-  })
-  const callback = provider.callback()
-  http.on("request", async (req, res) => {
-    if (req.url?.startsWith("/api/") === true) {
-      const token = /^Bearer (.+)$/u.exec(req.headers.authorization ?? "")?.[1]
-      const found = token === undefined ? undefined : await provider.AccessToken.find(token)
-      res.writeHead(found === undefined ? 401 : 200, { "content-type": "application/json" })
-      res.end(JSON.stringify(found === undefined ? { error: "invalid_token" } : { login: found.accountId }))
-      return
-    }
-    callback(req, res)
-  })
-  cleanups.push(
-    () =>
-      new Promise<void>((resolve) => {
-        http.closeAllConnections()
-        http.close(() => resolve())
-      }),
-  )
-  const vault = memoryVault(KeyRing.make({ keys: [{ id: "-2025", key: KeyRing.generateKey() }] }))
-  const connections = createConnections({
-    baseUrl: site.url,
-    serverName: "Keyway notes",
-    providers: {
-      codehost: {
-        name: "Code Host",
-        issuer,
-        clientId: "mcp-notes",
-        clientSecret: "a secret of the notes server at the code host",
-        scopes: ["openid", "offline_access"],
-        apiBase,
-      },
-    },
-    vault,
-  })
-  handler = async (request) => (await connections.handle(request)) ?? new Response(null, { status: 404 })
-  return { connections, vault, site, apiBase }
-}
+const start = () => startStack(cleanups)
 
 const required = async (promise: Promise<unknown>): Promise<ConnectionRequired> => {
   const error = await promise.then(
@@ -123,6 +54,7 @@ describe("the connect flow", () => {
     expect(page.html).toContain("Your Code Host account is connected")
     expect(completed).toEqual([[first.elicitation.elicitationId, "-alice@codehost"]])
     const [stored] = await Effect.runPromise(vault.list(USER.issuer, USER.subject))
+    expect(stored?.status).toBe("connected")
     expect(stored?.tokens.accessToken).toMatch(/^[A-Za-z0-9_-]{20,}$/u)
     expect(page.html).not.toContain(stored?.tokens.accessToken)
 
@@ -186,5 +118,154 @@ describe("the connect flow", () => {
     const replay = await user.go(callbackUrl)
     expect(replay.status).toBe(400)
     expect(replay.html).toContain("This connection has expired or was already completed: nothing was stored.")
+  })
+})
+
+const connected = async (stack: Awaited<ReturnType<typeof start>>, provider: string) => {
+  const { elicitation } = await required(stack.connections.fetch(USER, provider))
+  const user = browser()
+  const page = await user.connect(elicitation.url)
+  expect(page.status).toBe(200)
+  return { user, page }
+}
+
+const stored = async (stack: Awaited<ReturnType<typeof start>>, provider: string) =>
+  Option.getOrThrow(await Effect.runPromise(stack.vault.get({ ...USER, provider })))
+
+const HOUR = 3_600_000
+
+describe("providers, refreshes and disconnection", () => {
+  it("connects a provider configured by its endpoints, without metadata", async () => {
+    const stack = await start()
+    const { page } = await connected(stack, "manual")
+    expect(page.html).toContain("Your Manual Host account is connected")
+    const api = await stack.connections.fetch(USER, "manual")
+    // A relative URL is resolved under apiBase.
+    const answer = await api("user")
+    expect(answer.status).toBe(200)
+    expect(await answer.json()).toEqual({ login: "alice" })
+    await expect(api("/user")).rejects.toThrow(
+      `refusing to send the Manual Host token to ${stack.issuer}/user: it is not under ${stack.apiBase}`,
+    )
+  })
+
+  it("refreshes an expired access token through the vault, once for 10 concurrent calls", async () => {
+    const stack = await start()
+    await connected(stack, "codehost")
+    const before = await stored(stack, "codehost")
+    expect(before.tokens.refreshToken).toMatch(/^[A-Za-z0-9_-]{20,}$/u)
+    expect(stack.counts.refreshes).toBe(0)
+    // Past the access token's expires_at (the provider's default lifetime is an hour).
+    await stack.adjust(HOUR)
+    const apis = await Promise.all(Array.from({ length: 10 }, () => stack.connections.fetch(USER, "codehost")))
+    expect(stack.counts.refreshes).toBe(1)
+    const answers = await Promise.all(apis.map((api) => api(`${stack.apiBase}/user`)))
+    expect(answers.map((a) => a.status)).toEqual(Array.from({ length: 10 }, () => 200))
+    const after = await stored(stack, "codehost")
+    expect(after.tokens.accessToken).not.toBe(before.tokens.accessToken)
+    expect(after.status).toBe("connected")
+    await stack.connections.fetch(USER, "codehost")
+    expect(stack.counts.refreshes).toBe(1)
+  })
+
+  it("marks the connection broken when the provider answers the refresh invalid_grant, and asks again", async () => {
+    const stack = await start()
+    await connected(stack, "codehost")
+    const held = await stored(stack, "codehost")
+    // The user revoked the grant at the provider: its refresh token is gone there.
+    const refreshToken = await stack.provider.RefreshToken.find(held.tokens.refreshToken ?? "")
+    await refreshToken?.destroy()
+    await stack.adjust(HOUR)
+    const again = await required(stack.connections.fetch(USER, "codehost"))
+    expect(again.elicitation.message).toBe(
+      "Keyway notes needs access to your Code Host account. Open the link to connect it.",
+    )
+    expect((await stored(stack, "codehost")).status).toBe("broken")
+    const page = await browser().connect(again.elicitation.url)
+    expect(page.html).toContain("Your Code Host account is connected")
+    expect((await stored(stack, "codehost")).status).toBe("connected")
+  })
+
+  it("refuses a callback whose iss is not the provider's (RFC 9207), and stores nothing", async () => {
+    const stack = await start()
+    const { elicitation } = await required(stack.connections.fetch(USER, "codehost"))
+    const user = browser()
+    let callbackUrl = ""
+    await user.connect(elicitation.url, (url) => {
+      if (url.pathname.endsWith("/callback")) callbackUrl = url.href
+      return callbackUrl !== ""
+    })
+    const forged = new URL(callbackUrl)
+    expect(forged.searchParams.get("iss")).toBe(stack.issuer)
+    forged.searchParams.set("iss", "https://evil.example")
+    const refused = await user.go(forged.href)
+    expect(refused.status).toBe(400)
+    expect(refused.html).toContain(
+      `<p data-error>The provider&#39;s answer was refused: the authorization response at ${stack.site.url}/connect/codehost/callback has iss &#34;https://evil.example&#34; but the request went to &#34;${stack.issuer}&#34;; rejected as a possible mix-up attack (RFC 9207)</p>`,
+    )
+    const original = await user.go(callbackUrl)
+    expect(original.status).toBe(400)
+    expect(original.html).toContain("This connection has expired or was already completed: nothing was stored.")
+    expect(await Effect.runPromise(stack.vault.get({ ...USER, provider: "codehost" }))).toEqual(Option.none())
+  })
+
+  it("refuses an expired flow: its link after flowTtl, and its callback after flowTtl", async () => {
+    const stack = await start()
+    const first = await required(stack.connections.fetch(USER, "codehost"))
+    await stack.adjust(600_000)
+    const late = await browser().go(first.elicitation.url)
+    expect(late.status).toBe(400)
+    expect(late.html).toContain(
+      "This connection link is unknown, has expired or was already used: call the tool again in your MCP client for a new link.",
+    )
+
+    const second = await required(stack.connections.fetch(USER, "codehost"))
+    const user = browser()
+    let callbackUrl = ""
+    await user.connect(second.elicitation.url, (url) => {
+      if (url.pathname.endsWith("/callback")) callbackUrl = url.href
+      return callbackUrl !== ""
+    })
+    await stack.adjust(600_000)
+    const expired = await user.go(callbackUrl)
+    expect(expired.status).toBe(400)
+    expect(expired.html).toContain("This connection has expired or was already completed: nothing was stored.")
+    expect(await Effect.runPromise(stack.vault.get({ ...USER, provider: "codehost" }))).toEqual(Option.none())
+  })
+
+  it("disconnects with the button of the completion page: revoked at the provider, forgotten, asked again", async () => {
+    const stack = await start()
+    const { user, page } = await connected(stack, "codehost")
+    const api = await stack.connections.fetch(USER, "codehost")
+    expect((await api(`${stack.apiBase}/user`)).status).toBe(200)
+    const done = await user.submit(page)
+    expect(done.status).toBe(200)
+    expect(done.html).toContain("The account is disconnected; its access was revoked and forgotten.")
+    expect(stack.counts.revocations).toBe(2)
+    expect((await api(`${stack.apiBase}/user`)).status).toBe(401)
+    await required(stack.connections.fetch(USER, "codehost"))
+    const replay = await user.submit(page)
+    expect(replay.status).toBe(400)
+    expect(replay.html).toContain(
+      "This connection link is unknown, has expired or was already used: call the tool again in your MCP client for a new link.",
+    )
+  })
+
+  it("deletes the connection when the revocation at the provider fails, and reports the failure", async () => {
+    const stack = await start()
+    await connected(stack, "brittle")
+    const error = await stack.connections.disconnect(USER, "brittle").then(
+      () => undefined,
+      (e: unknown) => e,
+    )
+    expect(error).toBeInstanceOf(ConnectionsError)
+    expect((error as ConnectionsError).reason).toBe("revocation")
+    expect((error as ConnectionsError).message).toBe(
+      `the Brittle Host connection was deleted here, but revoking its tokens at Brittle Host failed: the revocation endpoint ${stack.issuer}/broken/revocation answered HTTP 503 temporarily_unavailable when revoking the refresh token`,
+    )
+    expect(stack.counts.brokenRevocations).toBe(1)
+    expect(await Effect.runPromise(stack.vault.get({ ...USER, provider: "brittle" }))).toEqual(Option.none())
+    await required(stack.connections.fetch(USER, "brittle"))
+    expect(await stack.connections.disconnect(USER, "brittle")).toBe(false)
   })
 })
