@@ -5,4 +5,6 @@
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/client/elicitation#url-mode-elicitation-requests | MCP URL-mode elicitation}
  * @module
  */
+
+export * as KeyRing from "./KeyRing.js"
 export * as Vault from "./Vault.js"
