@@ -169,6 +169,14 @@ export interface Completions {
   readonly complete: (elicitationId: string) => void
   /** Waits until every expected ID in the list is completed, at most `timeoutMs` (default 5 minutes). */
   readonly wait: (elicitationIds: ReadonlyArray<string>, timeoutMs?: number) => Effect.Effect<void, CompletionTimeout>
+  /**
+   * The plain face of `wait`: resolves when every ID is completed; rejects with {@link CompletionTimeout} after the
+   * time limit, or with the signal's reason when it aborts first.
+   */
+  readonly until: (
+    elicitationIds: ReadonlyArray<string>,
+    options?: { readonly timeoutMs?: number | undefined; readonly signal?: AbortSignal | undefined },
+  ) => Promise<void>
 }
 
 /** The default time limit for completions: 5 minutes. */
@@ -181,7 +189,7 @@ export const DEFAULT_TIMEOUT_MS = 5 * 60_000
  */
 export const makeCompletions = (): Completions => {
   const pending = new Map<string, Deferred.Deferred<void>>()
-  return {
+  const completions: Completions = {
     expect: (id) => {
       if (!pending.has(id)) pending.set(id, Deferred.makeUnsafe<void>())
     },
@@ -213,7 +221,20 @@ export const makeCompletions = (): Completions => {
         ),
       )
     },
+    until: (ids, options = {}) => {
+      const { signal } = options
+      if (signal?.aborted === true) {
+        for (const id of ids) pending.delete(id)
+        return Promise.reject(signal.reason)
+      }
+      return Effect.runPromise(completions.wait(ids, options.timeoutMs), signal === undefined ? {} : { signal }).catch(
+        (error: unknown) => {
+          throw signal?.aborted === true ? signal.reason : error
+        },
+      )
+    },
   }
+  return completions
 }
 
 /**
