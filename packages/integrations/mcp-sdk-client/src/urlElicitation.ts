@@ -19,7 +19,7 @@ import {
 } from "@modelcontextprotocol/client"
 
 /**
- * Options of {@link urlElicitation}: how elicitations are presented ({@link UrlElicitation.Options}), and more.
+ * Options of {@link urlElicitation}: how elicitations are presented (`UrlElicitation.Options` of `@keyway/client`), and more.
  *
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/client/elicitation | MCP 2025-11-25 elicitation}
  */
