@@ -403,3 +403,45 @@ describe("registration and revocation", () => {
     ])
   })
 })
+
+describe("a receiver that throws", () => {
+  it("loses its event and changes no answer: the code flow, a refresh and a registration succeed", async () => {
+    let calls = 0
+    const throwing = await startServer({
+      onSecurityEvent: () => {
+        calls += 1
+        throw new Error("the log pipeline is down")
+      },
+      registration: true,
+    })
+    try {
+      const { code, verifier } = await obtainCode(throwing)
+      const redeemed = await tokenRequest(throwing, {
+        grant_type: "authorization_code",
+        code,
+        code_verifier: verifier,
+        redirect_uri: "https://app.example.com/callback",
+        client_id: "public-app",
+        resource: MCP,
+      })
+      expect(redeemed.status).toBe(200)
+      const { refresh_token } = (await redeemed.json()) as { refresh_token: string }
+      const refreshed = await tokenRequest(throwing, {
+        grant_type: "refresh_token",
+        refresh_token,
+        client_id: "public-app",
+      })
+      expect(refreshed.status).toBe(200)
+      const registered = await fetch(`${throwing.issuer}/register`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ redirect_uris: ["http://127.0.0.1/callback"], token_endpoint_auth_method: "none" }),
+      })
+      expect(registered.status).toBe(201)
+      // The code issued, a token issued twice, the client registered, ...: every event reached the receiver (and threw).
+      expect(calls).toBe(6)
+    } finally {
+      await throwing.close()
+    }
+  })
+})

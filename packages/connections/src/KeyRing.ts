@@ -6,7 +6,7 @@
  *
  * Environment format ({@link fromEnv}, variable `KEYWAY_VAULT_KEYS`): comma-separated `id:key` entries, `key` being
  * 32 random bytes as base64url without padding, the first entry current, e.g.
- * `2025-06:q3J...,2025-01:Zm9...`. To rotate, put a new entry first, run {@link Vault} `reencrypt`, then drop the old
+ * `2025-06:q3J...,2025-01:Zm9...`. To rotate, put a new entry first, run the vault's `reencrypt`, then drop the old
  * entry.
  *
  * @see {@link https://nvlpubs.nist.gov/nistpubs/Legacy/SP/nistspecialpublication800-38d.pdf | NIST SP 800-38D (GCM)}

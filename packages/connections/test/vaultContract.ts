@@ -154,20 +154,35 @@ export const vaultContract = (backend: Backend): void => {
       const second = await storage.open(ringA, { pollMillis: 10 })
       let refreshes = 0
       const { open, opened } = gate()
+      const entered = gate()
       const refresh = (refreshToken: string) =>
         Effect.promise(async () => {
           refreshes++
           expect(refreshToken).toBe("refresh-1-secret")
+          entered.open()
           await opened
           return tokens("2", NOW + 3600)
         })
-      const calls = [vault, second, vault, second].map((instance) => run(instance.token(user, NOW, refresh)))
-      // Both instances have read the expired row and one holds the lease before the provider answers.
-      await new Promise((resolve) => setImmediate(resolve))
+      const racing = [vault, second].map((instance) => run(instance.token(user, NOW, refresh)))
+      await entered.opened
+      // One instance holds the lease while the provider answers; the other's later callers wait for its tokens.
+      expect((await run(storage.store.getConnection(user)))?.lease).not.toBeNull()
+      const waiting = [second, second].map((instance) => run(instance.token(user, NOW, refresh)))
       open()
-      const answers = await Promise.all(calls)
+      const answers = await Promise.all([...racing, ...waiting])
       expect(refreshes).toBe(1)
       expect(answers.map((a) => Option.getOrThrow(a).refreshToken)).toEqual(Array(4).fill("refresh-2-secret"))
+      expect((await run(storage.store.getConnection(user)))?.lease).toBeNull()
+    })
+
+    it("takes over the lease of an instance that stopped before answering", async () => {
+      await run(vault.put(user, tokens("1", NOW), NOW - 3600))
+      const row = (await run(storage.store.getConnection(user)))!
+      // As left by a crashed instance: leased until NOW + 30.
+      expect(await run(storage.store.claim(user, row.version, "-crashed", NOW + 30, NOW))).toBe(true)
+      const refresh = () => Effect.succeed(tokens("2", NOW + 3600))
+      const answer = await run(vault.token(user, NOW + 30, refresh))
+      expect(Option.getOrThrow(answer).accessToken).toBe("access-2-secret")
     })
 
     it("marks the connection broken when the provider rejects the refresh token", async () => {

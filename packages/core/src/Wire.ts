@@ -49,6 +49,7 @@ export const Documents = {
   clientRegistrationRequest: "client registration request",
   clientRegistrationResponse: "client registration response",
   tokenResponse: "token response",
+  deviceAuthorizationResponse: "device authorization response",
   errorResponse: "error response",
   introspectionResponse: "introspection response",
   jwtAccessTokenClaims: "JWT access token claims",
@@ -188,6 +189,8 @@ export const AuthorizationServerMetadata = F.document({
   introspection_endpoint: F.url().optional(),
   introspection_endpoint_auth_methods_supported: F.strings().optional(),
   introspection_endpoint_auth_signing_alg_values_supported: F.strings().optional(),
+  /** RFC 8628 §4. */
+  device_authorization_endpoint: F.url().optional(),
   code_challenge_methods_supported: F.strings().optional(),
   signed_metadata: F.string().optional(),
   // OpenID Connect Discovery 1.0 §3 and RP-Initiated Logout 1.0 §2.1
@@ -399,6 +402,23 @@ export const TokenResponse = F.document({
 })
 /** @see {@link https://www.rfc-editor.org/rfc/rfc6749.html#section-5.1 | RFC 6749 §5.1} */
 export type TokenResponse = z.infer<typeof TokenResponse>
+
+/**
+ * A device authorization response: the codes, where the user goes, and how long and how often the client may poll.
+ * `interval` is optional (5 seconds when absent, RFC 8628 §3.2); `expires_in` must be positive.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8628.html#section-3.2 | RFC 8628 §3.2}
+ */
+export const DeviceAuthorizationResponse = F.document({
+  device_code: F.nonEmptyString(),
+  user_code: F.nonEmptyString(),
+  verification_uri: F.url(),
+  verification_uri_complete: F.url().optional(),
+  expires_in: F.nonNegativeInteger().refine((n) => n > 0, { error: "must be positive" }),
+  interval: F.nonNegativeInteger().optional(),
+})
+/** @see {@link https://www.rfc-editor.org/rfc/rfc8628.html#section-3.2 | RFC 8628 §3.2} */
+export type DeviceAuthorizationResponse = z.infer<typeof DeviceAuthorizationResponse>
 
 /**
  * An OAuth error response as received. `error` is any string, not only the codes Keyway knows, because

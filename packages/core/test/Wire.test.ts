@@ -639,6 +639,36 @@ describe("TokenResponse (RFC 6749 §5.1)", () => {
   })
 })
 
+describe("DeviceAuthorizationResponse (RFC 8628 §3.2)", () => {
+  const doc = Wire.Documents.deviceAuthorizationResponse
+  const schema = Wire.DeviceAuthorizationResponse
+  // RFC 8628 §3.2's example.
+  const example = {
+    device_code: "GmRhmhcxhwAzkoEqiMEg_DnyEysNkuNhszIySk9eS",
+    user_code: "WDJB-MJHT",
+    verification_uri: "https://example.com/device",
+    verification_uri_complete: "https://example.com/device?user_code=WDJB-MJHT",
+    expires_in: 1800,
+    interval: 5,
+  }
+
+  it("accepts the RFC 8628 §3.2 example unchanged, and one without interval or the complete URI", () => {
+    expect(ok(schema, example)).toStrictEqual(example)
+    const { interval: _, verification_uri_complete: __, ...minimal } = example
+    expect(ok(schema, minimal)).toStrictEqual(minimal)
+  })
+
+  it.each([
+    [{ ...example, device_code: "" }, "device_code", `${doc}: "device_code" must not be empty`],
+    [{ ...example, user_code: undefined }, "user_code", `${doc}: "user_code" is required`],
+    [{ ...example, verification_uri: "/device" }, "verification_uri", `${doc}: "verification_uri" must be a URL`],
+    [{ ...example, expires_in: 0 }, "expires_in", `${doc}: "expires_in" must be positive`],
+    [{ ...example, interval: -5 }, "interval", `${doc}: "interval" must be a non-negative integer`],
+  ])("rejects %j", (input, path, message) => {
+    rejects(schema, input, doc, path, message)
+  })
+})
+
 describe("OAuthErrorResponse (RFC 6749 §5.2)", () => {
   const doc = Wire.Documents.errorResponse
   const schema = Wire.OAuthErrorResponse
@@ -752,6 +782,7 @@ describe("parse / decode / validate", () => {
     [Wire.Documents.clientRegistrationRequest, Wire.ClientRegistrationRequest],
     [Wire.Documents.clientRegistrationResponse, Wire.ClientRegistrationResponse],
     [Wire.Documents.tokenResponse, Wire.TokenResponse],
+    [Wire.Documents.deviceAuthorizationResponse, Wire.DeviceAuthorizationResponse],
     [Wire.Documents.errorResponse, Wire.OAuthErrorResponse],
     [Wire.Documents.introspectionResponse, Wire.IntrospectionResponse],
     [Wire.Documents.jwtAccessTokenClaims, Wire.JwtAccessTokenClaims],

@@ -123,8 +123,9 @@ export type SecurityEvent =
   | { readonly event: "token_revoked"; readonly client_id: string; readonly token_type_hint?: string }
 
 /**
- * Receives each {@link SecurityEvent}, synchronously, while the endpoint answers: a receiver should not throw, and
- * should hand slow work (a remote log) to a queue of its own.
+ * Receives each {@link SecurityEvent}, synchronously, while the endpoint answers: a receiver should hand slow work (a
+ * remote log) to a queue of its own. One that throws loses that event (a warning names the event and the error) and
+ * never changes the answer.
  *
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-7 | OAuth 2.1 §7}
  */
@@ -140,6 +141,17 @@ export const SecurityEvents: Context.Reference<SecurityEventFn | undefined> = Co
   SecurityEventFn | undefined
 >("@keyway/authorization-server/SecurityEvents", { defaultValue: () => undefined })
 
-/** Reports one event to the {@link SecurityEvents} receiver, if there is one. */
+/**
+ * Reports one event to the {@link SecurityEvents} receiver, if there is one. A receiver that throws is the operator's
+ * bug, not the client's: the request is answered as if it had not, and the failure is logged as a warning.
+ */
 export const emit = (event: SecurityEvent): Effect.Effect<void> =>
-  SecurityEvents.use((receive) => Effect.sync(() => receive?.(event)))
+  SecurityEvents.use((receive) =>
+    receive === undefined
+      ? Effect.void
+      : Effect.try({ try: () => receive(event), catch: (error) => error }).pipe(
+          Effect.catch((error) =>
+            Effect.logWarning(`the security event receiver threw; the ${event.event} event was not delivered`, error),
+          ),
+        ),
+  )

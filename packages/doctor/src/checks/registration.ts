@@ -218,16 +218,16 @@ const redirectedError = (seen: Seen, redirectUri: string): string | undefined =>
   return description === null ? error : `${error}: ${description}`
 }
 
-const authorizationResource = async (
+/**
+ * Sends one authorization request (PKCE S256, `state`, and `resource` when given) for `client` and says what went
+ * wrong, undefined when the server answered as it should: its login page rather than an error.
+ */
+const tryAuthorization = async (
   walk: Walk,
-  server: AuthorizationServerFound,
+  endpoint: string,
   client: TestClient,
-  findings: Array<Finding>,
-): Promise<void> => {
-  const endpoint = server.metadata?.authorization_endpoint
-  const revisions = resourceRevisions(walk)
-  if (typeof endpoint !== "string" || revisions.length === 0) return
-  const resource = resourceOf(walk)
+  resource: string | undefined,
+): Promise<{ readonly seen: Seen; readonly problem: string | undefined }> => {
   const pkce = await Pkce.generate()
   const url = new URL(endpoint)
   url.searchParams.set("response_type", "code")
@@ -236,7 +236,7 @@ const authorizationResource = async (
   url.searchParams.set("code_challenge", pkce.challenge)
   url.searchParams.set("code_challenge_method", Pkce.METHOD)
   url.searchParams.set("state", "keyway-doctor")
-  url.searchParams.set("resource", resource)
+  if (resource !== undefined) url.searchParams.set("resource", resource)
   const seen = await walk.probe.send(url, { headers: { accept: "text/html" } })
   const error = redirectedError(seen, client.redirectUri)
   const problem =
@@ -247,6 +247,20 @@ const authorizationResource = async (
         : seen.status >= 400
           ? `answered ${describeRefusal(seen)}`
           : undefined
+  return { seen, problem }
+}
+
+const authorizationResource = async (
+  walk: Walk,
+  server: AuthorizationServerFound,
+  client: TestClient,
+  findings: Array<Finding>,
+): Promise<void> => {
+  const endpoint = server.metadata?.authorization_endpoint
+  const revisions = resourceRevisions(walk)
+  if (typeof endpoint !== "string" || revisions.length === 0) return
+  const resource = resourceOf(walk)
+  const { seen, problem } = await tryAuthorization(walk, endpoint, client, resource)
   findings.push(
     finding(
       walk,
@@ -353,25 +367,8 @@ const cimdCheck = async (walk: Walk, server: AuthorizationServerFound, findings:
   const revisions = walk.revisions.filter((revision) => Revision.features(revision).clientIdMetadataDocuments)
   if (typeof endpoint !== "string" || revisions.length === 0) return
   await hostingDocument(async (client) => {
-    const pkce = await Pkce.generate()
-    const url = new URL(endpoint)
-    url.searchParams.set("response_type", "code")
-    url.searchParams.set("client_id", client.clientId)
-    url.searchParams.set("redirect_uri", client.redirectUri)
-    url.searchParams.set("code_challenge", pkce.challenge)
-    url.searchParams.set("code_challenge_method", Pkce.METHOD)
-    url.searchParams.set("state", "keyway-doctor")
-    if (resourceRevisions(walk).length > 0) url.searchParams.set("resource", resourceOf(walk))
-    const seen = await walk.probe.send(url, { headers: { accept: "text/html" } })
-    const error = redirectedError(seen, client.redirectUri)
-    const problem =
-      error !== undefined
-        ? `redirected back with error ${error}`
-        : seen.status === undefined
-          ? `gave no answer (${seen.exchange.error ?? "no response"})`
-          : seen.status >= 400
-            ? `answered ${describeRefusal(seen)}`
-            : undefined
+    const resource = resourceRevisions(walk).length > 0 ? resourceOf(walk) : undefined
+    const { seen, problem } = await tryAuthorization(walk, endpoint, client, resource)
     findings.push(
       finding(
         walk,
