@@ -6,5 +6,19 @@
  * @module
  */
 
+export * as Connections from "./Connections.js"
+export {
+  type CompletionListener,
+  ConnectionRequired,
+  type ConnectionsClient,
+  ConnectionsError,
+  type ConnectionsOptions,
+  createConnections,
+  type ProviderFetch,
+  toClient,
+  type User,
+} from "./Connections.js"
 export * as KeyRing from "./KeyRing.js"
+export * as Provider from "./Provider.js"
+export { InvalidConnectionsConfig, type ProviderConfig } from "./Provider.js"
 export * as Vault from "./Vault.js"
