@@ -17,6 +17,7 @@ import {
 import { MIGRATIONS } from "../../src/storage/internal/postgres.js"
 import { NOW, newClient, newCode, runWith, secret, signingKey, storageContract } from "./contract.js"
 import { rateLimitContract } from "./rateLimitContract.js"
+import { recordContract } from "./recordContract.js"
 
 let server: PostgresServer
 /** One database for the contract suite; every test gets its own schema in it, so each starts empty. */
@@ -31,6 +32,7 @@ afterAll(() => server?.stop())
 let schemas = 0
 storageContract("postgres", () => layerPostgres({ connectionString: contractUrl, schema: `contract_${++schemas}` }))
 rateLimitContract("postgres", () => layerPostgres({ connectionString: contractUrl, schema: `contract_${++schemas}` }))
+recordContract("postgres", () => layerPostgres({ connectionString: contractUrl, schema: `contract_${++schemas}` }))
 
 let databases = 0
 const freshDatabase = () => server.createDatabase(`keyway_${++databases}`)

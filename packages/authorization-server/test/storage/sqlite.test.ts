@@ -20,6 +20,7 @@ import { GroupCommit, groupDriver, MIGRATIONS, open } from "../../src/storage/in
 import { makeGrantStore } from "../../src/storage/internal/store.js"
 import { NOW, newClient, newCode, runWith, secret, signingKey, storageContract } from "./contract.js"
 import { rateLimitContract } from "./rateLimitContract.js"
+import { recordContract } from "./recordContract.js"
 
 const dir = mkdtempSync(join(tmpdir(), "keyway-storage-"))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -31,6 +32,8 @@ storageContract("sqlite", () => layerSqlite({ path: freshPath() }))
 rateLimitContract("sqlite", () => layerSqlite({ path: freshPath() }))
 storageContract("sqlite, one commit per change", () => layerSqlite({ path: freshPath(), groupCommit: false }))
 rateLimitContract("sqlite, one commit per change", () => layerSqlite({ path: freshPath(), groupCommit: false }))
+recordContract("sqlite", () => layerSqlite({ path: freshPath() }))
+recordContract("sqlite, one commit per change", () => layerSqlite({ path: freshPath(), groupCommit: false }))
 
 /** The three stores of one connection, kept open for the rest of the scope. */
 const connect = (path: string) =>
