@@ -37,6 +37,10 @@ export const startDeviceServer = async (
     readonly device?: DeviceAuthorizationOptions
     /** The issuer of another instance this one stands behind (one database serves one issuer). */
     readonly issuer?: string
+    /** The resource's URI; {@link MCP} by default. */
+    readonly resource?: string
+    /** Where the clock starts, in seconds since the epoch; {@link START} by default. */
+    readonly startAt?: number
   } = {},
 ): Promise<DeviceServer> => {
   let handler: (request: Request) => Promise<Response> = async () => new Response(null, { status: 503 })
@@ -49,7 +53,11 @@ export const startDeviceServer = async (
     // Both instances of one issuer sign the same session cookies.
     sessionSecret: "device-tests-session-secret-0123456789",
     resources: [
-      { uri: MCP, name: "Example MCP", scopes: { "tools:read": "List the tools", "tools:call": "Call tools for you" } },
+      {
+        uri: options.resource ?? MCP,
+        name: "Example MCP",
+        scopes: { "tools:read": "List the tools", "tools:call": "Call tools for you" },
+      },
     ],
     users,
     clients: [
@@ -77,7 +85,12 @@ export const startDeviceServer = async (
       Layer.provideMerge(
         Layer.merge(options.storage ?? Storage.layerMemory, UserAuthenticator.UserAuthenticator.layerUsers(users)),
       ),
-      Layer.provideMerge(Layer.provideMerge(Layer.effectDiscard(TestClock.setTime(START * 1000)), TestClock.layer())),
+      Layer.provideMerge(
+        Layer.provideMerge(
+          Layer.effectDiscard(TestClock.setTime((options.startAt ?? START) * 1000)),
+          TestClock.layer(),
+        ),
+      ),
     ),
   )
   handler = (request) => runtime.runPromise(AuthorizationServer.AuthorizationServer.use((s) => s.handle(request)))
