@@ -348,7 +348,7 @@ describe("verification page (RFC 8628 §3.3)", () => {
 
 describe("options", () => {
   it("refuses invalid options", () => {
-    expect(() => deviceAuthorization({ interval: 0 })).toThrow("deviceAuthorization: interval:")
+    expect(() => deviceAuthorization({ interval: 0 })).toThrow("deviceAuthorization: interval: must be at least 1")
     expect(() => deviceAuthorization({ pagePath: "device" })).toThrow(
       "deviceAuthorization: pagePath: must be a path like /device",
     )

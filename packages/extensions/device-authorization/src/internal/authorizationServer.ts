@@ -15,20 +15,28 @@ const USER = `${ID}/user-codes`
 const ENTRY_ADDRESS = `${ID}/entry-address`
 const ENTRY_SESSION = `${ID}/entry-session`
 
+// A whole number from `min` to `max`.
+const seconds = (min: number, max: number) =>
+  z
+    .number({ error: "must be a number" })
+    .int("must be a whole number")
+    .min(min, `must be at least ${min}`)
+    .max(max, `must be at most ${max}`)
+
 /**
  * The options of {@link deviceAuthorization}.
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc8628.html#section-3.2 | RFC 8628 §3.2}
  */
-export const optionsSchema = z
-  .object({
+export const optionsSchema = z.strictObject(
+  {
     /** How long the device code and user code are valid (`expires_in`), in seconds; 600 by default. */
-    lifetime: z.number().int().min(60).max(3600).optional(),
+    lifetime: seconds(60, 3600).optional(),
     /** The least interval between two polls (`interval`), in seconds; 5 by default. */
-    interval: z.number().int().min(1).max(60).optional(),
+    interval: seconds(1, 60).optional(),
     /** The path of the verification page below the issuer's; `/device` by default. */
     pagePath: z
-      .string()
+      .string({ error: "must be a string" })
       .regex(/^\/[A-Za-z0-9._~-]+(\/[A-Za-z0-9._~-]+)*$/, "must be a path like /device")
       .optional(),
     /**
@@ -36,11 +44,14 @@ export const optionsSchema = z
      * locked (RFC 8628 §5.1); 10 in 600 seconds by default.
      */
     entryLimit: z
-      .object({ max: z.number().int().min(1), window: z.number().int().min(1) })
-      .strict()
+      .strictObject(
+        { max: seconds(1, 1000), window: seconds(1, 86_400) },
+        { error: "must be an object with max and window" },
+      )
       .optional(),
-  })
-  .strict()
+  },
+  { error: "must be an object" },
+)
 
 /**
  * The options of {@link deviceAuthorization}.
