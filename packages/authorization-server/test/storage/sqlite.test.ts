@@ -12,6 +12,7 @@ import {
   GrantStore,
   KeyStore,
   layerSqlite,
+  RecordStore,
   RefreshTokenReused,
   RefreshTokenRevoked,
   StorageError,
@@ -145,6 +146,20 @@ describe("sqlite: file, migrations, connections", () => {
     for (const raw of [code.code, refreshToken, rotated, clientSecret, registrationToken]) {
       expect(bytes).not.toContain(raw)
     }
+  })
+
+  it("never writes an extension record's raw key to disk, only its value", async () => {
+    const path = freshPath()
+    const key = secret()
+    await Effect.runPromise(
+      Effect.provide(
+        RecordStore.use((records) => records.put("example/records", key, { marker: "kept-in-clear" }, NOW + 60, NOW)),
+        layerSqlite({ path }),
+      ),
+    )
+    const bytes = readFileSync(path).toString("latin1")
+    expect(bytes).toContain("kept-in-clear")
+    expect(bytes).not.toContain(key)
   })
 
   it("refuses a database written by a newer schema version", async () => {

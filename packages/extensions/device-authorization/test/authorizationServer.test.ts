@@ -1,3 +1,4 @@
+import type { Operations } from "@keyway/authorization-server"
 import { Grant } from "@keyway/core"
 import { afterEach, beforeEach, describe, expect, it } from "vitest"
 import { deviceAuthorization } from "../src/authorization-server.js"
@@ -253,6 +254,38 @@ describe("device code grant (RFC 8628 §3.4-3.5)", () => {
     expect(tokens.refresh_token).toBeUndefined()
     const account = await fetch(`${server.url}/account`, { headers: { cookie } })
     expect(await account.text()).toContain("Build Box")
+  })
+})
+
+describe("security events", () => {
+  it("reports the sign-in, the consent and the token issued under the device code grant", async () => {
+    const events: Array<Operations.SecurityEvent> = []
+    const reporting = await startDeviceServer({ onSecurityEvent: (event) => events.push(event) })
+    try {
+      const device = await authorizeDevice(reporting.url, { scope: "tools:read" })
+      await decide(reporting.url, device.user_code, "approve")
+      expect((await poll(reporting.url, device.device_code)).status).toBe(200)
+      const denied = await authorizeDevice(reporting.url, { scope: "tools:call" })
+      await decide(reporting.url, denied.user_code, "deny")
+      expect(events).toEqual([
+        { event: "login_succeeded", username: "alice", subject: "alice" },
+        { event: "consent_given", subject: "alice", client_id: "-tv", resource: MCP, scope: "tools:read" },
+        {
+          event: "token_issued",
+          grant_type: Grant.DEVICE_CODE,
+          client_id: "-tv",
+          subject: "alice",
+          resource: MCP,
+          scope: "tools:read",
+          expires_in: 300,
+          refresh_token_issued: true,
+        },
+        { event: "login_succeeded", username: "alice", subject: "alice" },
+        { event: "consent_denied", subject: "alice", client_id: "-tv", resource: MCP, scope: "tools:call" },
+      ])
+    } finally {
+      await reporting.close()
+    }
   })
 })
 

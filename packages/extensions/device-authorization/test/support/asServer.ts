@@ -1,4 +1,4 @@
-import { AuthorizationServer, NodeServer, Storage, UserAuthenticator } from "@keyway/authorization-server"
+import { AuthorizationServer, NodeServer, Operations, Storage, UserAuthenticator } from "@keyway/authorization-server"
 import { Grant } from "@keyway/core"
 import { Clock, Layer, ManagedRuntime } from "effect"
 import { TestClock } from "effect/testing"
@@ -41,6 +41,8 @@ export const startDeviceServer = async (
     readonly resource?: string
     /** Where the clock starts, in seconds since the epoch; {@link START} by default. */
     readonly startAt?: number
+    /** Receives the server's security events. */
+    readonly onSecurityEvent?: Operations.SecurityEventFn
   } = {},
 ): Promise<DeviceServer> => {
   let handler: (request: Request) => Promise<Response> = async () => new Response(null, { status: 503 })
@@ -85,6 +87,7 @@ export const startDeviceServer = async (
       Layer.provideMerge(
         Layer.merge(options.storage ?? Storage.layerMemory, UserAuthenticator.UserAuthenticator.layerUsers(users)),
       ),
+      Layer.provideMerge(Layer.succeed(Operations.SecurityEvents)(options.onSecurityEvent)),
       Layer.provideMerge(
         Layer.provideMerge(
           Layer.effectDiscard(TestClock.setTime((options.startAt ?? START) * 1000)),
