@@ -46,10 +46,10 @@ describe("the verification page in Chromium", () => {
       await screenshot(page, join(ARTIFACTS, "device-entry.png"))
       await page.getByRole("button", { name: "Continue" }).click()
       await page.getByRole("heading", { name: "Authorize Living Room TV?" }).waitFor()
-      expect(await page.locator("[data-remote-warning]").innerText()).toContain(
+      expect(await page.locator("[data-remote-warning]").textContent()).toContain(
         "This request started on another device.",
       )
-      expect(await page.locator("[data-user-code]").innerText()).toBe(device.user_code)
+      expect(await page.locator("[data-user-code]").textContent()).toBe(device.user_code)
       await screenshot(page, join(ARTIFACTS, "device-consent.png"))
       await page.getByRole("button", { name: "Approve" }).click()
       await page.getByRole("heading", { name: "Device connected" }).waitFor()
@@ -78,7 +78,7 @@ describe("the verification page in Chromium", () => {
       await page.getByLabel("Code").fill("DDDD-DDDD")
       await page.getByRole("button", { name: "Continue" }).click()
       await page.getByRole("heading", { name: "Too many attempts" }).waitFor()
-      expect(await page.locator("[data-locked]").innerText()).toContain("Try again in 10 minutes.")
+      expect(await page.locator("[data-locked]").textContent()).toContain("Try again in 10 minutes.")
       await screenshot(page, join(ARTIFACTS, "device-locked.png"))
     } finally {
       await context.close()
