@@ -133,6 +133,7 @@ describe("postgres: migrations, pools, schemas", () => {
       "authorization_codes",
       "clients",
       "consents",
+      "extension_records",
       "grants",
       "issuer",
       "keyway_migrations",
@@ -312,10 +313,10 @@ describe("postgres: migrations, pools, schemas", () => {
         const live = newCode({ subject: "bob", expires_at: NOW + 100 })
         yield* grants.createCode(live)
 
-        expect(yield* purgeExpired(NOW + 9)).toEqual({ clients: 0, grants: 0, keys: 0, rateLimits: 0 })
+        expect(yield* purgeExpired(NOW + 9)).toEqual({ clients: 0, grants: 0, keys: 0, rateLimits: 0, records: 0 })
         // The expired code and the grant it leaves empty.
-        expect(yield* purgeExpired(NOW + 10)).toEqual({ clients: 1, grants: 2, keys: 1, rateLimits: 0 })
-        expect(yield* purgeExpired(NOW + 10)).toEqual({ clients: 0, grants: 0, keys: 0, rateLimits: 0 })
+        expect(yield* purgeExpired(NOW + 10)).toEqual({ clients: 1, grants: 2, keys: 1, rateLimits: 0, records: 0 })
+        expect(yield* purgeExpired(NOW + 10)).toEqual({ clients: 0, grants: 0, keys: 0, rateLimits: 0, records: 0 })
         expect((yield* grants.consumeCode(live.code, NOW + 11)).expires_at).toBe(NOW + 100)
         expect((yield* (yield* ClientStore).list()).map((c) => c.client_id)).toEqual(["registered"])
         expect((yield* (yield* KeyStore).list()).map((k) => k.kid)).toEqual(["new"])
