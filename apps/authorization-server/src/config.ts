@@ -13,6 +13,7 @@ import { parseArgs } from "node:util"
 import { Config, Storage } from "@keyway/authorization-server"
 import { Grant, SecureUrl } from "@keyway/core"
 import { optionsSchema as clientCredentialsSchema } from "@keyway/ext-client-credentials/authorization-server"
+import { optionsSchema as deviceAuthorizationSchema } from "@keyway/ext-device-authorization/authorization-server"
 import { optionsSchema as dpopSchema } from "@keyway/ext-dpop/authorization-server"
 import {
   optionsSchema as identityAssertionGrantSchema,
@@ -158,6 +159,12 @@ const extensionsSchema = z.strictObject(
      * (the options of `@keyway/ext-workload-identity` a file can hold; decisions go to the log).
      */
     workloadIdentity: fileData(workloadIdentitySchema).optional(),
+    /**
+     * The device authorization grant (RFC 8628) for configured clients whose `grantTypes` include
+     * `urn:ietf:params:oauth:grant-type:device_code`: the device authorization endpoint, the `/device` page and the
+     * grant (the options of `@keyway/ext-device-authorization`: `lifetime`, `interval`, `pagePath`, `entryLimit`).
+     */
+    deviceAuthorization: fileData(deviceAuthorizationSchema).optional(),
     /** DPoP (RFC 9449): proofs at the token endpoint, access tokens bound to the client's key. */
     dpop: fileData(dpopSchema).optional(),
     /** Enterprise-managed authorization (identity assertions, ID-JAG), in either role or both. */
@@ -292,6 +299,16 @@ const grantExtensions: ReadonlyMap<
       {
         field: "clientCredentials",
         on: (e) => e.clientCredentials !== undefined,
+        needs: "{} turns it on with its defaults",
+      },
+    ],
+  ],
+  [
+    Grant.DEVICE_CODE,
+    [
+      {
+        field: "deviceAuthorization",
+        on: (e) => e.deviceAuthorization !== undefined,
         needs: "{} turns it on with its defaults",
       },
     ],

@@ -15,6 +15,7 @@ import {
 } from "@keyway/authorization-server"
 import { Grant, SecureUrl } from "@keyway/core"
 import { clientCredentialsGrant } from "@keyway/ext-client-credentials/authorization-server"
+import { deviceAuthorization } from "@keyway/ext-device-authorization/authorization-server"
 import { dpopAuthorizationServer } from "@keyway/ext-dpop/authorization-server"
 import { identityAssertionGrant, identityAssertionIssuer } from "@keyway/ext-enterprise-managed/authorization-server"
 import { tokenExchange } from "@keyway/ext-token-exchange/authorization-server"
@@ -123,6 +124,7 @@ export const extensionsOf = (
   log: Log,
 ): ReadonlyArray<Extension.AuthorizationServerExtension> => [
   ...(config.clientCredentials === undefined ? [] : [clientCredentialsGrant(config.clientCredentials)]),
+  ...(config.deviceAuthorization === undefined ? [] : [deviceAuthorization(config.deviceAuthorization)]),
   ...(config.workloadIdentity === undefined
     ? []
     : [

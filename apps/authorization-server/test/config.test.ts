@@ -405,6 +405,17 @@ describe("parseConfig: extensions", () => {
     expect(parseConfig(value, "test.json")).toEqual(value)
   })
 
+  it("accepts the device authorization extension with its options, and clients with the device grant", () => {
+    const value = {
+      ...minimal,
+      clients: [{ clientId: "-tv", redirectUris: [], grantTypes: ["urn:ietf:params:oauth:grant-type:device_code"] }],
+      extensions: {
+        deviceAuthorization: { lifetime: 300, interval: 5, pagePath: "/activate", entryLimit: { max: 5, window: 300 } },
+      },
+    }
+    expect(parseConfig(value, "test.json")).toEqual(value)
+  })
+
   it("accepts the token exchange extension with its per-client rules", () => {
     const value = {
       ...minimal,
@@ -459,6 +470,16 @@ describe("parseConfig: extensions", () => {
       'extensions.clientCredentials.clients.nightly: unknown field "scopes"',
     ],
     [
+      "a device authorization interval that is not a whole number",
+      { clientCredentials: {}, deviceAuthorization: { interval: 2.5 } },
+      "extensions.deviceAuthorization.interval: must be a whole number",
+    ],
+    [
+      "a device verification page path without its slash",
+      { clientCredentials: {}, deviceAuthorization: { pagePath: "device" } },
+      "extensions.deviceAuthorization.pagePath: must be a path like /device",
+    ],
+    [
       "a token exchange rule without a source",
       {
         clientCredentials: {},
@@ -479,7 +500,7 @@ describe("parseConfig: extensions", () => {
     )
   })
   const servedBy =
-    "(authorization_code, refresh_token, client_credentials with extensions.clientCredentials, urn:ietf:params:oauth:grant-type:jwt-bearer with extensions.workloadIdentity or extensions.enterpriseManaged.authorizationServer, urn:ietf:params:oauth:grant-type:token-exchange with extensions.enterpriseManaged.identityProvider or extensions.tokenExchange)"
+    "(authorization_code, refresh_token, client_credentials with extensions.clientCredentials, urn:ietf:params:oauth:grant-type:device_code with extensions.deviceAuthorization, urn:ietf:params:oauth:grant-type:jwt-bearer with extensions.workloadIdentity or extensions.enterpriseManaged.authorizationServer, urn:ietf:params:oauth:grant-type:token-exchange with extensions.enterpriseManaged.identityProvider or extensions.tokenExchange)"
 
   it.each([
     [
@@ -499,6 +520,12 @@ describe("parseConfig: extensions", () => {
       [machine, { ...machine, clientId: "exchanger", grantTypes: ["urn:ietf:params:oauth:grant-type:token-exchange"] }],
       { clientCredentials: {} },
       "clients[1].grantTypes: urn:ietf:params:oauth:grant-type:token-exchange needs extensions.enterpriseManaged.identityProvider or extensions.tokenExchange, which is not configured (extensions.enterpriseManaged.identityProvider: with the MCP authorization servers it issues ID-JAGs for; extensions.tokenExchange: with the clients that may exchange tokens and their rules)",
+    ],
+    [
+      "the device code grant without extensions.deviceAuthorization",
+      [{ clientId: "-tv", redirectUris: [], grantTypes: ["urn:ietf:params:oauth:grant-type:device_code"] }],
+      undefined,
+      "clients[0].grantTypes: urn:ietf:params:oauth:grant-type:device_code needs extensions.deviceAuthorization, which is not configured ({} turns it on with its defaults)",
     ],
     [
       "a grant type named like a member of every object",

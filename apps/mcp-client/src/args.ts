@@ -45,6 +45,8 @@ export interface Options {
   readonly json: boolean
   /** A pre-registered client instead of dynamic registration. */
   readonly client: PreRegistered | undefined
+  /** Accept a server's request to open a page (URL-mode elicitation) without asking. */
+  readonly yes: boolean
 }
 
 /** A command line that cannot be run; the message says why. */
@@ -74,6 +76,7 @@ options:
   --client-secret <s>   the client's secret; better from $${CLIENT_SECRET_VARIABLE}, since other users
                         can see a command line (ps)
   --json                print JSON
+  --yes                 open the pages MCP servers ask to open (URL-mode elicitation) without asking
   -h, --help            show this help
 
 The browser is the system's default, or the command in $BROWSER.`
@@ -146,6 +149,7 @@ export const parseCommandLine = (
     "client-secret": { type: "string" },
     issuer: { type: "string" },
     json: { type: "boolean", default: false },
+    yes: { type: "boolean", default: false },
     help: { type: "boolean", short: "h", default: false },
   } as const
   try {
@@ -164,6 +168,7 @@ export const parseCommandLine = (
     tokens: values.tokens,
     json: values.json,
     client: preRegistered(values, env),
+    yes: values.yes,
   }
   const [name, ...rest] = positionals
   if (values.help || name === undefined || name === "help") return { command: { kind: "help" }, options }

@@ -5,9 +5,10 @@
  */
 import { type AuthClient, createAuthClient, type Extension, isAuthError, UserAgent } from "@keyway/client/node"
 import { deviceAuthorization, printTo } from "@keyway/ext-device-authorization/client"
-import { createTransport } from "@keyway/mcp-sdk-client"
+import { createTransport, type UrlElicitationHandle, urlElicitation } from "@keyway/mcp-sdk-client"
 import { Client } from "@modelcontextprotocol/client"
 import type { Command, Options } from "./args.js"
+import { type Terminal, terminalElicitation } from "./elicitation.js"
 import { describeError } from "./errors.js"
 
 /** Where a command writes: results on `out`, progress and notices on `err`. */
@@ -26,6 +27,8 @@ export interface Environment extends Io {
   readonly browserUnavailable?: () => string | undefined
   /** Whether `err` writes to a terminal, which can show a QR code. */
   readonly errIsTerminal?: boolean
+  /** The terminal's questions and browser for the pages MCP servers ask to open. */
+  readonly elicitation?: Omit<Terminal, "err">
 }
 
 /** A tool call whose result says it failed (`isError`); its text is the message. */
@@ -118,13 +121,16 @@ const logout = async (url: string, auth: AuthClient.PlainAuthClient, env: Enviro
 const withClient = async <A>(
   url: string,
   auth: AuthClient.PlainAuthClient,
-  use: (client: Client) => Promise<A>,
+  elicitation: { readonly env: Environment; readonly yes: boolean },
+  use: (client: Client, elicit: UrlElicitationHandle) => Promise<A>,
 ): Promise<A> => {
   // "auto" probes for the stateless 2026-07-28 wire and falls back to the initialize handshake for older servers.
   const client = new Client({ name: NAME, version: VERSION }, { versionNegotiation: { mode: "auto" } })
+  const terminal = elicitation.env.elicitation ?? { ask: undefined, openBrowser: undefined }
+  const elicit = urlElicitation(client, terminalElicitation({ ...terminal, err: elicitation.env.err }, elicitation.yes))
   try {
     await client.connect(createTransport(url, auth))
-    return await use(client)
+    return await use(client, elicit)
   } finally {
     await client.close().catch(() => undefined)
   }
@@ -159,7 +165,7 @@ export const runCommand = async (command: Exclude<Command, { kind: "help" }>, op
   try {
     switch (command.kind) {
       case "list-tools": {
-        const tools = await withClient(command.url, auth, async (client) => {
+        const tools = await withClient(command.url, auth, { env, yes: options.yes }, async (client) => {
           const all: Array<{ name: string; description?: string | undefined }> = []
           let cursor: string | undefined
           do {
@@ -179,8 +185,8 @@ export const runCommand = async (command: Exclude<Command, { kind: "help" }>, op
         return
       }
       case "call": {
-        const result = await withClient(command.url, auth, (client) =>
-          client.callTool({ name: command.tool, arguments: { ...command.arguments } }),
+        const result = await withClient(command.url, auth, { env, yes: options.yes }, (_client, elicit) =>
+          elicit.callTool({ name: command.tool, arguments: { ...command.arguments } }),
         )
         if (options.json) env.out(`${JSON.stringify(result, null, 2)}\n`)
         const content = (Array.isArray(result.content) ? result.content : []) as ReadonlyArray<Content>

@@ -24,6 +24,7 @@ import { accountGet, accountLoginPost, accountPaths, accountRevokePost } from ".
 import { authorizeGet, consentPost, loginPost } from "./internal/authorize.js"
 import { MetadataDocuments, withExtensionMetadata } from "./internal/clients.js"
 import { nowSeconds } from "./internal/clock.js"
+import { extensionRoutes } from "./internal/extensionEndpoints.js"
 import { CORS_HEADERS, json, preflight } from "./internal/http.js"
 import { introspectEndpoint } from "./internal/introspect.js"
 import { limitsOf, perAddress, refusal } from "./internal/limits.js"
@@ -59,6 +60,7 @@ import {
   layerPostgres,
   layerSqlite,
   type NewClient,
+  RecordStore,
 } from "./storage/Storage.js"
 import { type AuthenticateFn, UserAuthenticator } from "./UserAuthenticator.js"
 
@@ -195,6 +197,22 @@ const spanName = (path: string, base: string): string =>
         .split("/")
         .join(".")
 
+// The paths below the issuer's that the server serves itself (in either mode), which no extension endpoint may take.
+const BUILT_IN_PATHS = [
+  "/jwks",
+  "/authorize",
+  "/authorize/login",
+  "/authorize/consent",
+  "/account",
+  "/account/login",
+  "/account/revoke",
+  "/upstream/callback",
+  "/token",
+  "/revoke",
+  "/introspect",
+  "/register",
+]
+
 /**
  * Why the extensions cannot start, for a `ConfigError`: a grant that claims a built-in grant type, or what an
  * extension's own `validate` finds.
@@ -202,6 +220,16 @@ const spanName = (path: string, base: string): string =>
 const extensionProblem = (config: ResolvedConfig): string | undefined => {
   const grants = registrationProblem(config.extensions)
   if (grants !== undefined) return grants
+  const taken = new Set(BUILT_IN_PATHS)
+  for (const extension of config.extensions) {
+    for (const endpoint of extension.endpoints ?? []) {
+      if (!/^\/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$/.test(endpoint.path) || endpoint.path.startsWith("/.well-known/")) {
+        return `${extension.id}: endpoint path ${endpoint.path} must begin with / and be a plain path outside /.well-known/`
+      }
+      if (taken.has(endpoint.path)) return `${extension.id}: endpoint path ${endpoint.path} is already served`
+      taken.add(endpoint.path)
+    }
+  }
   for (const extension of config.extensions) {
     const problem = extension.validate?.(config)
     if (problem !== undefined) return `${extension.id}: ${problem}`
@@ -215,6 +243,7 @@ const router = (
   sessions: Sessions,
   policy: RegistrationPolicy | undefined,
   limiter: RateLimiterService,
+  records: RecordStore["Service"],
   token: Route,
 ) => {
   const base = config.issuerUrl.pathname === "/" ? "" : config.issuerUrl.pathname.replace(/\/$/, "")
@@ -280,6 +309,7 @@ const router = (
       OPTIONS: () => Effect.succeed(preflight("POST, OPTIONS")),
     })
   }
+  for (const [path, route] of extensionRoutes(config, base, sessions, limiter, records)) routes.set(path, route)
   // Every endpoint is a traced function, its span named after the endpoint (AuthorizationServer.token, ...).
   for (const [path, route] of routes) {
     const name = spanName(path, base)
@@ -395,16 +425,23 @@ export class AuthorizationServer extends Context.Service<
         )
         // The storage's limiter (shared through the database for SQLite and PostgreSQL), else one in this process.
         const limiter = Option.getOrElse(yield* Effect.serviceOption(RateLimiter), () => RateLimiter.of(makeMemory()))
+        // The storage's record store, else (a storage layer of the caller's without one) one in this process.
+        const stored = yield* Effect.serviceOption(RecordStore)
+        const records = Option.isSome(stored)
+          ? stored.value
+          : Context.get(yield* Layer.build(RecordStore.layerMemory), RecordStore)
         const { route, allow } = router(
           config,
           new Sessions(config.secureCookies, config.sessionTtl, config.sessionSecret),
           options.registrationPolicy,
           limiter,
+          records,
           // The grants run with the services as they are now, as the routes do (the context provided to `handle`).
           tokenEndpoint(config, {
             grants: Context.get(context, GrantStore),
             signer: Context.get(context, TokenSigner),
             limiter,
+            records,
           }),
         )
         const policy: RotationPolicy = {

@@ -1,6 +1,7 @@
 /**
- * The seams extensions plug into: grant types and client-authentication methods are registered handlers, and a
- * token-request hook may bind every token a request issues (DPoP's `cnf`). The token endpoint dispatches to them; the
+ * The seams extensions plug into: grant types and client-authentication methods are registered handlers, a
+ * token-request hook may bind every token a request issues (DPoP's `cnf`), endpoints and pages are routed under the
+ * issuer, and short-lived state lives in the server's record store. The token endpoint dispatches to them; the
  * metadata document lists what they add. Extensions depend on this module, never the other way round.
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc6749.html#section-8.3 | RFC 6749 §8.3 (defining new grant types)}
@@ -11,9 +12,13 @@ import type { OAuthError } from "@keyway/core"
 import { Context, type Effect, Layer, type Result, Schema } from "effect"
 import type { z } from "zod"
 import type { ResolvedConfig, Resource } from "./Config.js"
-import type { RateLimited } from "./RateLimiter.js"
+import type { Html } from "./internal/html.js"
+import type { SecurityEvent } from "./Operations.js"
+import type { Decision, RateLimited, WindowRule } from "./RateLimiter.js"
 import type { StorageError } from "./storage/Errors.js"
-import type { Client } from "./storage/Storage.js"
+import type { Client, RecordStore } from "./storage/Storage.js"
+
+export type { Html } from "./internal/html.js"
 
 /**
  * The services an extension's handlers may require: none. What a handler may do with the server's state is an
@@ -163,6 +168,185 @@ export interface GrantContext {
    * requests of public clients and of grants without a client per client address, before the handler runs.
    */
   readonly limitIdentity: (issuer: string, subject: string) => Effect.Effect<void, RateLimited | StorageError>
+  /** The extensions' records in the server's store (see {@link RecordStore}), shared by every instance on it. */
+  readonly records: RecordStore["Service"]
+  /**
+   * Issues for an authorization a user gave the authenticated client outside the authorization endpoint (the device
+   * flow's approval, RFC 8628 §3.5) exactly as the code flow does: the consent remembered, the one live grant of the
+   * user, client and resource opened or widened, an access token for the resource (bound as the request's hooks
+   * ask), a refresh token when the client may refresh (rotated at every use for a public client), an ID token for
+   * `openid`; the grant visible and revocable on the account page and by the administration. Answers the token
+   * response, reported as `token_issued` under the request's grant type.
+   *
+   * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.3 | OAuth 2.1 §4.1.3}
+   */
+  readonly issueAuthorized: (
+    authorization: UserAuthorization,
+  ) => Effect.Effect<Response, OAuthError.OAuthError | StorageError>
+}
+
+/**
+ * What a user authorized a client to do, for {@link GrantContext.issueAuthorized}.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8707.html#section-2 | RFC 8707 §2}
+ */
+export interface UserAuthorization {
+  /** The user (`sub`). */
+  readonly subject: string
+  /** When the user authenticated (`auth_time`, seconds since the epoch). */
+  readonly authTime: number
+  /** The canonical URI of a configured resource. */
+  readonly resource: string
+  /** The scope granted, space-separated (may be empty). */
+  readonly scope: string
+}
+
+/**
+ * A browser session of the server's pages, as an extension's page sees it.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-7.4 | OAuth 2.1 §7.4}
+ */
+export interface PageSession {
+  /** An opaque value that identifies the session (for a limit per session); never the cookie itself. */
+  readonly key: string
+  /** The signed-in user, absent before the login. */
+  readonly subject?: string
+  readonly displayName?: string
+  /** When the user signed in, in seconds since the epoch. */
+  readonly authTime?: number
+}
+
+/**
+ * The server's page machinery for an extension's page: the layout, styles and security headers of every page
+ * (`Content-Security-Policy` with `frame-ancestors 'none'`, `X-Frame-Options: DENY`, `Cache-Control: no-store`), the
+ * session cookie, CSRF tokens, and the login with its limits (`rateLimits.login`).
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-7.5 | OAuth 2.1 §7.5 (clickjacking)}
+ */
+export interface Pages {
+  /** Tagged template escaping every value that is not already {@link Html}. */
+  readonly html: (strings: TemplateStringsArray, ...values: ReadonlyArray<unknown>) => Html
+  /** A page in the server's layout. */
+  readonly render: (
+    title: string,
+    body: Html,
+    options?: { readonly status?: number; readonly headers?: Readonly<Record<string, string>> },
+  ) => Response
+  /** The error page: `error` and its description. */
+  readonly error: (
+    status: number,
+    error: string,
+    description: string,
+    headers?: Readonly<Record<string, string>>,
+  ) => Response
+  /** The request's session, if its cookie is genuine and current. */
+  readonly session: Effect.Effect<PageSession | undefined>
+  /**
+   * The CSRF token for the forms of this page, and the headers to answer with: a new session's cookie when the request
+   * had none.
+   */
+  readonly csrf: Effect.Effect<{ readonly token: string; readonly headers: Readonly<Record<string, string>> }>
+  /** Whether a POSTed form comes from this server's page: same origin and the session's CSRF token. */
+  readonly verify: (form: ReadonlyMap<string, string> | undefined) => Effect.Effect<boolean>
+  /** The answer to a form that failed {@link Pages.verify} (403). */
+  readonly refused: () => Response
+  /**
+   * The login form, posting `username`, `password`, `csrf_token` and `request` (carrying `carry` unchanged) to
+   * `action`; it sets a session cookie when the request had none.
+   */
+  readonly login: (args: {
+    readonly action: string
+    readonly carry: string
+    readonly clientName: string
+  }) => Effect.Effect<Response>
+  /**
+   * Signs the user in from a verified login form (see {@link Pages.login}) within `rateLimits.login`: a 303 to
+   * `returnTo` with the new session's cookie, or the login form again with the error (401, or 429 with `Retry-After`
+   * when locked). Reported as `login_succeeded` or `login_failed`.
+   */
+  readonly signIn: (args: {
+    readonly form: ReadonlyMap<string, string>
+    readonly action: string
+    readonly clientName: string
+    readonly returnTo: string
+    readonly about?: { readonly client_id?: string; readonly resource?: string; readonly scope?: string }
+  }) => Effect.Effect<Response, StorageError>
+}
+
+/**
+ * Everything an extension endpoint's handler gets: the request and its form, and the server's own checks, so that an
+ * endpoint never authenticates, validates, limits or stores by itself.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8414.html#section-2 | RFC 8414 §2}
+ */
+export interface EndpointContext {
+  readonly config: ResolvedConfig
+  readonly request: Request
+  /**
+   * The form of a POST (`application/x-www-form-urlencoded`, at most `maxBodyBytes`, no parameter repeated). An API
+   * endpoint's POST never reaches its handler without one; a page gets `undefined` for a body that is not such a form.
+   */
+  readonly form: ReadonlyMap<string, string> | undefined
+  /** Seconds since the epoch, from Effect's `Clock`. */
+  readonly now: number
+  /** The client address the abuse limits count by; undefined when unknown. */
+  readonly address: string | undefined
+  /**
+   * Authenticates the client as the token endpoint does (public clients by `client_id`, client secrets,
+   * `private_key_jwt`, client ID metadata documents; one method), within the token endpoint's limits
+   * (`rateLimits.token` per client, per address for a public client; `rateLimits.clientAuthentication`).
+   */
+  readonly authenticateClient: Effect.Effect<Client, ClientAuthFailure | RateLimited | StorageError>
+  /**
+   * The configured resource the request's `resource` parameter names, checked as at the authorization endpoint
+   * (RFC 8707 §2: `invalid_target`); the default resource when it is absent.
+   */
+  readonly resource: (values: ReadonlyArray<string>) => Effect.Effect<Resource, OAuthError.OAuthError>
+  /**
+   * The scopes `scope` (as sent; `undefined` when absent) asks of `resource` for `client`, checked as at the
+   * authorization endpoint (`invalid_scope`); all the client may have when absent.
+   */
+  readonly scopes: (
+    client: Client,
+    resource: Resource,
+    scope: string | undefined,
+  ) => Effect.Effect<ReadonlyArray<string>, OAuthError.OAuthError>
+  /** Reports a security event to the server's `onSecurityEvent`. */
+  readonly emit: (event: SecurityEvent) => Effect.Effect<void>
+  /** The extensions' records (see {@link RecordStore}). */
+  readonly records: RecordStore["Service"]
+  /**
+   * Counts the request in the server's limiter (shared through the database), in the bucket of `kind` and `key` of
+   * each limit, or with `peek` only judges it; refused when any refuses. Kinds should begin with the extension's id.
+   */
+  readonly limit: (
+    counts: ReadonlyArray<{
+      readonly kind: string
+      readonly key: string
+      readonly rule: WindowRule
+      readonly peek?: boolean
+    }>,
+  ) => Effect.Effect<Decision, StorageError>
+  /** The page machinery (see {@link Pages}). */
+  readonly pages: Pages
+}
+
+/**
+ * An endpoint an extension adds under the issuer. `api`: a back-channel endpoint for clients (CORS, `OPTIONS`
+ * preflight, form bodies as at the token endpoint, failures answered as OAuth error responses: RFC 6749 §5.2, 401
+ * with a Basic challenge for `invalid_client`, 413, 429 with `Retry-After`). `page`: a browser page (failures answered
+ * as the error page). Another method is answered 405 with `Allow`; `HEAD` is answered as `GET`.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc9110.html#section-15.5.6 | RFC 9110 §15.5.6 (405)}
+ */
+export interface ExtensionEndpoint {
+  /** The path below the issuer's, beginning with `/` (`/device_authorization`); never a built-in endpoint's. */
+  readonly path: string
+  readonly kind: "api" | "page"
+  readonly methods: ReadonlyArray<"GET" | "POST">
+  readonly handle: (
+    context: EndpointContext,
+  ) => Effect.Effect<Response, OAuthError.OAuthError | ClientAuthFailure | RateLimited | StorageError>
 }
 
 /**
@@ -291,6 +475,8 @@ export interface AuthorizationServerExtension {
   /** The extension identifier, for example `io.modelcontextprotocol/oauth-client-credentials`. */
   readonly id: string
   readonly grants?: ReadonlyArray<GrantHandler>
+  /** Endpoints the server routes to (see {@link ExtensionEndpoint}). */
+  readonly endpoints?: ReadonlyArray<ExtensionEndpoint>
   readonly clientAuthenticationMethods?: ReadonlyArray<ClientAuthenticationMethod>
   readonly tokenRequest?: TokenRequestHook
   /**

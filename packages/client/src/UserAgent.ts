@@ -49,6 +49,11 @@ export class UserAgent extends Context.Service<
   UserAgent,
   {
     readonly open: Effect.Effect<Session, AuthError>
+    /**
+     * Shows the user a page of another party, with nothing to bring back: a URL-mode elicitation's URL (MCP
+     * 2025-11-25 client/elicitation). Absent when the agent cannot show a page by itself.
+     */
+    readonly visit?: (url: string) => Effect.Effect<void, AuthError>
   }
 >()("@keyway/client/UserAgent") {
   /** The test user; see {@link testUser}. Not for production. */
@@ -100,19 +105,21 @@ type Hop = { readonly url: URL; readonly body?: URLSearchParams }
 
 /**
  * Loads the authorization URL and follows redirects (carrying the agent's cookies) until one points at the
- * redirect URI; a page that is not a redirect goes to `answer`, which returns the form post to send, or fails.
+ * redirect URI; a page that is not a redirect goes to `answer`, which returns the form post to send, undefined when
+ * the agent is done on that page (a visit), or fails.
  */
 const drive = Effect.fnUntraced(function* (
   authorizationUrl: string,
   settings: {
-    readonly redirectUri: string
+    /** Undefined for a visit, which ends on a page rather than at a redirect URI. */
+    readonly redirectUri: string | undefined
     readonly maxHops: number
     readonly fetch: FetchLike
     readonly jar: Jar
-    readonly answer: (page: Page) => Effect.Effect<Hop, AuthError>
+    readonly answer: (page: Page) => Effect.Effect<Hop | undefined, AuthError>
   },
 ) {
-  const target = new URL(settings.redirectUri)
+  const target = settings.redirectUri === undefined ? undefined : new URL(settings.redirectUri)
   let next: Hop = { url: new URL(authorizationUrl) }
   for (let hop = 0; hop <= settings.maxHops; hop++) {
     const current = next.url
@@ -135,7 +142,7 @@ const drive = Effect.fnUntraced(function* (
       discard(response)
       const to = URL.parse(location, current)
       if (to === null) break
-      if (isRedirectTarget(to, target)) return to.href
+      if (target !== undefined && isRedirectTarget(to, target)) return to.href
       next = { url: to }
       continue
     }
@@ -153,13 +160,18 @@ const drive = Effect.fnUntraced(function* (
         message: `${current.origin}${current.pathname} answered HTTP ${response.status} invalid_client${shown.description === "" ? "" : `: ${shown.description}`}; the authorization server does not know the client`,
       })
     }
-    next = yield* settings.answer({ url: current, status: response.status, html })
+    const hop = yield* settings.answer({ url: current, status: response.status, html })
+    if (hop === undefined) return current.href
+    next = hop
   }
   return yield* new AuthError({
     step: "authorization",
     reason: "redirect-loop",
     url: authorizationUrl.split("?")[0] ?? authorizationUrl,
-    message: `the authorization request did not come back to ${settings.redirectUri} within ${settings.maxHops} redirects; the authorization server is redirecting in a loop`,
+    message:
+      settings.redirectUri === undefined
+        ? `${authorizationUrl.split("?")[0] ?? authorizationUrl} still redirected after ${settings.maxHops} redirects; the page is redirecting in a loop`
+        : `the authorization request did not come back to ${settings.redirectUri} within ${settings.maxHops} redirects; the authorization server is redirecting in a loop`,
   })
 })
 
@@ -171,6 +183,20 @@ const needsPerson = (page: Page, what: string) =>
     status: page.status,
     message: `${page.url.origin}${page.url.pathname} answered HTTP ${page.status} instead of redirecting; ${what}`,
   })
+
+/** The end of a visit: a page that loaded (2xx) is where the user was sent; any other status is a failure. */
+const visited = (page: Page): Effect.Effect<undefined, AuthError> =>
+  page.status >= 200 && page.status <= 299
+    ? Effect.succeed(undefined)
+    : Effect.fail(
+        new AuthError({
+          step: "authorization",
+          reason: "user-agent-failed",
+          url: `${page.url.origin}${page.url.pathname}`,
+          status: page.status,
+          message: `${page.url.origin}${page.url.pathname} answered HTTP ${page.status}; the page could not be shown`,
+        }),
+      )
 
 /**
  * A user agent without a user: GETs the authorization URL, follows `Location` headers by hand until one points at
@@ -200,6 +226,7 @@ export const headless = (options: HeadlessOptions = {}): UserAgent["Service"] =>
       close: Effect.void,
       inProcess: true,
     }),
+    visit: (url: string) => Effect.asVoid(drive(url, { ...settings, redirectUri: undefined, answer: visited })),
   })
 }
 
@@ -244,10 +271,12 @@ export const testUser = (options: TestUserOptions): UserAgent["Service"] => {
   const redirectUri = options.redirectUri ?? "http://127.0.0.1/callback"
   const jar = makeJar()
   const decision = options.decision ?? "approve"
-  const run = (authorizationUrl: string) => {
+  // A visit ends on the first page without a form to answer; an authorization never does.
+  const answering = (visit: boolean) => {
     let signIns = 0
-    const answer = (page: Page): Effect.Effect<Hop, AuthError> => {
+    return (page: Page): Effect.Effect<Hop | undefined, AuthError> => {
       const form = firstForm(page.html)
+      if (visit && (form === undefined || form.method !== "post")) return visited(page)
       if (form === undefined || form.method !== "post") {
         const title = titleOf(page.html)
         return Effect.fail(
@@ -283,15 +312,18 @@ export const testUser = (options: TestUserOptions): UserAgent["Service"] => {
       if (button?.name !== undefined) body.set(button.name, button.value)
       return Effect.succeed({ url: action, body })
     }
-    return drive(authorizationUrl, {
-      redirectUri,
-      maxHops: options.maxRedirects ?? 20,
-      fetch: options.fetch ?? ((input, init) => globalThis.fetch(input, init)),
-      jar,
-      answer,
-    })
   }
-  return UserAgent.of({ open: Effect.succeed({ redirectUri, run, close: Effect.void, inProcess: true }) })
+  const settings = {
+    maxHops: options.maxRedirects ?? 20,
+    fetch: options.fetch ?? (((input, init) => globalThis.fetch(input, init)) satisfies FetchLike),
+    jar,
+  }
+  const run = (authorizationUrl: string) =>
+    drive(authorizationUrl, { ...settings, redirectUri, answer: answering(false) })
+  return UserAgent.of({
+    open: Effect.succeed({ redirectUri, run, close: Effect.void, inProcess: true }),
+    visit: (url: string) => Effect.asVoid(drive(url, { ...settings, redirectUri: undefined, answer: answering(true) })),
+  })
 }
 
 /**
@@ -337,6 +369,11 @@ export interface RedirectOptions {
   readonly redirectUri: string
   /** Takes the page to the authorization URL; `location.assign(url)` by default. */
   readonly navigate?: (url: string) => void
+  /**
+   * Shows another party's page (a URL-mode elicitation) without leaving this one, whose calls are waiting for it;
+   * `window.open(url, "_blank", "noopener,noreferrer")` by default.
+   */
+  readonly openWindow?: (url: string) => void
 }
 
 /**
@@ -361,7 +398,9 @@ export interface RedirectOptions {
  */
 export const redirect = (options: RedirectOptions): UserAgent["Service"] => {
   const navigate = options.navigate ?? ((url: string) => globalThis.location.assign(url))
+  const openWindow = options.openWindow ?? ((url: string) => void globalThis.open(url, "_blank", "noopener,noreferrer"))
   return UserAgent.of({
+    visit: (url) => Effect.sync(() => openWindow(url)),
     open: Effect.succeed({
       redirectUri: options.redirectUri,
       run: (authorizationUrl) =>

@@ -33,5 +33,8 @@ export * as Revocation from "./Revocation.js"
 export * as TokenEndpoint from "./TokenEndpoint.js"
 /** Token storage: memory, Web Storage (browsers), custom. */
 export * as TokenStore from "./TokenStore.js"
+/** URL-mode elicitation: the prompt, consent, opening the URL, and completion notifications (MCP 2025-11-25). */
+export * as UrlElicitation from "./UrlElicitation.js"
+export { createUrlElicitation } from "./UrlElicitation.js"
 /** User agents: redirect (web apps), headless, test user, two-phase. */
 export * as UserAgent from "./UserAgent.js"

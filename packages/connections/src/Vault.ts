@@ -6,7 +6,14 @@
  *
  * @module
  */
-import { Context, type Effect, type Option, Schema } from "effect"
+import { Context, type Effect, Layer, type Option } from "effect"
+import type { KeyRing } from "./KeyRing.js"
+import type { RefreshRejected, VaultError } from "./vault/errors.js"
+import { memoryStore } from "./vault/memory.js"
+import { makeVault, type VaultOptions } from "./vault/service.js"
+
+export { RefreshRejected, VaultError } from "./vault/errors.js"
+export type { VaultOptions } from "./vault/service.js"
 
 /**
  * Whose tokens at which provider: the MCP user as the MCP authorization server knows them (`iss` and `sub` of the
@@ -66,21 +73,6 @@ export interface PendingFlow {
   readonly expiresAt: number
 }
 
-/** Why the vault failed: the backend, or a record that no configured key can decrypt (its key ID is named). */
-export class VaultError extends Schema.TaggedError<VaultError>()("VaultError", {
-  reason: Schema.Literals(["storage", "unknown-key", "decrypt"]),
-  message: Schema.String,
-}) {}
-
-/**
- * The provider refused the refresh token (`invalid_grant`): the connection is now `broken`.
- *
- * @see {@link https://www.rfc-editor.org/rfc/rfc6749.html#section-5.2 | RFC 6749 §5.2}
- */
-export class RefreshRejected extends Schema.TaggedError<RefreshRejected>()("RefreshRejected", {
-  message: Schema.String,
-}) {}
-
 /**
  * The vault service. Every method is one transaction; records are encrypted with AES-256-GCM under the key ring's
  * current key and name their key.
@@ -114,5 +106,21 @@ export class Vault extends Context.Service<
     readonly getFlow: (reference: string, now: number) => Effect.Effect<Option.Option<PendingFlow>, VaultError>
     /** Takes a pending flow: single use; none when unknown, expired or already taken. */
     readonly takeFlow: (reference: string, now: number) => Effect.Effect<Option.Option<PendingFlow>, VaultError>
+    /** Deletes the flows taken or expired at `now`; answers how many. */
+    readonly purgeFlows: (now: number) => Effect.Effect<number, VaultError>
+    /**
+     * Re-encrypts under the key ring's current key every record sealed under an older one (connections and flows),
+     * so that the older key can then leave the ring; answers how many records were rewritten. Records written after
+     * a rotation use the current key anyway.
+     */
+    readonly reencrypt: () => Effect.Effect<number, VaultError>
   }
->()("@keyway/connections/Vault") {}
+>()("@keyway/connections/Vault") {
+  /** A vault in this process's memory (tests, a single instance that may lose its connections on restart). */
+  static readonly layerMemory = (keyRing: KeyRing, options: VaultOptions = {}): Layer.Layer<Vault> =>
+    Layer.sync(Vault, () => memoryVault(keyRing, options))
+}
+
+/** The in-memory vault as a plain service value (what {@link Vault.layerMemory} provides). */
+export const memoryVault = (keyRing: KeyRing, options: VaultOptions = {}): Vault["Service"] =>
+  makeVault(memoryStore(), keyRing, options)

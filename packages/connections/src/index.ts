@@ -5,4 +5,20 @@
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/client/elicitation#url-mode-elicitation-requests | MCP URL-mode elicitation}
  * @module
  */
+
+export * as Connections from "./Connections.js"
+export {
+  type CompletionListener,
+  ConnectionRequired,
+  type ConnectionsClient,
+  ConnectionsError,
+  type ConnectionsOptions,
+  createConnections,
+  type ProviderFetch,
+  toClient,
+  type User,
+} from "./Connections.js"
+export * as KeyRing from "./KeyRing.js"
+export * as Provider from "./Provider.js"
+export { InvalidConnectionsConfig, type ProviderConfig } from "./Provider.js"
 export * as Vault from "./Vault.js"

@@ -7,11 +7,12 @@
 import { CanonicalUri, Grant, type OAuthError, Pkce, Scope } from "@keyway/core"
 import { Effect, Option, Result } from "effect"
 import type { ResolvedConfig } from "../Config.js"
-import type { GrantHandler } from "../Extension.js"
+import type { GrantHandler, TokenBinding } from "../Extension.js"
 import { nowSeconds } from "../internal/clock.js"
 import { randomToken } from "../internal/crypto.js"
 import { emit } from "../internal/events.js"
 import type { TokenSigner } from "../Signing.js"
+import type { AuthorizationCode, Client } from "../storage/Storage.js"
 import type { GrantServices } from "./registry.js"
 import { err, signAccessToken, signJwt, tokenResponse } from "./tokens.js"
 
@@ -49,6 +50,70 @@ const signIdToken = (
       },
       "JWT",
     )
+  })
+
+/**
+ * Issues what an authorization's code is redeemed for, as one step: the access token (signed first), a refresh token
+ * when the client may refresh (bound as the request's binding asks), an ID token when `openid` was granted, the code
+ * consumed, the access token recorded and the refresh family opened in one transaction; reported as `token_issued`
+ * under `grantType`. The code's checks are the caller's.
+ *
+ * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.3 | OAuth 2.1 §4.1.3}
+ */
+export const redeemAuthorization = (
+  { grants, signer }: Pick<GrantServices, "grants" | "signer">,
+  config: ResolvedConfig,
+  client: Client,
+  binding: TokenBinding,
+  code: string,
+  record: AuthorizationCode,
+  grantType: string,
+) =>
+  Effect.gen(function* () {
+    const now = yield* nowSeconds
+    const access = yield* signAccessToken(signer, config, binding, {
+      subject: record.subject,
+      clientId: client.client_id,
+      resource: record.resource,
+      scope: record.scope,
+      authTime: record.auth_time,
+    })
+    const refreshToken = client.grant_types.includes("refresh_token") ? randomToken(32) : undefined
+    // OpenID Connect Core 1.0 §3.1.3.3: an ID token for the client when `openid` was granted.
+    const idToken =
+      config.openid && Scope.parse(record.scope).includes("openid")
+        ? yield* signIdToken(signer, config, client.client_id, record)
+        : undefined
+    // One transaction: the code consumed, the access token recorded, the refresh family opened.
+    yield* grants
+      .redeemCode({
+        code,
+        now,
+        access_token: access.record,
+        ...(refreshToken === undefined
+          ? {}
+          : {
+              refresh: {
+                token: refreshToken,
+                expires_at: now + config.refreshTokenTtl,
+                ...(binding.bindRefreshTokens === true && binding.confirmation !== undefined
+                  ? { confirmation: binding.confirmation }
+                  : {}),
+              },
+            }),
+      })
+      .pipe(Effect.catchTags(codeErrors))
+    yield* emit({
+      event: "token_issued",
+      grant_type: grantType,
+      client_id: client.client_id,
+      subject: record.subject,
+      resource: record.resource,
+      scope: record.scope,
+      expires_in: config.accessTokenTtl,
+      refresh_token_issued: refreshToken !== undefined,
+    })
+    return tokenResponse(binding, access.token, config.accessTokenTtl, record.scope, refreshToken, idToken)
   })
 
 /**
@@ -125,48 +190,14 @@ export const authorizationCodeGrant = ({ grants, signer }: GrantServices): Grant
         )
       }
 
-      const access = yield* signAccessToken(signer, config, binding, {
-        subject: record.subject,
-        clientId: client.client_id,
-        resource: record.resource,
-        scope: record.scope,
-        authTime: record.auth_time,
-      })
-      const refreshToken = client.grant_types.includes("refresh_token") ? randomToken(32) : undefined
-      // OpenID Connect Core 1.0 §3.1.3.3: an ID token for the client when `openid` was granted.
-      const idToken =
-        config.openid && Scope.parse(record.scope).includes("openid")
-          ? yield* signIdToken(signer, config, client.client_id, record)
-          : undefined
-      // One transaction: the code consumed, the access token recorded, the refresh family opened.
-      yield* grants
-        .redeemCode({
-          code,
-          now,
-          access_token: access.record,
-          ...(refreshToken === undefined
-            ? {}
-            : {
-                refresh: {
-                  token: refreshToken,
-                  expires_at: now + config.refreshTokenTtl,
-                  ...(binding.bindRefreshTokens === true && binding.confirmation !== undefined
-                    ? { confirmation: binding.confirmation }
-                    : {}),
-                },
-              }),
-        })
-        .pipe(Effect.catchTags(codeErrors))
-      yield* emit({
-        event: "token_issued",
-        grant_type: Grant.AUTHORIZATION_CODE,
-        client_id: client.client_id,
-        subject: record.subject,
-        resource: record.resource,
-        scope: record.scope,
-        expires_in: config.accessTokenTtl,
-        refresh_token_issued: refreshToken !== undefined,
-      })
-      return tokenResponse(binding, access.token, config.accessTokenTtl, record.scope, refreshToken, idToken)
+      return yield* redeemAuthorization(
+        { grants, signer },
+        config,
+        client,
+        binding,
+        code,
+        record,
+        Grant.AUTHORIZATION_CODE,
+      )
     }),
 })

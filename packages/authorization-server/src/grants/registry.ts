@@ -5,10 +5,10 @@
  * @see {@link https://www.rfc-editor.org/rfc/rfc6749.html#section-8.3 | RFC 6749 §8.3 (defining new grant types)}
  * @module
  */
-import type { AuthorizationServerExtension, GrantHandler } from "../Extension.js"
+import type { AuthorizationServerExtension, GrantContext, GrantHandler } from "../Extension.js"
 import type { RateLimiterService } from "../RateLimiter.js"
 import type { TokenSigner } from "../Signing.js"
-import type { GrantStore } from "../storage/Storage.js"
+import type { GrantStore, RecordStore } from "../storage/Storage.js"
 import { authorizationCodeGrant } from "./authorizationCode.js"
 import { extensionGrants } from "./grantTypes.js"
 import { refreshTokenGrant } from "./refreshToken.js"
@@ -21,6 +21,8 @@ export interface GrantServices {
   readonly grants: GrantStore["Service"]
   readonly signer: TokenSigner["Service"]
   readonly limiter: RateLimiterService
+  /** The extensions' records, for {@link GrantContext.records}. */
+  readonly records: RecordStore["Service"]
 }
 
 /** The registered grant handlers, looked up by a request's `grant_type` and form. */

@@ -3,7 +3,7 @@ import { Effect, Result } from "effect"
 import type { ResolvedConfig } from "../Config.js"
 import type { RateLimiterService } from "../RateLimiter.js"
 import type { StorageError } from "../storage/Errors.js"
-import { type ClientStore, GrantStore } from "../storage/Storage.js"
+import { type Client, type ClientStore, GrantStore } from "../storage/Storage.js"
 import { UserAuthenticator } from "../UserAuthenticator.js"
 import {
   type ClientView,
@@ -23,16 +23,22 @@ import { consentPage, csrfRefused, errorPage, loginPage } from "./pages.js"
 import { describeRedirect, isLocalhostOnly } from "./redirect.js"
 import type { Session, Sessions } from "./session.js"
 
+/**
+ * The scope a client may request, any when undefined. Only an operator's registration limits scope: a scope a client
+ * chose for itself (dynamic registration, metadata document) protects nothing, since it can register again, and would
+ * block MCP step-up (a client registered with the first challenge's scope must later ask for more); the user's consent
+ * decides.
+ */
+export const operatorScope = (client: Client): string | undefined =>
+  client.origin === "static" || client.origin === "admin" ? client.scope : undefined
+
 const toView = ({ client, trust }: FoundClient): ClientView => ({
   clientId: client.client_id,
   clientName: client.client_name,
   redirectUris: client.redirect_uris,
   grantTypes: client.grant_types,
   publicClient: client.token_endpoint_auth_method === "none",
-  // Only an operator's registration limits scope: a scope a client chose for itself (dynamic registration, metadata
-  // document) protects nothing, since it can register again, and would block MCP step-up (a client registered with
-  // the first challenge's scope must later ask for more); the user's consent decides.
-  scope: client.origin === "static" || client.origin === "admin" ? client.scope : undefined,
+  scope: operatorScope(client),
   ...(trust === undefined ? {} : { metadataDocument: { host: trust.host, verified: trust.verified } }),
 })
 

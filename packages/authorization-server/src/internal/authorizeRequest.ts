@@ -123,36 +123,10 @@ export const validate = (
     return fail("invalid_request", `code_challenge_method ${method} is not supported; use S256`)
   if (!CHALLENGE.test(challenge)) return fail("invalid_request", "code_challenge is not a base64url SHA-256 digest")
 
-  const resources = params.getAll("resource")
-  let resource: Resource | undefined
-  if (resources.length === 0) {
-    if (config.defaultResource === undefined) return fail("invalid_target", "resource is required")
-    resource = config.resources.get(config.defaultResource)
-  } else if (resources.length > 1) {
-    return fail("invalid_target", "exactly one resource is allowed per request")
-  } else {
-    const canonical = CanonicalUri.validate(resources[0] ?? "")
-    if (Result.isFailure(canonical)) return fail("invalid_target", "resource is not a valid absolute URI")
-    resource = config.resources.get(canonical.success)
-    if (resource === undefined) return fail("invalid_target", "this server does not issue tokens for that resource")
-  }
-  if (resource === undefined) return fail("invalid_target", "resource is required")
-
-  const parsedScope = Scope.validate(params.get("scope") ?? "")
-  if (Result.isFailure(parsedScope)) return fail("invalid_scope", "scope is malformed")
-  const allowed = client.scope === undefined ? undefined : new Set(Scope.parse(client.scope))
-  let scopes = Scope.dedupe(parsedScope.success)
-  if (params.get("scope") === null) {
-    // RFC 6749 §3.3: without a scope, the default is every scope of the resource this client may have.
-    scopes = [...resource.scopes.keys()].filter((s) => allowed === undefined || allowed.has(s))
-  }
-  for (const scope of scopes) {
-    // OpenID Connect's `openid` asks for an ID token, not for access to the resource.
-    if (scope === "openid" && config.openid) continue
-    if (!resource.scopes.has(scope)) return fail("invalid_scope", `scope ${scope} is not defined for this resource`)
-    if (allowed !== undefined && !allowed.has(scope))
-      return fail("invalid_scope", `this client may not request ${scope}`)
-  }
+  const resource = requestedResource(config, params.getAll("resource"))
+  if (Result.isFailure(resource)) return fail(resource.failure.error, resource.failure.description)
+  const scopes = requestedScopes(config, resource.success, client.scope, params.get("scope"))
+  if (Result.isFailure(scopes)) return fail(scopes.failure.error, scopes.failure.description)
 
   let confirmation: string | undefined
   for (const extension of config.extensions) {
@@ -167,8 +141,8 @@ export const validate = (
     redirectUri,
     redirectUriGiven: given !== undefined,
     codeChallenge: challenge,
-    resource,
-    scopes,
+    resource: resource.success,
+    scopes: scopes.success,
     state,
     nonce: params.get("nonce") ?? undefined,
     confirmation,
@@ -180,4 +154,62 @@ export const redirectWith = (redirectUri: string, params: Record<string, string 
   const url = new URL(redirectUri)
   for (const [key, value] of Object.entries(params)) if (value !== undefined) url.searchParams.append(key, value)
   return url.href
+}
+
+/** Why a request's `resource` or `scope` cannot be granted: the OAuth error and its description. */
+export interface RequestProblem {
+  readonly error: "invalid_target" | "invalid_scope"
+  readonly description: string
+}
+
+/**
+ * The configured resource the request's `resource` values name (RFC 8707 §2: one, absolute, served here), or the
+ * default resource when there is none.
+ */
+export const requestedResource = (
+  config: ResolvedConfig,
+  values: ReadonlyArray<string>,
+): Result.Result<Resource, RequestProblem> => {
+  const fail = (description: string) => Result.fail<RequestProblem>({ error: "invalid_target", description })
+  let resource: Resource | undefined
+  if (values.length === 0) {
+    if (config.defaultResource === undefined) return fail("resource is required")
+    resource = config.resources.get(config.defaultResource)
+  } else if (values.length > 1) {
+    return fail("exactly one resource is allowed per request")
+  } else {
+    const canonical = CanonicalUri.validate(values[0] ?? "")
+    if (Result.isFailure(canonical)) return fail("resource is not a valid absolute URI")
+    resource = config.resources.get(canonical.success)
+    if (resource === undefined) return fail("this server does not issue tokens for that resource")
+  }
+  return resource === undefined ? fail("resource is required") : Result.succeed(resource)
+}
+
+/**
+ * The scopes a request for `resource` asks (`scope` as sent, `null` when absent), checked against the resource's
+ * scopes and the scope an operator registered the client with (`clientScope`, any when undefined).
+ */
+export const requestedScopes = (
+  config: ResolvedConfig,
+  resource: Resource,
+  clientScope: string | undefined,
+  scope: string | null,
+): Result.Result<ReadonlyArray<string>, RequestProblem> => {
+  const fail = (description: string) => Result.fail<RequestProblem>({ error: "invalid_scope", description })
+  const parsedScope = Scope.validate(scope ?? "")
+  if (Result.isFailure(parsedScope)) return fail("scope is malformed")
+  const allowed = clientScope === undefined ? undefined : new Set(Scope.parse(clientScope))
+  let scopes = Scope.dedupe(parsedScope.success)
+  if (scope === null) {
+    // RFC 6749 §3.3: without a scope, the default is every scope of the resource this client may have.
+    scopes = [...resource.scopes.keys()].filter((s) => allowed === undefined || allowed.has(s))
+  }
+  for (const name of scopes) {
+    // OpenID Connect's `openid` asks for an ID token, not for access to the resource.
+    if (name === "openid" && config.openid) continue
+    if (!resource.scopes.has(name)) return fail(`scope ${name} is not defined for this resource`)
+    if (allowed !== undefined && !allowed.has(name)) return fail(`this client may not request ${name}`)
+  }
+  return Result.succeed(scopes)
 }

@@ -2,6 +2,7 @@ import { CanonicalUri, ClientAuth, Grant, type OAuthError, TokenExchange } from 
 import { Effect, Result } from "effect"
 import type { ResolvedConfig, Resource } from "../Config.js"
 import type { GrantContext, Issue, TokenBinding } from "../Extension.js"
+import { redeemAuthorization } from "../grants/authorizationCode.js"
 import { type GrantServices, grantRegistry } from "../grants/registry.js"
 import { err, signAccessToken, signJwt, tokenResponse } from "../grants/tokens.js"
 import type { RateLimited } from "../RateLimiter.js"
@@ -12,6 +13,7 @@ import { verifyOwnAccessToken, verifyOwnJwt } from "./accessToken.js"
 import { type ClientAuthFailure, identifiesClient } from "./clientAuth.js"
 import type { MetadataDocuments } from "./clients.js"
 import { nowSeconds } from "./clock.js"
+import { randomToken } from "./crypto.js"
 import { emit } from "./events.js"
 import { answerFailures, type BodyTooLargeFailure, readForm } from "./formEndpoint.js"
 import { addressOf, authenticateWithinLimits, limitIdentity, limitPublicToken } from "./limits.js"
@@ -77,7 +79,7 @@ export const tokenEndpoint = (
   services: GrantServices,
 ): ((request: Request) => Effect.Effect<Response, StorageError, ClientStore | GrantStore | MetadataDocuments>) => {
   const registry = grantRegistry(services, config.extensions)
-  const { grants, signer, limiter } = services
+  const { grants, signer, limiter, records } = services
   const grant = (request: Request, form: ReadonlyMap<string, string>) =>
     Effect.gen(function* () {
       const grantType = form.get("grant_type")
@@ -189,6 +191,30 @@ export const tokenEndpoint = (
         verifyAccessToken: (token) =>
           verifyOwnAccessToken(config, grants, token, now).pipe(Effect.provideService(TokenSigner, signer)),
         limitIdentity: (issuer, subject) => limitIdentity(config, limiter, issuer, subject),
+        records,
+        issueAuthorized: (authorization) =>
+          Effect.gen(function* () {
+            // A `required` grant is reached only by an authenticated client.
+            if (client === undefined) return yield* err("invalid_client", "client authentication failed")
+            reported = true
+            // Recorded as the code flow records an authorization (the consent remembered, the grant opened or
+            // widened), through a code redeemed at once, so both flows share every rule of issuance and revocation.
+            const code = randomToken(32)
+            const record = yield* grants.createCode({
+              code,
+              client_id: client.client_id,
+              redirect_uri: "",
+              code_challenge: "",
+              code_challenge_method: "S256",
+              resource: authorization.resource,
+              scope: authorization.scope,
+              subject: authorization.subject,
+              auth_time: authorization.authTime,
+              issued_at: now,
+              expires_at: now + config.codeTtl,
+            })
+            return yield* redeemAuthorization({ grants, signer }, config, client, binding, code, record, grantType)
+          }),
       }
       const response = yield* handler.handle(context)
       if (!reported && response.status === 200 && signed !== undefined) {

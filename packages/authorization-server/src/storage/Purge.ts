@@ -9,7 +9,7 @@ import { type Duration, Effect, Layer, Option, Schedule } from "effect"
 import { nowSeconds } from "../internal/clock.js"
 import { RateLimiter } from "../RateLimiter.js"
 import type { StorageError } from "./Errors.js"
-import { ClientStore, GrantStore, KeyStore, type Stores } from "./Storage.js"
+import { ClientStore, GrantStore, KeyStore, RecordStore, type Stores } from "./Storage.js"
 
 /**
  * How many records one purge removed from each store.
@@ -22,11 +22,13 @@ export interface PurgeCounts {
   readonly keys: number
   /** Forgotten rate-limit buckets (0 when no {@link RateLimiter} is provided). */
   readonly rateLimits: number
+  /** Expired extension records (0 when no {@link RecordStore} is provided). */
+  readonly records: number
 }
 
 /**
- * Runs `purgeExpired` once on all three stores at `now` (NumericDate seconds), and on the {@link RateLimiter} when one
- * is provided.
+ * Runs `purgeExpired` once on all three stores at `now` (NumericDate seconds), and on the {@link RateLimiter} and the
+ * {@link RecordStore} when they are provided.
  *
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13#section-4.1.2 | OAuth 2.1 §4.1.2}
  */
@@ -37,7 +39,9 @@ export const purgeExpired = (now: number): Effect.Effect<PurgeCounts, StorageErr
     const keys = yield* (yield* KeyStore).purgeExpired(now)
     const limiter = yield* Effect.serviceOption(RateLimiter)
     const rateLimits = Option.isSome(limiter) ? yield* limiter.value.purgeExpired(now) : 0
-    return { clients, grants, keys, rateLimits }
+    const recordStore = yield* Effect.serviceOption(RecordStore)
+    const records = Option.isSome(recordStore) ? yield* recordStore.value.purgeExpired(now) : 0
+    return { clients, grants, keys, rateLimits, records }
   })
 
 /**

@@ -59,6 +59,7 @@ const stores = (driver: Driver) =>
   Context.make(ClientStore, Store.makeClientStore(driver)).pipe(
     Context.add(GrantStore, Store.makeGrantStore(driver)),
     Context.add(KeyStore, Store.makeKeyStore(driver)),
+    Context.add(RecordStore, Store.makeRecordStore(driver)),
   )
 
 // The stores, the rate limiter and the issuer record in the database, shared by every instance that opens it.
@@ -712,6 +713,77 @@ export class KeyStore extends Context.Service<
 }
 
 // ---------------------------------------------------------------------------------------------------------------------
+// Extension records
+// ---------------------------------------------------------------------------------------------------------------------
+
+/**
+ * One record of {@link RecordStore}: its value as stored, the version a compare-and-set names, and its expiry.
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8259.html | RFC 8259 (JSON)}
+ */
+export interface StoredRecord {
+  /** The JSON value put or last updated. */
+  readonly value: unknown
+  /** 1 when put, one more at every update. */
+  readonly version: number
+  /** Seconds since the epoch; the record is absent from then on. */
+  readonly expires_at: number
+}
+
+/**
+ * Short-lived records of the extensions (a device authorization waiting for its user, RFC 8628 §3.2), in the same
+ * database as everything else, so every instance on it sees them. Records live in a namespace (by convention the
+ * extension's identifier and a name), under a key that is hashed inside the store like every other secret (so a raw
+ * device code is never kept); values are JSON. A record past `expires_at` is absent for every method and deleted by
+ * `purgeExpired`.
+ */
+export class RecordStore extends Context.Service<
+  RecordStore,
+  {
+    /** Creates the record; false, changing nothing, when a live record has this key. */
+    readonly put: (
+      namespace: string,
+      key: string,
+      value: unknown,
+      expiresAt: number,
+      now: number,
+    ) => Effect.Effect<boolean, StorageError>
+    readonly get: (
+      namespace: string,
+      key: string,
+      now: number,
+    ) => Effect.Effect<Option.Option<StoredRecord>, StorageError>
+    /**
+     * Compare-and-set: replaces the value of the live record whose version is still `version` (its expiry stays);
+     * false when it changed meanwhile, expired or was removed.
+     */
+    readonly update: (
+      namespace: string,
+      key: string,
+      version: number,
+      value: unknown,
+      now: number,
+    ) => Effect.Effect<boolean, StorageError>
+    /** Reads and deletes the live record in one step: of any number of concurrent takers, one gets it (single use). */
+    readonly take: (
+      namespace: string,
+      key: string,
+      now: number,
+    ) => Effect.Effect<Option.Option<StoredRecord>, StorageError>
+    /** Deletes the record; false when there was none. */
+    readonly delete: (namespace: string, key: string) => Effect.Effect<boolean, StorageError>
+    /** Deletes the records expired at `now`; returns how many. */
+    readonly purgeExpired: (now: number) => Effect.Effect<number, StorageError>
+  }
+>()("@keyway/authorization-server/RecordStore") {
+  /** A fresh, empty in-memory store: a private SQLite `:memory:` database. */
+  static readonly layerMemory: Layer.Layer<RecordStore> = Layer.effect(
+    RecordStore,
+    Effect.map(memoryDriver, Store.makeRecordStore),
+  )
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
 // Issuer
 // ---------------------------------------------------------------------------------------------------------------------
 
@@ -743,7 +815,7 @@ export class IssuerRecord extends Context.Service<
 // Layers
 // ---------------------------------------------------------------------------------------------------------------------
 
-/** Every storage service. */
+/** Every storage service the server requires; the layers below also provide the extensions' {@link RecordStore}. */
 export type Stores = ClientStore | GrantStore | KeyStore
 
 /**
@@ -752,7 +824,7 @@ export type Stores = ClientStore | GrantStore | KeyStore
  *
  * @see {@link https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1-13 | OAuth 2.1}
  */
-export const layerMemory: Layer.Layer<Stores | RateLimiter> = Layer.effectContext(
+export const layerMemory: Layer.Layer<Stores | RecordStore | RateLimiter> = Layer.effectContext(
   Effect.map(memoryDriver, (driver) => stores(driver).pipe(Context.add(RateLimiter, RateLimiter.of(makeMemory())))),
 )
 
@@ -794,7 +866,9 @@ export interface SqliteOptions {
  *
  * @see {@link https://www.sqlite.org/lang_transaction.html | SQLite transactions}
  */
-export const layerSqlite = (options: SqliteOptions): Layer.Layer<Stores | RateLimiter | IssuerRecord, StorageError> =>
+export const layerSqlite = (
+  options: SqliteOptions,
+): Layer.Layer<Stores | RecordStore | RateLimiter | IssuerRecord, StorageError> =>
   Layer.effectContext(
     Effect.gen(function* () {
       // Loaded on demand so in-memory users never load node:sqlite.
@@ -943,7 +1017,7 @@ export type PostgresOptions = PostgresConnectionOptions | PostgresPoolOptions
  */
 export const layerPostgres = (
   options: PostgresOptions,
-): Layer.Layer<Stores | RateLimiter | IssuerRecord, StorageError> =>
+): Layer.Layer<Stores | RecordStore | RateLimiter | IssuerRecord, StorageError> =>
   Layer.effectContext(
     Effect.gen(function* () {
       // Loaded on demand so users of the other backends never load the driver.

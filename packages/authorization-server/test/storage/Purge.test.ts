@@ -12,6 +12,7 @@ import {
   layerMemory,
   layerPurge,
   purgeExpired,
+  RecordStore,
   StorageError,
 } from "../../src/storage/index.js"
 import { NOW, newClient, newCode, signingKey } from "./contract.js"
@@ -20,7 +21,7 @@ import { NOW, newClient, newCode, signingKey } from "./contract.js"
 const seconds = Effect.map(Clock.currentTimeMillis, (millis) => Math.floor(millis / 1000))
 
 describe("purgeExpired", () => {
-  it("purges all three stores and the rate limiter, and reports what each removed", () =>
+  it("purges all three stores, the rate limiter and the extension records, and reports what each removed", () =>
     Effect.runPromise(
       Effect.gen(function* () {
         yield* (yield* ClientStore).create(
@@ -29,9 +30,10 @@ describe("purgeExpired", () => {
         yield* (yield* KeyStore).add(signingKey("old", { status: "retired", retires_at: NOW + 10 }))
         yield* (yield* GrantStore).createCode(newCode({ expires_at: NOW + 10 }))
         yield* (yield* RateLimiter).hit("bucket", { max: 1, window: 10 }, NOW)
-        expect(yield* purgeExpired(NOW + 9)).toEqual({ clients: 0, grants: 0, keys: 0, rateLimits: 0 })
+        yield* (yield* RecordStore).put("example/records", "-key", { n: 1 }, NOW + 10, NOW)
+        expect(yield* purgeExpired(NOW + 9)).toEqual({ clients: 0, grants: 0, keys: 0, rateLimits: 0, records: 0 })
         // The code and the grant it leaves empty.
-        expect(yield* purgeExpired(NOW + 10)).toEqual({ clients: 1, grants: 2, keys: 1, rateLimits: 1 })
+        expect(yield* purgeExpired(NOW + 10)).toEqual({ clients: 1, grants: 2, keys: 1, rateLimits: 1, records: 1 })
       }).pipe(Effect.provide(layerMemory)),
     ))
 })

@@ -17,6 +17,7 @@ import {
 import { MIGRATIONS } from "../../src/storage/internal/postgres.js"
 import { NOW, newClient, newCode, runWith, secret, signingKey, storageContract } from "./contract.js"
 import { rateLimitContract } from "./rateLimitContract.js"
+import { recordContract } from "./recordContract.js"
 
 let server: PostgresServer
 /** One database for the contract suite; every test gets its own schema in it, so each starts empty. */
@@ -31,6 +32,7 @@ afterAll(() => server?.stop())
 let schemas = 0
 storageContract("postgres", () => layerPostgres({ connectionString: contractUrl, schema: `contract_${++schemas}` }))
 rateLimitContract("postgres", () => layerPostgres({ connectionString: contractUrl, schema: `contract_${++schemas}` }))
+recordContract("postgres", () => layerPostgres({ connectionString: contractUrl, schema: `contract_${++schemas}` }))
 
 let databases = 0
 const freshDatabase = () => server.createDatabase(`keyway_${++databases}`)
@@ -131,6 +133,7 @@ describe("postgres: migrations, pools, schemas", () => {
       "authorization_codes",
       "clients",
       "consents",
+      "extension_records",
       "grants",
       "issuer",
       "keyway_migrations",
@@ -310,10 +313,10 @@ describe("postgres: migrations, pools, schemas", () => {
         const live = newCode({ subject: "bob", expires_at: NOW + 100 })
         yield* grants.createCode(live)
 
-        expect(yield* purgeExpired(NOW + 9)).toEqual({ clients: 0, grants: 0, keys: 0, rateLimits: 0 })
+        expect(yield* purgeExpired(NOW + 9)).toEqual({ clients: 0, grants: 0, keys: 0, rateLimits: 0, records: 0 })
         // The expired code and the grant it leaves empty.
-        expect(yield* purgeExpired(NOW + 10)).toEqual({ clients: 1, grants: 2, keys: 1, rateLimits: 0 })
-        expect(yield* purgeExpired(NOW + 10)).toEqual({ clients: 0, grants: 0, keys: 0, rateLimits: 0 })
+        expect(yield* purgeExpired(NOW + 10)).toEqual({ clients: 1, grants: 2, keys: 1, rateLimits: 0, records: 0 })
+        expect(yield* purgeExpired(NOW + 10)).toEqual({ clients: 0, grants: 0, keys: 0, rateLimits: 0, records: 0 })
         expect((yield* grants.consumeCode(live.code, NOW + 11)).expires_at).toBe(NOW + 100)
         expect((yield* (yield* ClientStore).list()).map((c) => c.client_id)).toEqual(["registered"])
         expect((yield* (yield* KeyStore).list()).map((k) => k.kid)).toEqual(["new"])

@@ -12,6 +12,7 @@ import {
   GrantStore,
   KeyStore,
   layerSqlite,
+  RecordStore,
   RefreshTokenReused,
   RefreshTokenRevoked,
   StorageError,
@@ -20,6 +21,7 @@ import { GroupCommit, groupDriver, MIGRATIONS, open } from "../../src/storage/in
 import { makeGrantStore } from "../../src/storage/internal/store.js"
 import { NOW, newClient, newCode, runWith, secret, signingKey, storageContract } from "./contract.js"
 import { rateLimitContract } from "./rateLimitContract.js"
+import { recordContract } from "./recordContract.js"
 
 const dir = mkdtempSync(join(tmpdir(), "keyway-storage-"))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -31,6 +33,8 @@ storageContract("sqlite", () => layerSqlite({ path: freshPath() }))
 rateLimitContract("sqlite", () => layerSqlite({ path: freshPath() }))
 storageContract("sqlite, one commit per change", () => layerSqlite({ path: freshPath(), groupCommit: false }))
 rateLimitContract("sqlite, one commit per change", () => layerSqlite({ path: freshPath(), groupCommit: false }))
+recordContract("sqlite", () => layerSqlite({ path: freshPath() }))
+recordContract("sqlite, one commit per change", () => layerSqlite({ path: freshPath(), groupCommit: false }))
 
 /** The three stores of one connection, kept open for the rest of the scope. */
 const connect = (path: string) =>
@@ -142,6 +146,20 @@ describe("sqlite: file, migrations, connections", () => {
     for (const raw of [code.code, refreshToken, rotated, clientSecret, registrationToken]) {
       expect(bytes).not.toContain(raw)
     }
+  })
+
+  it("never writes an extension record's raw key to disk, only its value", async () => {
+    const path = freshPath()
+    const key = secret()
+    await Effect.runPromise(
+      Effect.provide(
+        RecordStore.use((records) => records.put("example/records", key, { marker: "kept-in-clear" }, NOW + 60, NOW)),
+        layerSqlite({ path }),
+      ),
+    )
+    const bytes = readFileSync(path).toString("latin1")
+    expect(bytes).toContain("kept-in-clear")
+    expect(bytes).not.toContain(key)
   })
 
   it("refuses a database written by a newer schema version", async () => {

@@ -146,7 +146,18 @@ export const browser = (options: BrowserOptions = {}): UserAgent["Service"] => {
       resume(Effect.succeed({ redirectUri, run, close, inProcess: true }))
     })
   })
-  return UserAgent.of({ open })
+  const visit = (url: string) =>
+    Effect.tryPromise({
+      try: () => Promise.resolve(opener(url)),
+      catch: (cause) =>
+        new AuthError({
+          step: "authorization",
+          reason: "user-agent-failed",
+          url: url.split("?")[0] ?? url,
+          message: `could not open the browser: ${cause instanceof Error ? cause.message : String(cause)}`,
+        }),
+    })
+  return UserAgent.of({ open, visit })
 }
 
 /**

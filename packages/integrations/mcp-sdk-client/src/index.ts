@@ -83,3 +83,10 @@ export const createTransport = (
       : { ...rest, fetch: keywayFetch(client) },
   )
 }
+
+export {
+  UrlElicitationFailed,
+  type UrlElicitationHandle,
+  type UrlElicitationOptions,
+  urlElicitation,
+} from "./urlElicitation.js"

@@ -194,6 +194,23 @@ export const MIGRATIONS: ReadonlyArray<Migration> = [
       );
     `,
   },
+  {
+    version: 7,
+    name: "extension-records",
+    // The extensions' short-lived state (a device authorization waiting for its user, RFC 8628 §3.2): one row per
+    // namespace and hashed key, its JSON value, a version for compare-and-set, and when it stops existing.
+    sql: `
+      CREATE TABLE extension_records (
+        namespace text COLLATE "C" NOT NULL,
+        key_hash text COLLATE "C" NOT NULL,
+        value text NOT NULL,
+        version bigint NOT NULL,
+        expires_at bigint NOT NULL,
+        PRIMARY KEY (namespace, key_hash)
+      );
+      CREATE INDEX extension_records_expires_at ON extension_records (expires_at);
+    `,
+  },
 ]
 
 const quote = (identifier: string): string => `"${identifier.replaceAll('"', '""')}"`
@@ -219,6 +236,7 @@ const tables = (schema: string) => {
     assertionJtis: `${s}.assertion_jtis`,
     keys: `${s}.signing_keys`,
     rateLimits: `${s}.rate_limits`,
+    records: `${s}.extension_records`,
     issuer: `${s}.issuer`,
     migrations: `${s}.keyway_migrations`,
   }

@@ -70,6 +70,8 @@ export interface Tables {
   readonly assertionJtis: string
   readonly keys: string
   readonly rateLimits: string
+  /** The extensions' namespaced records (see `RecordStore`). */
+  readonly records: string
   /** The issuer the database serves (one row). */
   readonly issuer: string
 }
@@ -87,6 +89,7 @@ export const bareTables: Tables = {
   assertionJtis: "assertion_jtis",
   keys: "signing_keys",
   rateLimits: "rate_limits",
+  records: "extension_records",
   issuer: "issuer",
 }
 

@@ -199,6 +199,23 @@ export const MIGRATIONS: ReadonlyArray<Migration> = [
       ) STRICT;
     `,
   },
+  {
+    version: 7,
+    name: "extension-records",
+    // The extensions' short-lived state (a device authorization waiting for its user, RFC 8628 §3.2): one row per
+    // namespace and hashed key, its JSON value, a version for compare-and-set, and when it stops existing.
+    sql: `
+      CREATE TABLE extension_records (
+        namespace TEXT NOT NULL,
+        key_hash TEXT NOT NULL,
+        value TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        PRIMARY KEY (namespace, key_hash)
+      ) STRICT;
+      CREATE INDEX extension_records_expires_at ON extension_records (expires_at);
+    `,
+  },
 ]
 
 /** Runs `f` in one `BEGIN IMMEDIATE` transaction: the write lock is taken up front, so no upgrade deadlock. */

@@ -35,9 +35,11 @@ import type {
   KeyStore,
   NewAuthorizationCode,
   NewClient,
+  RecordStore,
   RefreshToken,
   RefreshTokenStatus,
   SigningKey,
+  StoredRecord,
 } from "../Storage.js"
 import {
   clientMetadata,
@@ -984,6 +986,73 @@ export const makeKeyStore = (driver: Driver): KeyStore["Service"] => {
         return Effect.succeed(
           yield* count(`DELETE FROM ${t.keys} WHERE retires_at IS NOT NULL AND retires_at <= $1`, [now]),
         )
+      }),
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Extension records
+// ---------------------------------------------------------------------------------------------------------------------
+
+const recordFromRow = (r: Row): StoredRecord => ({
+  value: JSON.parse(str(r, "value")),
+  version: num(r, "version"),
+  expires_at: num(r, "expires_at"),
+})
+
+export const makeRecordStore = (driver: Driver): RecordStore["Service"] => {
+  const { tables: t } = driver
+  const single = (operation: string) => method(driver, `RecordStore.${operation}`, "autocommit")
+  return {
+    // One statement: an expired row under the key is replaced, a live one is left as it is.
+    put: (namespace, key, value, expiresAt, now) =>
+      single("put")(function* () {
+        const n = yield* count(
+          `INSERT INTO ${t.records} AS r (namespace, key_hash, value, version, expires_at) VALUES ($1, $2, $3, 1, $4)
+           ON CONFLICT (namespace, key_hash) DO UPDATE SET value = excluded.value, version = 1,
+             expires_at = excluded.expires_at
+           WHERE r.expires_at <= $5`,
+          [namespace, hashSecret(key), JSON.stringify(value), expiresAt, now],
+        )
+        return Effect.succeed(n === 1)
+      }),
+    get: (namespace, key, now) =>
+      single("get")(function* () {
+        const r = yield* row(
+          `SELECT value, version, expires_at FROM ${t.records} WHERE namespace = $1 AND key_hash = $2 AND expires_at > $3`,
+          [namespace, hashSecret(key), now],
+        )
+        return Effect.succeed(r === undefined ? Option.none<StoredRecord>() : Option.some(recordFromRow(r)))
+      }),
+    update: (namespace, key, version, value, now) =>
+      single("update")(function* () {
+        const n = yield* count(
+          `UPDATE ${t.records} SET value = $4, version = version + 1
+           WHERE namespace = $1 AND key_hash = $2 AND version = $3 AND expires_at > $5`,
+          [namespace, hashSecret(key), version, JSON.stringify(value), now],
+        )
+        return Effect.succeed(n === 1)
+      }),
+    take: (namespace, key, now) =>
+      single("take")(function* () {
+        const r = yield* row(
+          `DELETE FROM ${t.records} WHERE namespace = $1 AND key_hash = $2 AND expires_at > $3
+           RETURNING value, version, expires_at`,
+          [namespace, hashSecret(key), now],
+        )
+        return Effect.succeed(r === undefined ? Option.none<StoredRecord>() : Option.some(recordFromRow(r)))
+      }),
+    delete: (namespace, key) =>
+      single("delete")(function* () {
+        const n = yield* count(`DELETE FROM ${t.records} WHERE namespace = $1 AND key_hash = $2`, [
+          namespace,
+          hashSecret(key),
+        ])
+        return Effect.succeed(n === 1)
+      }),
+    purgeExpired: (now) =>
+      single("purgeExpired")(function* () {
+        return Effect.succeed(yield* count(`DELETE FROM ${t.records} WHERE expires_at <= $1`, [now]))
       }),
   }
 }

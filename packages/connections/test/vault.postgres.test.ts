@@ -1,0 +1,99 @@
+import { type PostgresServer, startPostgres } from "@keyway/testing"
+import { Effect, Option } from "effect"
+import pg from "pg"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { postgresVault } from "../src/node/postgres.js"
+import { sqlStore } from "../src/vault/sql.js"
+import { ringA, tokens, user, vaultContract } from "./vaultContract.js"
+
+let server: PostgresServer
+let databases = 0
+beforeAll(async () => {
+  server = await startPostgres()
+})
+afterAll(() => server?.stop())
+
+const freshDatabase = () => server.createDatabase(`vault_${++databases}`)
+
+vaultContract({
+  name: "PostgreSQL",
+  fresh: async () => {
+    const connectionString = freshDatabase()
+    const raw = new pg.Pool({ connectionString })
+    const handles: Array<{ close: () => Promise<void> }> = []
+    // Two instances are two vaults with pools of their own on one database.
+    handles.push(await postgresVault({ connectionString, keyRing: ringA }))
+    return {
+      store: sqlStore({
+        rows: async (sql, params) => (await raw.query(sql, [...params])).rows,
+        count: async (sql, params) => (await raw.query(sql, [...params])).rowCount ?? 0,
+      }),
+      open: async (keyRing, options) => {
+        const handle = await postgresVault({ connectionString, keyRing, ...options })
+        handles.push(handle)
+        return handle
+      },
+      close: async () => {
+        for (const handle of handles) await handle.close()
+        await raw.end()
+      },
+    }
+  },
+})
+
+describe("PostgreSQL vault at rest", () => {
+  it("keeps no token, refresh token or code verifier in clear in any column", async () => {
+    const connectionString = freshDatabase()
+    const pool = new pg.Pool({ connectionString })
+    // A pool of the caller's: the vault uses it and leaves it open.
+    const vault = await postgresVault({ pool, keyRing: ringA })
+    await Effect.runPromise(vault.put(user, tokens("1", 1_800_003_600), 1_800_000_000))
+    await Effect.runPromise(
+      vault.putFlow("-reference-secret", {
+        key: user,
+        elicitationId: "e",
+        state: "state-secret",
+        codeVerifier: "verifier-secret",
+        redirectUri: "http://127.0.0.1:1/cb",
+        expiresAt: 1_800_000_600,
+      }),
+    )
+    const dump = [
+      ...(await pool.query("SELECT t::text AS row FROM keyway_connections t")).rows,
+      ...(await pool.query("SELECT t::text AS row FROM keyway_connection_flows t")).rows,
+    ]
+      .map((r) => String(r.row))
+      .join("\n")
+    expect(dump).toContain("-a")
+    for (const secret of [
+      "access-1-secret",
+      "refresh-1-secret",
+      "verifier-secret",
+      "state-secret",
+      "-reference-secret",
+    ])
+      expect(dump).not.toContain(secret)
+    await vault.close()
+    expect(Option.getOrThrow(await Effect.runPromise(vault.get(user))).tokens.accessToken).toBe("access-1-secret")
+    await pool.end()
+  })
+
+  it("migrates once when two instances start together, and refuses an unreachable server with a typed error", async () => {
+    const connectionString = freshDatabase()
+    const [one, two] = await Promise.all([
+      postgresVault({ connectionString, keyRing: ringA }),
+      postgresVault({ connectionString, keyRing: ringA }),
+    ])
+    await one.close()
+    await two.close()
+    const error = await postgresVault({
+      connectionString: `postgres://${server.user}@127.0.0.1:1/postgres`,
+      keyRing: ringA,
+    }).catch((e) => e)
+    expect([error._tag, error.reason, error.message]).toEqual([
+      "VaultError",
+      "storage",
+      "vault storage failed (open): connect ECONNREFUSED 127.0.0.1:1",
+    ])
+  })
+})
