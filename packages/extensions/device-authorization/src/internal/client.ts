@@ -37,8 +37,8 @@ export interface DeviceAuthorizationOptions {
   readonly signal?: AbortSignal
   /**
    * `always` (the default) uses the device flow for every authorization; `no-browser` only where no system browser
-   * can open ({@link UserAgent.browserUnavailable} of this process's environment, and every runtime without
-   * `process`), leaving the authorization code flow to the others.
+   * can open (`UserAgent.browserUnavailable` of `@keyway/client` on this process's environment, and every runtime
+   * without `process`), leaving the authorization code flow to the others.
    */
   readonly when?: "always" | "no-browser"
   /**
