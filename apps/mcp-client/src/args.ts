@@ -1,6 +1,6 @@
 /**
  * The command line of keyway-mcp: `list-tools <url>`, `call <url> <tool> [json args]`, `login <url>`,
- * `logout <url>`, with `--headless`, `--scope <scopes>`, `--tokens <file>`, `--json`, and a pre-registered client
+ * `logout <url>`, with `--headless` or `--device`, `--scope <scopes>`, `--tokens <file>`, `--json`, and a pre-registered client
  * (`--client-id`, `--issuer`, `--client-secret` or `$KEYWAY_MCP_CLIENT_SECRET`).
  *
  * @module
@@ -36,6 +36,8 @@ export const CLIENT_SECRET_VARIABLE = "KEYWAY_MCP_CLIENT_SECRET"
 export interface Options {
   /** Follow the authorization server's redirects without a browser (automation, servers that need no login). */
   readonly headless: boolean
+  /** Authorize with a code the user enters on another device (RFC 8628) instead of a browser here. */
+  readonly device: boolean
   readonly scope: string | undefined
   /** The token file; the user's config directory by default. */
   readonly tokens: string | undefined
@@ -64,6 +66,8 @@ commands:
 
 options:
   --headless            follow the authorization server's redirects without opening a browser
+  --device              authorize on another device: print a URL and a code to enter there (the
+                        default where no browser can open, e.g. over SSH without a display)
   --scope <scopes>      request these scopes (space-separated) instead of the server's; offline_access is
                         added when the authorization server offers it
   --tokens <file>       token file (default $XDG_CONFIG_HOME/keyway/tokens.json or ~/.config/keyway/tokens.json)
@@ -138,6 +142,7 @@ export const parseCommandLine = (
   let parsed: ReturnType<typeof parseArgs<{ options: typeof spec; allowPositionals: true }>>
   const spec = {
     headless: { type: "boolean", default: false },
+    device: { type: "boolean", default: false },
     scope: { type: "string" },
     tokens: { type: "string" },
     "client-id": { type: "string" },
@@ -153,8 +158,12 @@ export const parseCommandLine = (
     throw new UsageError(error instanceof Error ? error.message : String(error))
   }
   const { values, positionals } = parsed
+  if (values.headless && values.device) {
+    throw new UsageError("--headless and --device are two ways to authorize: give one of them")
+  }
   const options: Options = {
     headless: values.headless,
+    device: values.device,
     scope: values.scope,
     tokens: values.tokens,
     json: values.json,

@@ -3,7 +3,8 @@
  *
  * @module
  */
-import { type AuthClient, createAuthClient, isAuthError, UserAgent } from "@keyway/client/node"
+import { type AuthClient, createAuthClient, type Extension, isAuthError, UserAgent } from "@keyway/client/node"
+import { deviceAuthorization, printTo } from "@keyway/ext-device-authorization/client"
 import { createTransport, type UrlElicitationHandle, urlElicitation } from "@keyway/mcp-sdk-client"
 import { Client } from "@modelcontextprotocol/client"
 import type { Command, Options } from "./args.js"
@@ -22,6 +23,10 @@ export interface Environment extends Io {
   readonly tokensFile: string
   /** Opens a URL in the user's browser. */
   readonly openBrowser: (url: string) => Promise<void> | void
+  /** Why no browser can open here, or undefined when one can; a browser is assumed when absent. */
+  readonly browserUnavailable?: () => string | undefined
+  /** Whether `err` writes to a terminal, which can show a QR code. */
+  readonly errIsTerminal?: boolean
   /** The terminal's questions and browser for the pages MCP servers ask to open. */
   readonly elicitation?: Omit<Terminal, "err">
 }
@@ -33,6 +38,25 @@ export class ToolError extends Error {
 
 const NAME = "keyway-mcp"
 const VERSION = "0.0.0"
+
+/**
+ * The device authorization grant (RFC 8628) with `--device`, or without `--headless` where no browser can open (said
+ * on stderr when it is about to be used): the URI and the code, and on a terminal the QR code, go to stderr.
+ */
+const deviceFlow = (options: Options, env: Environment): ReadonlyArray<Extension.ClientExtension> => {
+  if (options.headless) return []
+  const noBrowser = options.device ? undefined : env.browserUnavailable?.()
+  if (!options.device && noBrowser === undefined) return []
+  const print = printTo({ write: env.err, isTTY: env.errIsTerminal === true })
+  return [
+    deviceAuthorization({
+      show: (code) => {
+        if (noBrowser !== undefined) env.err(`No browser can open here (${noBrowser}): authorize on another device.\n`)
+        print(code)
+      },
+    }),
+  ]
+}
 
 const authClient = (options: Options, env: Environment): AuthClient.PlainAuthClient => {
   const userAgent = options.headless
@@ -48,6 +72,7 @@ const authClient = (options: Options, env: Environment): AuthClient.PlainAuthCli
     clientName: NAME,
     store: { file: env.tokensFile },
     userAgent,
+    extensions: deviceFlow(options, env),
     ...(options.scope !== undefined ? { scope: options.scope } : {}),
     ...(client === undefined
       ? {}

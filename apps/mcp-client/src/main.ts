@@ -4,7 +4,8 @@ import "./requireNode.js"
 /**
  * keyway-mcp: a command-line MCP client. `list-tools <url>`, `call <url> <tool> [json args]`, `login <url>`,
  * `logout <url>`. Authorization runs in the system browser with a loopback listener (or the command in $BROWSER),
- * or headless with `--headless`; tokens live in the user's config directory, readable by the owner only.
+ * headless with `--headless`, or on another device with `--device` (the default where no browser can open); tokens
+ * live in the user's config directory, readable by the owner only.
  *
  * @module
  */
@@ -27,6 +28,8 @@ const main = async (): Promise<void> => {
     err: (text) => process.stderr.write(text),
     tokensFile: options.tokens ?? tokensFile(),
     openBrowser: UserAgent.openSystemBrowser,
+    browserUnavailable: UserAgent.systemBrowserUnavailable,
+    errIsTerminal: process.stderr.isTTY === true,
     elicitation: {
       ask: process.stdin.isTTY
         ? async (question) => {

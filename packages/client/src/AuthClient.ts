@@ -32,7 +32,7 @@ import {
 import { DiscoveryCache, memory as memoryCache } from "./DiscoveryCache.js"
 import { Extensions, type OutgoingRequest, type TokenStrategy } from "./Extension.js"
 import { stateMissing } from "./internal/callback.js"
-import { discard, send } from "./internal/http.js"
+import { discard, readJson, requireSecure, send } from "./internal/http.js"
 import { authorizationBaseUrl } from "./internal/legacy.js"
 import { noUserAgent } from "./internal/noUserAgent.js"
 import { problemOf } from "./internal/options.js"
@@ -41,7 +41,7 @@ import { PENDING_LIFETIME_MS, pendingKey, tokensKey } from "./internal/storage.j
 import { type Event, failure, initial, maxSends, type Policy, type Step, transition } from "./internal/transitions.js"
 import { findClient, forgetClient, obtainClient } from "./Registration.js"
 import { revoke, type TokenTypeHint } from "./Revocation.js"
-import { exchangeCode, refresh, request as tokenRequest, toTokens } from "./TokenEndpoint.js"
+import { authenticate, exchangeCode, refresh, request as tokenRequest, toTokens } from "./TokenEndpoint.js"
 import { type Backend, fromBackend, memory, type Pending, TokenStore, type Tokens } from "./TokenStore.js"
 import { UserAgent } from "./UserAgent.js"
 
@@ -317,7 +317,8 @@ const make = Effect.gen(function* () {
 
   /**
    * Obtains tokens with an extension's strategy instead of the authorization code flow: the same discovery, scope
-   * selection, `resource` and issuer binding, no registration and no user agent.
+   * selection, `resource` and issuer binding, and no user agent; a registration only for a strategy that asks for
+   * the client's own (its `grantTypes`).
    */
   const acquire = Effect.fn("AuthClient.acquire")(function* (
     chosen: TokenStrategy,
@@ -341,11 +342,51 @@ const make = Effect.gen(function* () {
       challenge: options.challenge?.scope,
       resourceMetadata: resource.metadata,
       serverMetadata: server.metadata,
-      // No refresh token comes with these grants: offline_access would ask for nothing.
-      offlineAccess: false,
+      // Only a strategy whose grants include refresh_token gets a refresh token: else offline_access asks for nothing.
+      offlineAccess: config.offlineAccess && (chosen.grantTypes?.includes("refresh_token") ?? false),
     })
     const scope = scopes.length === 0 ? undefined : Scope.format(scopes)
-    const acquired = yield* chosen.acquire({
+    let used: ClientInformation | undefined
+    const client = Effect.suspend(() =>
+      chosen.grantTypes === undefined
+        ? Effect.fail(
+            new AuthError({
+              step: "registration",
+              reason: "no-client",
+              url: server.metadataUrl ?? server.issuer,
+              message: `the token strategy of ${strategies[0]?.id ?? "an extension"} declares no grantTypes, so the client obtains no client for it`,
+            }),
+          )
+        : provide(obtainClient(server, undefined, chosen.grantTypes)),
+    ).pipe(
+      Effect.tap((obtained) =>
+        Effect.sync(() => {
+          used = obtained
+        }),
+      ),
+    )
+    const formRequest = (
+      url: string,
+      body: URLSearchParams,
+      requestOptions: { readonly client: ClientInformation; readonly step: AuthError["step"] },
+    ) =>
+      provide(
+        Effect.gen(function* () {
+          yield* requireSecure(requestOptions.step, url, "the authorization server endpoint")
+          const headers = new Headers({
+            "content-type": "application/x-www-form-urlencoded",
+            accept: "application/json",
+          })
+          yield* authenticate(requestOptions.step, requestOptions.client, server, body, headers)
+          const response = yield* send(config.fetch, requestOptions.step, url, {
+            method: "POST",
+            headers,
+            body: body.toString(),
+          })
+          return { status: response.status, body: yield* readJson(requestOptions.step, url, response) }
+        }),
+      )
+    const run = chosen.acquire({
       serverUrl: key,
       resource: resource.resource,
       resourceMetadata: resource.metadata,
@@ -353,6 +394,8 @@ const make = Effect.gen(function* () {
       scope,
       challenge: options.challenge,
       fetch: config.fetch,
+      client,
+      formRequest,
       tokenRequest: (body, requestOptions) =>
         provide(
           tokenRequest(server, body, {
@@ -361,6 +404,17 @@ const make = Effect.gen(function* () {
           }),
         ),
     })
+    const acquired = yield* run.pipe(
+      // The authorization server refused a registration kept from earlier (it lost or removed it): register anew and
+      // try once more, as the authorization code flow does. A configured client is the caller's to fix.
+      Effect.catchIf(
+        (error) => error.error === "invalid_client" && used !== undefined,
+        (error) =>
+          Effect.flatMap(provide(forgetClient(used as ClientInformation)), (forgotten) =>
+            forgotten ? run : Effect.fail(error),
+          ),
+      ),
+    )
     const tokens = toTokens(yield* Clock.currentTimeMillis, acquired.response, {
       requestedScope: acquired.requestedScope ?? scope ?? "",
       resource: resource.resource,

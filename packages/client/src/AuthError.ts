@@ -69,6 +69,7 @@ export const Reason = Schema.Literals([
   "step-up-limit",
   "insufficient-scope",
   "unauthorized",
+  "cancelled",
 ])
 
 /** Why a step failed. */

@@ -37,6 +37,11 @@ export interface ClientInformation {
   /** Seconds since the epoch; 0 or absent means the secret does not expire (RFC 7591 §3.2.1). */
   readonly client_secret_expires_at?: number
   readonly redirect_uris?: ReadonlyArray<string>
+  /**
+   * The grant types it was registered for (RFC 7591 §2); absent means `authorization_code` and `refresh_token` for a
+   * registration kept by the client, and any grant for a configured client.
+   */
+  readonly grant_types?: ReadonlyArray<string>
 }
 
 /**
@@ -70,7 +75,8 @@ export interface ChooserContext {
 export interface AskClientContext {
   readonly issuer: string
   readonly metadata: Wire.AuthorizationServerMetadata
-  readonly redirectUri: string
+  /** The redirect URI to register; absent for a grant without a redirect (the device authorization grant). */
+  readonly redirectUri?: string
 }
 
 /**

@@ -65,6 +65,22 @@ export interface AcquireContext {
    * endpoint); redirects are the strategy's to refuse.
    */
   readonly fetch: FetchLike
+  /**
+   * The client to use with this server, for strategies that declare {@link TokenStrategy.grantTypes}: configured,
+   * stored from an earlier registration for those grant types, the client ID metadata document, or registered now
+   * (RFC 7591, declaring those grant types and no redirect URI), in the MCP order; a failure when there is none.
+   */
+  readonly client: Effect.Effect<ClientInformation, AuthError>
+  /**
+   * POSTs a form to another endpoint of the authorization server (https, or http on loopback only), authenticated as
+   * `options.client` by its `token_endpoint_auth_method` as token requests are, and returns the status and the JSON
+   * body (a body that is not JSON fails with `invalid-json`).
+   */
+  readonly formRequest: (
+    url: string,
+    body: URLSearchParams,
+    options: { readonly client: ClientInformation; readonly step: Step },
+  ) => Effect.Effect<{ readonly status: number; readonly body: unknown }, AuthError>
   /** POSTs a form to the token endpoint and returns the validated token response. */
   readonly tokenRequest: (
     body: URLSearchParams,
@@ -101,6 +117,13 @@ export interface TokenStrategy {
    * scopes (within the step-up limit); when false it is the typed failure `step-up`/`insufficient-scope`.
    */
   readonly stepUp: boolean
+  /**
+   * The grant types the strategy uses with a client of the client's own (`context.client`), declared when that client
+   * registers (RFC 7591 §2 `grant_types`) and in client ID metadata documents; `refresh_token` among them lets the
+   * scope ask for `offline_access` as the authorization code flow does. Absent for strategies that bring their own
+   * client or none.
+   */
+  readonly grantTypes?: ReadonlyArray<string>
   readonly acquire: (context: AcquireContext) => Effect.Effect<Acquired, AuthError>
 }
 
@@ -186,6 +209,12 @@ export interface ClientExtension {
   readonly clientMetadata?: { readonly [member: string]: Json }
   /** The settings declared for it in the MCP client capabilities (`capabilities.extensions[id]`); `{}` by default. */
   readonly settings?: { [member: string]: Json }
+  /**
+   * Whether it is an MCP extension, declared to MCP servers in the client capabilities: true by default. False for a
+   * mechanism of the client alone that MCP servers have no say in (the device authorization grant, RFC 8628): its `id`
+   * then only names it in messages.
+   */
+  readonly declared?: boolean
 }
 
 /**
@@ -203,12 +232,13 @@ export class Extensions extends Context.Service<Extensions, ReadonlyArray<Client
 
 /**
  * The MCP client capabilities that declare these extensions (`{ extensions: { [id]: settings } }`), to merge into
- * the capabilities an MCP client sends: in `initialize`, or on the 2026-07-28 wire with every request.
+ * the capabilities an MCP client sends: in `initialize`, or on the 2026-07-28 wire with every request. Extensions
+ * with `declared: false` are not MCP extensions and are left out.
  *
  * @see {@link https://modelcontextprotocol.io/specification/2026-07-28/basic/lifecycle | MCP 2026-07-28 capabilities}
  */
 export const capabilities = (
   extensions: ReadonlyArray<ClientExtension>,
 ): { extensions: { [id: string]: { [member: string]: Json } } } => ({
-  extensions: Object.fromEntries(extensions.map((e) => [e.id, e.settings ?? {}])),
+  extensions: Object.fromEntries(extensions.filter((e) => e.declared !== false).map((e) => [e.id, e.settings ?? {}])),
 })

@@ -18,10 +18,25 @@ import { isRecord, readJson, requireSecure, send } from "./internal/http.js"
 import { clientKey } from "./internal/storage.js"
 import { TokenStore } from "./TokenStore.js"
 
-/** A stored registration is reused only with its issuer, for a redirect URI it covers, and while its secret lives. */
-const isUsable = (client: ClientInformation, issuer: string, redirectUri: string, now: number): boolean =>
+/** The grant types of the authorization code flow: what a registration declares unless a strategy says otherwise. */
+const CODE_GRANT_TYPES: ReadonlyArray<string> = ["authorization_code", "refresh_token"]
+
+/**
+ * A stored registration is reused only with its issuer, for a redirect URI it covers (when one is needed), for the
+ * grant types it was registered for, and while its secret lives.
+ */
+const isUsable = (
+  client: ClientInformation,
+  issuer: string,
+  redirectUri: string | undefined,
+  grantTypes: ReadonlyArray<string>,
+  now: number,
+): boolean =>
   client.issuer === issuer &&
-  (client.redirect_uris === undefined || SecureUrl.matchRedirectUri(redirectUri, client.redirect_uris) !== undefined) &&
+  (redirectUri === undefined ||
+    client.redirect_uris === undefined ||
+    SecureUrl.matchRedirectUri(redirectUri, client.redirect_uris) !== undefined) &&
+  grantTypes.every((grant) => (client.grant_types ?? CODE_GRANT_TYPES).includes(grant)) &&
   (client.client_secret_expires_at === undefined ||
     client.client_secret_expires_at === 0 ||
     client.client_secret_expires_at * 1000 > now)
@@ -41,16 +56,19 @@ const AUTH_METHODS: ReadonlyArray<string> = ["none", "client_secret_basic", "cli
 const register = Effect.fnUntraced(function* (
   server: DiscoveredAuthorizationServer,
   endpoint: string,
-  redirectUri: string,
+  redirectUri: string | undefined,
+  grantTypes: ReadonlyArray<string>,
 ) {
   const config = yield* ClientConfig
   yield* requireSecure("registration", endpoint, "the registration endpoint")
+  // A client registered for grants without a redirect (the device authorization grant) declares no redirect URI
+  // and no response type (RFC 7591 §2: response_types go with the authorization endpoint).
   const body = {
     ...extensionMetadata(config.extensions),
     client_name: config.clientName,
-    redirect_uris: [redirectUri],
-    grant_types: ["authorization_code", "refresh_token"],
-    response_types: ["code"],
+    redirect_uris: redirectUri === undefined ? [] : [redirectUri],
+    grant_types: [...grantTypes],
+    response_types: grantTypes.includes("authorization_code") ? ["code"] : [],
     token_endpoint_auth_method: "none",
     application_type: config.applicationType,
   }
@@ -93,7 +111,15 @@ const register = Effect.fnUntraced(function* (
     issuer: server.issuer,
     client_id: registered.client_id,
     token_endpoint_auth_method: method,
-    redirect_uris: Array.isArray(registered.redirect_uris) ? registered.redirect_uris : [redirectUri],
+    redirect_uris: Array.isArray(registered.redirect_uris)
+      ? registered.redirect_uris
+      : redirectUri === undefined
+        ? []
+        : [redirectUri],
+    // Kept only when they are not the authorization code flow's, which an absent member means.
+    ...(grantTypes === CODE_GRANT_TYPES
+      ? {}
+      : { grant_types: Array.isArray(registered.grant_types) ? registered.grant_types : grantTypes }),
     ...(registered.client_secret !== undefined ? { client_secret: registered.client_secret } : {}),
     ...(typeof registered.client_secret_expires_at === "number"
       ? { client_secret_expires_at: registered.client_secret_expires_at }
@@ -112,7 +138,8 @@ const register = Effect.fnUntraced(function* (
  */
 export const obtainClient = Effect.fn("Registration.obtainClient")(function* (
   server: DiscoveredAuthorizationServer,
-  redirectUri: string,
+  redirectUri: string | undefined,
+  grantTypes: ReadonlyArray<string> = CODE_GRANT_TYPES,
 ) {
   const config = yield* ClientConfig
   const store = yield* TokenStore
@@ -120,7 +147,7 @@ export const obtainClient = Effect.fn("Registration.obtainClient")(function* (
   const configured = config.clients.find((client) => client.issuer === server.issuer)
   if (configured !== undefined) return configured
   const stored = (yield* store.get(clientKey(server.issuer))) as ClientInformation | undefined
-  if (stored !== undefined && isUsable(stored, server.issuer, redirectUri, now)) return stored
+  if (stored !== undefined && isUsable(stored, server.issuer, redirectUri, grantTypes, now)) return stored
   if (
     server.metadata.client_id_metadata_document_supported === true &&
     config.clientMetadataUrl !== undefined &&
@@ -135,13 +162,19 @@ export const obtainClient = Effect.fn("Registration.obtainClient")(function* (
   }
   const endpoint = server.metadata.registration_endpoint
   if (typeof endpoint === "string") {
-    const client = yield* register(server, endpoint, redirectUri)
+    const client = yield* register(server, endpoint, redirectUri, grantTypes)
     yield* store.set(clientKey(server.issuer), client)
     return client
   }
   const ask = config.askClientInformation
   if (ask !== undefined) {
-    const entered = yield* Effect.promise(() => ask({ issuer: server.issuer, metadata: server.metadata, redirectUri }))
+    const entered = yield* Effect.promise(() =>
+      ask({
+        issuer: server.issuer,
+        metadata: server.metadata,
+        ...(redirectUri === undefined ? {} : { redirectUri }),
+      }),
+    )
     if (entered !== undefined) {
       const client: ClientInformation = { ...entered, issuer: server.issuer }
       yield* store.set(clientKey(server.issuer), client)
@@ -193,7 +226,11 @@ export const buildClientMetadataDocument = (options: ClientMetadataDocumentOptio
     client_id: options.url,
     client_name: options.clientName,
     redirect_uris: [...options.redirectUris],
-    grant_types: ["authorization_code", "refresh_token"],
+    // The grant types the extensions' strategies use with this client (the device authorization grant) besides the
+    // authorization code flow's.
+    grant_types: [
+      ...new Set([...CODE_GRANT_TYPES, ...(options.extensions ?? []).flatMap((e) => e.strategy?.grantTypes ?? [])]),
+    ],
     response_types: ["code"],
     token_endpoint_auth_method: method,
     ...(options.clientUri !== undefined ? { client_uri: options.clientUri } : {}),

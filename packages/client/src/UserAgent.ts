@@ -15,6 +15,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { AuthError } from "./AuthError.js"
+import { browserUnavailable as whyNoBrowser } from "./internal/browser.js"
 import { type Jar, makeJar } from "./internal/cookies.js"
 import { alertOf, firstForm, pageErrorOf, titleOf } from "./internal/forms.js"
 import { discard, type FetchLike, send } from "./internal/http.js"
@@ -418,3 +419,16 @@ export const redirect = (options: RedirectOptions): UserAgent["Service"] => {
     }),
   })
 }
+
+/**
+ * Why no system browser can open in an environment (its variables and `process.platform`), or undefined when one
+ * can: `$BROWSER` names one; Windows has one; macOS has one outside SSH sessions; elsewhere a graphical session is
+ * needed (`DISPLAY` or `WAYLAND_DISPLAY`) and, when `hasProgram` can tell, `xdg-open`. A client picks a flow that
+ * needs no browser here (the device authorization grant) instead of one that cannot finish. `systemBrowserUnavailable`
+ * of `@keyway/client/node` asks about the running process.
+ */
+export const browserUnavailable = (
+  env: Readonly<Record<string, string | undefined>>,
+  platform: string,
+  hasProgram?: (name: string) => boolean,
+): string | undefined => whyNoBrowser(env, platform, hasProgram)

@@ -24,3 +24,27 @@ export const openerCommand = (
   if (platform === "win32") return ["cmd", ["/c", "start", "", url]]
   return ["xdg-open", [url]]
 }
+
+/**
+ * Why no system browser can open in this environment, or undefined when one can: `$BROWSER` names one; Windows
+ * has one; macOS has one unless this is an SSH session (the page would open on the Mac's own screen); elsewhere a
+ * graphical session is needed (`DISPLAY` or `WAYLAND_DISPLAY`) and, when `hasProgram` can tell, `xdg-open`.
+ */
+export const browserUnavailable = (
+  env: Readonly<Record<string, string | undefined>>,
+  platform: string,
+  hasProgram?: (name: string) => boolean,
+): string | undefined => {
+  const set = (name: string) => (env[name] ?? "").trim() !== ""
+  if (set("BROWSER")) return undefined
+  if (platform === "win32") return undefined
+  const ssh = set("SSH_CONNECTION") || set("SSH_CLIENT") || set("SSH_TTY")
+  if (platform === "darwin") return ssh ? "an SSH session: a browser would open on the remote machine" : undefined
+  if (!set("DISPLAY") && !set("WAYLAND_DISPLAY")) {
+    return ssh
+      ? "an SSH session without a display (no DISPLAY or WAYLAND_DISPLAY)"
+      : "no display (no DISPLAY or WAYLAND_DISPLAY)"
+  }
+  if (hasProgram !== undefined && !hasProgram("xdg-open")) return "no browser opener (xdg-open is not installed)"
+  return undefined
+}

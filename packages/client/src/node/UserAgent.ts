@@ -6,13 +6,15 @@
  * @module
  */
 import { spawn } from "node:child_process"
+import { accessSync, constants } from "node:fs"
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
+import { delimiter, join } from "node:path"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { AuthError } from "../AuthError.js"
-import { DEFAULT_SUCCESS_PAGE, openerCommand } from "../internal/browser.js"
+import { browserUnavailable, DEFAULT_SUCCESS_PAGE, openerCommand } from "../internal/browser.js"
 import { type Session, UserAgent } from "../UserAgent.js"
 
 export * from "../UserAgent.js"
@@ -165,3 +167,22 @@ export const browser = (options: BrowserOptions = {}): UserAgent["Service"] => {
  */
 export const layerBrowser = (options: BrowserOptions = {}): Layer.Layer<UserAgent> =>
   Layer.succeed(UserAgent, browser(options))
+
+/** Whether an executable of that name is on `$PATH`. */
+const onPath = (name: string): boolean =>
+  (process.env.PATH ?? "").split(delimiter).some((dir) => {
+    if (dir === "") return false
+    try {
+      accessSync(join(dir, name), constants.X_OK)
+      return true
+    } catch {
+      return false
+    }
+  })
+
+/**
+ * Why {@link openSystemBrowser} cannot show a page to the user of this process, or undefined when it can: the rules
+ * of `UserAgent.browserUnavailable` on this process's environment and platform, with `xdg-open` looked up on `$PATH`.
+ */
+export const systemBrowserUnavailable = (): string | undefined =>
+  browserUnavailable(process.env, process.platform, onPath)
