@@ -250,6 +250,8 @@ export interface Pages {
   readonly verify: (form: ReadonlyMap<string, string> | undefined) => Effect.Effect<boolean>
   /** The answer to a form that failed {@link Pages.verify} (403). */
   readonly refused: () => Response
+  /** A wait in the reader's terms, rounded up ("42 seconds", "2 minutes", "3 hours"), as the server's own pages say it. */
+  readonly waitText: (seconds: number) => string
   /**
    * The login form, posting `username`, `password`, `csrf_token` and `request` (carrying `carry` unchanged) to
    * `action`; it sets a session cookie when the request had none.

@@ -20,6 +20,7 @@ import * as Schema from "effect/Schema"
  * - RFC 8707 §2 (resource indicators): `invalid_target`
  * - RFC 9449 §5 and §8 (DPoP at the token endpoint): `invalid_dpop_proof`, `use_dpop_nonce`
  * - RFC 7009 §2.2.1 (revocation): `unsupported_token_type`
+ * - RFC 8628 §3.5 (device access token requests): `authorization_pending`, `slow_down`, `expired_token`
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc6749.html#section-5.2 | RFC 6749 §5.2}
  * @see {@link https://www.rfc-editor.org/rfc/rfc6749.html#section-4.1.2.1 | RFC 6749 §4.1.2.1}
@@ -28,6 +29,7 @@ import * as Schema from "effect/Schema"
  * @see {@link https://www.rfc-editor.org/rfc/rfc8707.html#section-2 | RFC 8707 §2}
  * @see {@link https://www.rfc-editor.org/rfc/rfc7009.html#section-2.2.1 | RFC 7009 §2.2.1}
  * @see {@link https://www.rfc-editor.org/rfc/rfc9449.html#section-12.2 | RFC 9449 §12.2}
+ * @see {@link https://www.rfc-editor.org/rfc/rfc8628.html#section-3.5 | RFC 8628 §3.5}
  */
 export const codes = [
   "invalid_request",
@@ -50,6 +52,9 @@ export const codes = [
   "unsupported_token_type",
   "invalid_dpop_proof",
   "use_dpop_nonce",
+  "authorization_pending",
+  "slow_down",
+  "expired_token",
 ] as const
 
 /**
@@ -73,9 +78,11 @@ export const isErrorCode = (s: string): s is ErrorCode => codeSet.has(s)
  *
  * `invalid_client` is 401 because RFC 6749 §5.2 requires it whenever the client tried to authenticate with the
  * `Authorization` header, and allows it otherwise; `invalid_token` (401) and `insufficient_scope` (403) follow
- * RFC 6750 §3.1; `access_denied` is 403 (the resource owner or server refused); `server_error` and
+ * RFC 6750 §3.1; `server_error` and
  * `temporarily_unavailable` carry the statuses their names stand for (RFC 6749 §4.1.2.1 defines them because a
- * redirect cannot carry 500 or 503). Every other code is a client error, 400.
+ * redirect cannot carry 500 or 503). Every other code is a client error, 400: `access_denied` too, which is answered in
+ * JSON only at the token endpoint (a device authorization the user denied, RFC 8628 §3.5), where RFC 6749 §5.2 makes
+ * every error but `invalid_client` a 400.
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc6749.html#section-5.2 | RFC 6749 §5.2}
  * @see {@link https://www.rfc-editor.org/rfc/rfc6750.html#section-3.1 | RFC 6750 §3.1}
@@ -87,7 +94,7 @@ export const statuses: Readonly<Record<ErrorCode, number>> = {
   unauthorized_client: 400,
   unsupported_grant_type: 400,
   invalid_scope: 400,
-  access_denied: 403,
+  access_denied: 400,
   unsupported_response_type: 400,
   server_error: 500,
   temporarily_unavailable: 503,
@@ -101,6 +108,9 @@ export const statuses: Readonly<Record<ErrorCode, number>> = {
   unsupported_token_type: 400,
   invalid_dpop_proof: 400,
   use_dpop_nonce: 400,
+  authorization_pending: 400,
+  slow_down: 400,
+  expired_token: 400,
 }
 
 /**

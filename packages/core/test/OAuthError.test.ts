@@ -11,7 +11,7 @@ const table: ReadonlyArray<readonly [OAuthError.ErrorCode, string, number]> = [
   ["unauthorized_client", "RFC 6749 §5.2", 400],
   ["unsupported_grant_type", "RFC 6749 §5.2", 400],
   ["invalid_scope", "RFC 6749 §5.2", 400],
-  ["access_denied", "RFC 6749 §4.1.2.1", 403],
+  ["access_denied", "RFC 6749 §4.1.2.1, RFC 8628 §3.5", 400],
   ["unsupported_response_type", "RFC 6749 §4.1.2.1", 400],
   ["server_error", "RFC 6749 §4.1.2.1", 500],
   ["temporarily_unavailable", "RFC 6749 §4.1.2.1", 503],
@@ -25,6 +25,9 @@ const table: ReadonlyArray<readonly [OAuthError.ErrorCode, string, number]> = [
   ["unsupported_token_type", "RFC 7009 §2.2.1", 400],
   ["invalid_dpop_proof", "RFC 9449 §5", 400],
   ["use_dpop_nonce", "RFC 9449 §8", 400],
+  ["authorization_pending", "RFC 8628 §3.5", 400],
+  ["slow_down", "RFC 8628 §3.5", 400],
+  ["expired_token", "RFC 8628 §3.5", 400],
 ]
 
 describe("OAuthError codes", () => {

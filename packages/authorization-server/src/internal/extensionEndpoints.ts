@@ -18,7 +18,7 @@ import { emit } from "./events.js"
 import { answerFailures, readForm } from "./formEndpoint.js"
 import { html } from "./html.js"
 import { CORS_HEADERS, preflight } from "./http.js"
-import { addressOf, authenticateWithinLimits, limitPublicToken } from "./limits.js"
+import { addressOf, authenticateWithinLimits, limitPublicToken, waitText } from "./limits.js"
 import { csrfRefused, errorPage, loginPage, page } from "./pages.js"
 import type { Sessions } from "./session.js"
 
@@ -80,6 +80,7 @@ const pagesFor = (
           form !== undefined && sameOrigin(config, request) && sessions.checkCsrf(session, form.get("csrf_token")),
       ),
     refused: csrfRefused,
+    waitText,
     login,
     signIn: ({ form, action, clientName, returnTo, about }) =>
       Effect.gen(function* () {

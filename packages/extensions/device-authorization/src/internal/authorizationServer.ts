@@ -82,19 +82,7 @@ const pathBase = (config: Config.ResolvedConfig): string =>
 const urlOf = (config: Config.ResolvedConfig, path: string): string =>
   new URL(`${pathBase(config)}${path}`, config.issuerUrl).href
 
-/** The error response of the token endpoint (RFC 6749 §5.2, status 400) for the codes of RFC 8628 §3.5. */
-const pollError = (error: string, description: string): Response =>
-  Response.json(
-    { error, error_description: description },
-    { status: 400, headers: { "Cache-Control": "no-store", Pragma: "no-cache", "Access-Control-Allow-Origin": "*" } },
-  )
-
 const fail = (error: OAuthError.ErrorCode, description: string) => Effect.fail(OAuthError.make(error, description))
-
-const waitText = (seconds: number): string =>
-  seconds < 60
-    ? `${Math.max(1, seconds)} second${seconds === 1 ? "" : "s"}`
-    : `${Math.ceil(seconds / 60)} minute${Math.ceil(seconds / 60) === 1 ? "" : "s"}`
 
 /**
  * The device authorization grant for Keyway's authorization server: the device authorization endpoint
@@ -208,11 +196,11 @@ export const deviceAuthorization = (
           { kind: ENTRY_SESSION, key: session.key, rule: entryRule },
         ]
         const locked = yield* context.limit(buckets.map((b) => ({ ...b, peek: true })))
-        if (!locked.allowed) return lockedPage(pages, locked.retryAfter, waitText(locked.retryAfter))
+        if (!locked.allowed) return lockedPage(pages, locked.retryAfter, pages.waitText(locked.retryAfter))
         const wrong = (message: string) =>
           Effect.gen(function* () {
             const counted = yield* context.limit(buckets)
-            if (!counted.allowed) return lockedPage(pages, counted.retryAfter, waitText(counted.retryAfter))
+            if (!counted.allowed) return lockedPage(pages, counted.retryAfter, pages.waitText(counted.retryAfter))
             return enterPage(pages, { action, csrf: csrf.token, prefill: entered, user, error: message })
           })
 
@@ -298,10 +286,10 @@ export const deviceAuthorization = (
           if (state.client_id !== client.client_id) {
             return yield* fail("invalid_grant", "the device code was issued to another client")
           }
-          if (state.expires_at <= now) return pollError("expired_token", "the device code has expired")
+          if (state.expires_at <= now) return yield* fail("expired_token", "the device code has expired")
           if (state.status === "denied") {
             yield* context.records.delete(DEVICE, deviceCode)
-            return pollError("access_denied", "the user denied the request")
+            return yield* fail("access_denied", "the user denied the request")
           }
           if (state.status === "approved" && state.subject !== undefined) {
             // Single use: of concurrent polls, the one that takes the device code issues.
@@ -318,11 +306,11 @@ export const deviceAuthorization = (
           const tooSoon = state.polled_at > 0 && now - state.polled_at < state.interval
           const next: State = { ...state, polled_at: now, interval: tooSoon ? state.interval + 5 : state.interval }
           if (!(yield* context.records.update(USER, userCode, found.value.version, next, now))) continue
-          return tooSoon
-            ? pollError("slow_down", `polling too fast: wait ${next.interval} seconds between requests`)
-            : pollError("authorization_pending", "the user has not yet approved the request")
+          return yield* tooSoon
+            ? fail("slow_down", `polling too fast: wait ${next.interval} seconds between requests`)
+            : fail("authorization_pending", "the user has not yet approved the request")
         }
-        return pollError("slow_down", "polling too fast: wait between requests")
+        return yield* fail("slow_down", "polling too fast: wait between requests")
       }),
   }
 
