@@ -17,20 +17,6 @@ export interface Terminal {
   readonly openBrowser: ((url: string) => Promise<void> | void) | undefined
 }
 
-/**
- * Whether a browser can be opened: `$BROWSER` is set, or the system has a display (always on macOS and Windows; on
- * other systems `$DISPLAY` or `$WAYLAND_DISPLAY`).
- */
-export const browserAvailable = (
-  env: Readonly<Record<string, string | undefined>>,
-  platform: NodeJS.Platform = process.platform,
-): boolean =>
-  (env.BROWSER ?? "").trim() !== "" ||
-  platform === "darwin" ||
-  platform === "win32" ||
-  (env.DISPLAY ?? "") !== "" ||
-  (env.WAYLAND_DISPLAY ?? "") !== ""
-
 const describe = (prompt: UrlElicitation.Prompt): string =>
   [
     `The MCP server "${prompt.server}" asks you to open a page at ${prompt.host}:`,

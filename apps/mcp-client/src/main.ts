@@ -13,7 +13,6 @@ import { createInterface } from "node:readline/promises"
 import { UserAgent } from "@keyway/client/node"
 import { parseCommandLine, USAGE } from "./args.js"
 import { runCommand } from "./commands.js"
-import { browserAvailable } from "./elicitation.js"
 import { describeError } from "./errors.js"
 import { tokensFile } from "./paths.js"
 
@@ -41,7 +40,7 @@ const main = async (): Promise<void> => {
             }
           }
         : undefined,
-      openBrowser: browserAvailable(process.env) ? UserAgent.openSystemBrowser : undefined,
+      openBrowser: UserAgent.systemBrowserUnavailable() === undefined ? UserAgent.openSystemBrowser : undefined,
     },
   })
 }

@@ -6,7 +6,6 @@ import { fileURLToPath } from "node:url"
 import { listen } from "@keyway/testing/peers"
 import { createMcpHandler, inputRequired, inputResponse, McpServer } from "@modelcontextprotocol/server"
 import { afterEach, describe, expect, it } from "vitest"
-import { browserAvailable } from "../src/elicitation.js"
 
 const main = fileURLToPath(new URL("../dist/main.js", import.meta.url))
 const fakeBrowser = fileURLToPath(new URL("./support/browser.mjs", import.meta.url))
@@ -142,17 +141,5 @@ describe("keyway-mcp and URL-mode elicitation", () => {
     )
     expect(run.code).toBe(1)
     expect(server.calls).toEqual(["missing", "decline"])
-  })
-})
-
-describe("whether a browser can be opened", () => {
-  it("needs $BROWSER or a display on Linux; macOS and Windows always have one", () => {
-    expect(browserAvailable({}, "linux")).toBe(false)
-    expect(browserAvailable({ BROWSER: " " }, "linux")).toBe(false)
-    expect(browserAvailable({ BROWSER: "firefox" }, "linux")).toBe(true)
-    expect(browserAvailable({ DISPLAY: ":0" }, "linux")).toBe(true)
-    expect(browserAvailable({ WAYLAND_DISPLAY: "wayland-0" }, "linux")).toBe(true)
-    expect(browserAvailable({}, "darwin")).toBe(true)
-    expect(browserAvailable({}, "win32")).toBe(true)
   })
 })

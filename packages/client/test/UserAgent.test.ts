@@ -15,6 +15,7 @@ import { PENDING_LIFETIME_MS } from "../src/internal/storage.js"
 import { AuthClient, createAuthClient } from "../src/node/AuthClient.js"
 import { browser, headless, openSystemBrowser, redirect, testUser, twoPhase, UserAgent } from "../src/node/UserAgent.js"
 import { TokenStore, webStorage } from "../src/TokenStore.js"
+import { browserUnavailable } from "../src/UserAgent.js"
 import { memoryStorage } from "./support/storage.js"
 import { rejection, track, world } from "./support/world.js"
 
@@ -469,5 +470,35 @@ describe("redirect agent of web apps", () => {
     expect(error).toMatchObject({ step: "authorization", reason: "user-agent-failed" })
     expect((error as Error).message).toContain("UserAgent.redirect({ redirectUri })")
     expect((error as Error).message).toContain('"@keyway/client/node"')
+  })
+})
+
+describe("UserAgent.browserUnavailable (the module function)", () => {
+  it.each([
+    [{}, "linux", "no display (no DISPLAY or WAYLAND_DISPLAY)"],
+    [{ BROWSER: " " }, "linux", "no display (no DISPLAY or WAYLAND_DISPLAY)"],
+    [
+      { SSH_CONNECTION: "10.0.0.2 50000 10.0.0.1 22" },
+      "linux",
+      "an SSH session without a display (no DISPLAY or WAYLAND_DISPLAY)",
+    ],
+    [{ SSH_TTY: "/dev/pts/0" }, "darwin", "an SSH session: a browser would open on the remote machine"],
+    [{ BROWSER: "firefox" }, "linux", undefined],
+    [{ BROWSER: "firefox", SSH_TTY: "/dev/pts/0" }, "darwin", undefined],
+    [{ DISPLAY: ":0" }, "linux", undefined],
+    [{ WAYLAND_DISPLAY: "wayland-0" }, "freebsd", undefined],
+    [{}, "darwin", undefined],
+    [{}, "win32", undefined],
+  ] as const)("%j on %s: %s", (env, platform, reason) => {
+    expect(browserUnavailable(env, platform)).toBe(reason)
+  })
+
+  it("needs an opener on a display when asked to look for one", () => {
+    expect(browserUnavailable({ DISPLAY: ":0" }, "linux", () => false)).toBe(
+      "no browser opener (xdg-open is not installed)",
+    )
+    expect(browserUnavailable({ DISPLAY: ":0" }, "linux", (name: string) => name === "xdg-open")).toBeUndefined()
+    // $BROWSER names the opener itself.
+    expect(browserUnavailable({ BROWSER: "w3m" }, "linux", () => false)).toBeUndefined()
   })
 })
