@@ -125,6 +125,12 @@ export const connectionTools = (connections: ConnectionsClient, options: Connect
       const modern = envelope?.[PROTOCOL_VERSION_META_KEY] !== undefined
       const retryOf = modern ? ctx.mcpReq.requestState<unknown>() : undefined
       const answer = (ctx.mcpReq.inputResponses?.[INPUT_KEY] ?? undefined) as { action?: unknown } | undefined
+      // A retry whose answer is decline or cancel ends the rounds: asking again would loop until the client gives up.
+      if (typeof retryOf === "string" && answer !== undefined && answer.action !== "accept") {
+        return toolError(
+          `Your ${provider} account was not connected (the elicitation was answered ${JSON.stringify(answer.action)}), so this tool cannot run. Call it again to connect.`,
+        )
+      }
       // A retry after the user accepted waits (a while) for the callback when it has not finished yet.
       const result = await orRequired(
         typeof retryOf === "string" && answer?.action === "accept"
