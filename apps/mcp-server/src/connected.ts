@@ -6,10 +6,11 @@
  *
  * @module
  */
-import { createConnections, KeyRing, type ProviderConfig, type RunningConnections, Vault } from "@keyway/connections"
+import { Connections, KeyRing, type ProviderConfig, type RunningConnections, Vault } from "@keyway/connections"
 import { connectionTools } from "@keyway/connections/mcp-sdk"
 import { sqliteVault } from "@keyway/connections/node"
 import type { McpServer } from "@modelcontextprotocol/server"
+import { Clock, Effect, Fiber } from "effect"
 
 /** The `connections` option of the notes server. */
 export interface ConnectionsConfig {
@@ -31,6 +32,11 @@ export interface ConnectionsConfig {
   readonly flowTtl?: number
   /** What provider calls go through; the global `fetch` by default. */
   readonly fetch?: (input: string | URL | Request, init?: RequestInit) => Promise<Response>
+  /**
+   * The Clock the connections read (flow lifetimes, token expiry, the purge); Effect's own by default. The demo gives
+   * a `TestClock` to let a provider token's lifetime pass without waiting for it.
+   */
+  readonly clock?: Clock.Clock
 }
 
 /** The connections of a running notes server. */
@@ -57,19 +63,31 @@ export const startConnections = async (
     config.vaultKeys === undefined ? process.env : { KEYWAY_VAULT_KEYS: config.vaultKeys },
   )
   const vault = config.vaultPath === undefined ? undefined : await sqliteVault({ path: config.vaultPath, keyRing })
-  let connections: RunningConnections
+  const store = vault ?? Vault.memoryVault(keyRing)
+  const { clock } = config
+  const run = <A, E>(effect: Effect.Effect<A, E>): Promise<A> =>
+    Effect.runPromise(clock === undefined ? effect : Effect.provideService(effect, Clock.Clock, clock))
+  let service: Connections.Connections["Service"]
   try {
-    connections = createConnections({
-      baseUrl: origin,
-      serverName: "Keyway notes",
-      providers: config.providers,
-      vault: vault ?? Vault.memoryVault(keyRing),
-      ...(config.flowTtl === undefined ? {} : { flowTtl: config.flowTtl }),
-      ...(config.fetch === undefined ? {} : { fetch: config.fetch }),
-    })
+    service = Connections.make(
+      {
+        baseUrl: origin,
+        serverName: "Keyway notes",
+        providers: config.providers,
+        ...(config.flowTtl === undefined ? {} : { flowTtl: config.flowTtl }),
+        ...(config.fetch === undefined ? {} : { fetch: config.fetch }),
+      },
+      store,
+    )
   } catch (e) {
     await vault?.close()
     throw e
+  }
+  const purgeJob = Connections.purgeJob(store, 300)
+  const purge = Effect.runFork(clock === undefined ? purgeJob : Effect.provideService(purgeJob, Clock.Clock, clock))
+  const connections: RunningConnections = {
+    ...Connections.toClient(service, run),
+    close: () => Effect.runPromise(Fiber.interrupt(purge)).then(() => undefined),
   }
   connections.onComplete((_id, user, provider) => log(`connected ${JSON.stringify(user.subject)} at ${provider}`))
   const codeHost = config.codeHost

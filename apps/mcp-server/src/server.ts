@@ -145,7 +145,6 @@ const notesServer = (
   connected: NotesConnections | undefined,
 ) => {
   const server = new McpServer({ name: "keyway-notes", version: "1.0.0" })
-  connected?.register(server)
   const subjectOf = (ctx: Parameters<typeof callerOf>[0]): string => callerOf(ctx)?.subject ?? "anonymous"
   server.registerTool(
     "list_notes",
@@ -215,6 +214,7 @@ const notesServer = (
       async ({ day }, ctx) => readCalendar(ctx, day),
     )
   }
+  connected?.register(server)
   return server
 }
 

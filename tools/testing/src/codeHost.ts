@@ -32,6 +32,10 @@ export interface RunningCodeHost {
   readonly apiBase: string
   /** What happened at the code host so far. */
   readonly counts: { codes: number; refreshes: number; revocations: number; apiCalls: number; refused: number }
+  /** Every access and refresh token the code host issued (for tests that check none leaked). */
+  readonly issuedTokens: () => ReadonlyArray<string>
+  /** Ends every access token issued so far at the code host (as when their lifetime is over); answers how many. */
+  readonly expireAccessTokens: () => Promise<number>
   readonly close: () => Promise<void>
 }
 
@@ -54,7 +58,14 @@ export const startCodeHost = async (options: CodeHostOptions): Promise<RunningCo
       },
     ],
     cookies: { keys: [crypto.randomUUID()] },
-    ttl: { AccessToken: options.accessTokenTtl ?? 3600 },
+    ttl: {
+      AccessToken: options.accessTokenTtl ?? 3600,
+      Grant: 86_400,
+      IdToken: 600,
+      Interaction: 600,
+      RefreshToken: 86_400,
+      Session: 86_400,
+    },
     features: {
       revocation: { enabled: true },
       resourceIndicators: {
@@ -72,14 +83,23 @@ export const startCodeHost = async (options: CodeHostOptions): Promise<RunningCo
     const grant = ctx.oidc.params?.grant_type
     if (grant === "refresh_token") counts.refreshes++
     else counts.codes++
-    log(`code host: ${String(grant)} grant for ${ctx.oidc.client?.clientId ?? "?"}`)
+    log(`${String(grant)} grant for ${ctx.oidc.client?.clientId ?? "?"}`)
+  })
+  const issued: Array<string> = []
+  const live = new Set<{ readonly jti: string; destroy: () => Promise<void> }>()
+  provider.on("access_token.saved", (token) => {
+    issued.push(token.jti)
+    live.add(token)
+  })
+  provider.on("refresh_token.saved", (token) => {
+    issued.push(token.jti)
   })
   const callback = provider.callback()
   http.on("request", async (req, res) => {
     if (req.url?.startsWith("/api/") !== true) {
       if (req.method === "POST" && req.url === "/token/revocation") {
         counts.revocations++
-        log("code host: revocation request (RFC 7009)")
+        log("revocation request (RFC 7009)")
       }
       callback(req, res)
       return
@@ -89,7 +109,7 @@ export const startCodeHost = async (options: CodeHostOptions): Promise<RunningCo
     const found = token === undefined ? undefined : await provider.AccessToken.find(token)
     if (found === undefined || found.isExpired) {
       counts.refused++
-      log(`code host API: ${req.method} ${req.url} refused (invalid_token)`)
+      log(`API: ${req.method} ${req.url} refused (invalid_token)`)
       res.writeHead(401, { "content-type": "application/json", "www-authenticate": 'Bearer error="invalid_token"' })
       res.end(JSON.stringify({ error: "invalid_token" }))
       return
@@ -101,7 +121,7 @@ export const startCodeHost = async (options: CodeHostOptions): Promise<RunningCo
         : req.url === "/api/repos"
           ? (options.repositories?.[login] ?? []).map((name) => ({ name: `${login}/${name}` }))
           : undefined
-    log(`code host API: ${req.method} ${req.url} for ${login} ${body === undefined ? 404 : 200}`)
+    log(`API: ${req.method} ${req.url} for ${login} ${body === undefined ? 404 : 200}`)
     res.writeHead(body === undefined ? 404 : 200, { "content-type": "application/json" })
     res.end(JSON.stringify(body ?? { error: "not_found" }))
   })
@@ -109,6 +129,14 @@ export const startCodeHost = async (options: CodeHostOptions): Promise<RunningCo
     issuer,
     apiBase,
     counts,
+    issuedTokens: () => [...issued],
+    expireAccessTokens: async () => {
+      const ending = [...live]
+      live.clear()
+      for (const token of ending) await token.destroy()
+      log(`${ending.length} access token(s) expired`)
+      return ending.length
+    },
     close: () =>
       new Promise<void>((resolve) => {
         http.closeAllConnections()
