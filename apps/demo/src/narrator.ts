@@ -77,6 +77,18 @@ export const DOWNSTREAM_STEPS = {
     "Token exchange for a target the policy does not allow: refused with invalid_target (RFC 8693 §2.2.2, RFC 8707 §2)",
 } as const
 
+/** Step titles of the connected-account scenario: the user's browser on the connect pages and at the code host. */
+export const CONNECTED_STEPS = {
+  connectPage:
+    "The connect page of the notes server: who connects which account (the link's ref is opaque and single use)",
+  start:
+    "Start: the connect page's button sends the browser to the code host with PKCE S256 and state (OAuth 2.1 §4.1.1)",
+  provider: "At the code host: its own authorization server, login and consent (node-oidc-provider)",
+  callback: "Callback at the notes server: state checked, code exchanged at the code host, tokens sealed in the vault",
+  disconnect:
+    "Disconnect: the completion page's button; the notes server revokes at the code host (RFC 7009) and forgets",
+} as const
+
 const s256 = (verifier: string): string => createHash("sha256").update(verifier, "ascii").digest("base64url")
 
 const sameEndpoint = (a: URL, b: string | undefined): boolean => {
@@ -402,9 +414,23 @@ export class Narrator {
     this.flushLogs()
   }
 
+  /** An exchange of the user's browser on the connect pages or at a third-party provider, under `title`. */
+  connectExchange(exchange: Exchange, title: string | undefined): void {
+    this.collect(exchange)
+    this.exchanges.push(exchange)
+    if (title !== undefined) this.t.step(title)
+    this.printExchange(exchange, { html: true })
+    this.flushLogs()
+  }
+
   /** Opens a step of the user's part of the flow. */
   enter(step: keyof typeof STEPS): void {
     this.t.step(STEPS[step])
+  }
+
+  /** What a page shows (its title and the start of its text). */
+  pageShown(title: string, text: string): void {
+    this.t.line(`  the browser shows "${title}": ${text}`)
   }
 
   /** What the login page shows. */

@@ -14,6 +14,8 @@ import { UserAuthenticator } from "@keyway/authorization-server"
 import { Grant } from "@keyway/core"
 import { dpopScheme } from "@keyway/ext-dpop/resource-server"
 import { freePort } from "@keyway/testing"
+import { type RunningCodeHost, startCodeHost } from "@keyway/testing/code-host"
+import type { Clock } from "effect"
 import type { FetchLike } from "./recorder.js"
 
 /** The user who signs in on the login page. */
@@ -46,6 +48,8 @@ export interface Stack {
     /** A resource the authorization server knows but the notes server's exchange rules do not name. */
     readonly otherResource: string
   }
+  /** With {@link StackOptions.connected}: the code host (its own authorization server and API). */
+  readonly codeHost?: RunningCodeHost
   /** Stops both servers and removes the data directory; safe to call more than once. */
   readonly close: () => Promise<void>
 }
@@ -57,7 +61,7 @@ export interface StackOptions {
   /** Port of the MCP server; a free one when absent or 0. */
   readonly mcpPort?: number
   /** Where both servers' log lines go. */
-  readonly log?: (source: "authorization server" | "MCP server" | "calendar", line: string) => void
+  readonly log?: (source: "authorization server" | "MCP server" | "calendar" | "code host", line: string) => void
   /** The demo user's password; generated when absent. */
   readonly password?: string
   /**
@@ -82,7 +86,18 @@ export interface StackOptions {
    * outbound calls (the exchange, the calendar) go through.
    */
   readonly downstream?: { readonly fetch?: FetchLike }
+  /**
+   * Starts a code host (node-oidc-provider and its API, `@keyway/testing`) and gives the notes server connected
+   * accounts there (`list_code_repositories`), its connections reading `clock`; `fetch` is what they send the code
+   * host through.
+   */
+  readonly connected?: { readonly clock?: Clock.Clock; readonly fetch?: FetchLike }
 }
+
+/** The notes server's client at the code host of the connected-account scenario. */
+export const CODE_HOST_CLIENT_ID = "keyway-notes"
+/** Seconds a code host access token lives (shorter than a connect flow's 600, so the completion page outlives it). */
+export const CODE_HOST_TOKEN_TTL = 300
 
 /** Re-exported for the demo's users: a loopback port that was free a moment ago. */
 export { freePort }
@@ -164,6 +179,7 @@ const startOn = async (options: StackOptions, asPort: number, mcpPort: number): 
   const removeData = () => rm(dataDir, { recursive: true, force: true })
   let as: Awaited<ReturnType<typeof startAuthorizationServer>> | undefined
   let calendar: Awaited<ReturnType<typeof startCalendarService>> | undefined
+  let codeHost: RunningCodeHost | undefined
   try {
     as = await startAuthorizationServer(
       {
@@ -280,6 +296,18 @@ const startOn = async (options: StackOptions, asPort: number, mcpPort: number): 
         log: (line) => log("calendar", line),
       })
     }
+    const codeHostSecret = randomBytes(32).toString("base64url")
+    if (options.connected !== undefined) {
+      codeHost = await startCodeHost({
+        clientId: CODE_HOST_CLIENT_ID,
+        clientSecret: codeHostSecret,
+        redirectUris: [`${new URL(mcpUrl).origin}/connect/codehost/callback`],
+        repositories: { [DEMO_USERNAME]: ["keyway", "notes-app", "dotfiles"] },
+        accessTokenTtl: CODE_HOST_TOKEN_TTL,
+        log: (line) => log("code host", line),
+      })
+    }
+    const connected = options.connected
     const mcp = await startMcpServer({
       authorizationServer: as.issuer,
       port: mcpPort,
@@ -295,9 +323,31 @@ const startOn = async (options: StackOptions, asPort: number, mcpPort: number): 
               ...(downstream.fetch === undefined ? {} : { fetch: downstream.fetch }),
             },
           }),
+      ...(codeHost === undefined || connected === undefined
+        ? {}
+        : {
+            connections: {
+              providers: {
+                codehost: {
+                  name: "Code Host",
+                  issuer: codeHost.issuer,
+                  clientId: CODE_HOST_CLIENT_ID,
+                  clientSecret: codeHostSecret,
+                  scopes: ["openid", "offline_access"],
+                  apiBase: codeHost.apiBase,
+                },
+              },
+              codeHost: "codehost",
+              vaultPath: join(dataDir, "vault.db"),
+              vaultKeys: `demo:${randomBytes(32).toString("base64url")}`,
+              ...(connected.clock === undefined ? {} : { clock: connected.clock }),
+              ...(connected.fetch === undefined ? {} : { fetch: connected.fetch }),
+            },
+          }),
     })
     const started = as
     const startedCalendar = calendar
+    const startedCodeHost = codeHost
     let closing: Promise<void> | undefined
     return {
       issuer: started.issuer,
@@ -315,12 +365,14 @@ const startOn = async (options: StackOptions, asPort: number, mcpPort: number): 
       ...(downstream === undefined || startedCalendar === undefined
         ? {}
         : { downstream: { calendarUrl: startedCalendar.url, otherResource: downstream.otherResource } }),
+      ...(startedCodeHost === undefined ? {} : { codeHost: startedCodeHost }),
       close: () => {
         closing ??= (async () => {
           const results = await Promise.allSettled([
             mcp.close(),
             started.close(),
             ...(startedCalendar === undefined ? [] : [startedCalendar.close()]),
+            ...(startedCodeHost === undefined ? [] : [startedCodeHost.close()]),
           ])
           await removeData()
           const failed = results.find((r): r is PromiseRejectedResult => r.status === "rejected")
@@ -331,6 +383,7 @@ const startOn = async (options: StackOptions, asPort: number, mcpPort: number): 
     }
   } catch (error) {
     await calendar?.close().catch(() => undefined)
+    await codeHost?.close().catch(() => undefined)
     await as?.close().catch(() => undefined)
     await removeData()
     throw error

@@ -14,6 +14,11 @@ describe("parseCommandLine", () => {
       scenario: "client-credentials",
     })
     expect(parseCommandLine(["--scenario", "dpop"])).toEqual({ kind: "demo", browser: false, scenario: "dpop" })
+    expect(parseCommandLine(["--scenario", "connected-account"])).toEqual({
+      kind: "demo",
+      browser: false,
+      scenario: "connected-account",
+    })
     expect(parseCommandLine(["--scenario", "downstream", "--mcp-port", "9100"])).toEqual({
       kind: "demo",
       browser: false,
@@ -47,7 +52,7 @@ describe("parseCommandLine", () => {
     [["--serve", "--browser"], "--browser and --serve cannot be combined"],
     [
       ["--scenario", "nope"],
-      '--scenario must be one of default, client-credentials, workload-identity, enterprise, dpop, downstream, got "nope"',
+      '--scenario must be one of default, client-credentials, workload-identity, enterprise, dpop, downstream, connected-account, got "nope"',
     ],
     [
       ["--scenario", "dpop", "--browser"],
@@ -67,6 +72,10 @@ describe("parseCommandLine", () => {
       "--scenario downstream signs the demo user in without a browser; it cannot be combined with --browser",
     ],
     [["--scenario", "downstream", "--serve"], "--scenario and --serve cannot be combined"],
+    [
+      ["--scenario", "connected-account", "--browser"],
+      "--scenario connected-account signs the demo user in without a browser; it cannot be combined with --browser",
+    ],
     [["--verbose"], "Unknown option '--verbose'"],
     [["extra"], "Unexpected argument 'extra'. This command does not take positional arguments"],
   ])("refuses %j", (argv, message) => {

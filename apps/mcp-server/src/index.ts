@@ -11,5 +11,6 @@ export {
   type RunningCalendarService,
   startCalendarService,
 } from "./calendar.js"
+export type { ConnectionsConfig } from "./connected.js"
 export { NOTES_LIMITS, type Note, NoteRefused, Notes, type NotesLimits } from "./notes.js"
 export { type McpServerConfig, NOTE_SCOPES, type RunningMcpServer, startMcpServer, TOOL_SCOPES } from "./server.js"

@@ -14,6 +14,7 @@ import { createNodeServer, createProtectedResource, jwt, type Presentation } fro
 import { type AuthInfo, createMcpHandler, McpServer } from "@modelcontextprotocol/server"
 import { z } from "zod"
 import type { CalendarEvent } from "./calendar.js"
+import { type ConnectionsConfig, type NotesConnections, startConnections } from "./connected.js"
 import { type Note, Notes } from "./notes.js"
 import { authenticationOutcome, healthAnswer, ResourceMetrics, readiness } from "./operations.js"
 
@@ -66,6 +67,11 @@ export interface McpServerConfig {
   readonly presentationSchemes?: ReadonlyArray<Presentation.PresentationScheme>
   /** The calendar `summarize_calendar` reads for the user; without it the tool is not offered. */
   readonly calendar?: CalendarAccess
+  /**
+   * Connected accounts at third-party providers (URL-mode elicitation, `@keyway/connections`): the connect pages at
+   * `/connect/<provider>` on this server's origin, and `list_code_repositories` when `codeHost` names a provider.
+   */
+  readonly connections?: ConnectionsConfig
 }
 
 /** A started MCP server. */
@@ -132,7 +138,12 @@ const calendarReader = (calendar: CalendarAccess, log: (line: string) => void): 
 }
 
 /** The MCP server instance of one request: four tools over the caller's notebook, and the calendar when configured. */
-const notesServer = (notes: Notes, log: (line: string) => void, readCalendar: CalendarReader | undefined) => {
+const notesServer = (
+  notes: Notes,
+  log: (line: string) => void,
+  readCalendar: CalendarReader | undefined,
+  connected: NotesConnections | undefined,
+) => {
   const server = new McpServer({ name: "keyway-notes", version: "1.0.0" })
   const subjectOf = (ctx: Parameters<typeof callerOf>[0]): string => callerOf(ctx)?.subject ?? "anonymous"
   server.registerTool(
@@ -203,6 +214,7 @@ const notesServer = (notes: Notes, log: (line: string) => void, readCalendar: Ca
       async ({ day }, ctx) => readCalendar(ctx, day),
     )
   }
+  connected?.register(server)
   return server
 }
 
@@ -248,7 +260,9 @@ export const startMcpServer = async (config: McpServerConfig): Promise<RunningMc
           ? "GET, HEAD, OPTIONS"
           : pathname === "/health/live" || pathname === "/health/ready"
             ? "GET, HEAD"
-            : undefined,
+            : config.connections !== undefined && pathname.startsWith("/connect/")
+              ? "GET, POST"
+              : undefined,
   })
   await new Promise<void>((resolve, reject) => {
     http.once("error", reject)
@@ -283,7 +297,17 @@ export const startMcpServer = async (config: McpServerConfig): Promise<RunningMc
   }
   const notes = new Notes()
   const readCalendar = config.calendar === undefined ? undefined : calendarReader(config.calendar, log)
-  const mcp = createMcpHandler(() => notesServer(notes, log, readCalendar))
+  let connected: NotesConnections | undefined
+  if (config.connections !== undefined) {
+    try {
+      connected = await startConnections(config.connections, new URL(url).origin, log)
+    } catch (e) {
+      await closeHttp()
+      await guard.close()
+      throw e
+    }
+  }
+  const mcp = createMcpHandler(() => notesServer(notes, log, readCalendar, connected))
   const protectedHandler = protectMcp(guard, mcp)
   metadataPaths = new Set(guard.metadataPaths)
   const served = new Set([path, ...guard.metadataPaths])
@@ -300,6 +324,7 @@ export const startMcpServer = async (config: McpServerConfig): Promise<RunningMc
       await closeHttp()
       await mcp.close()
       await guard.close()
+      await connected?.close()
       throw e
     }
   }
@@ -313,7 +338,7 @@ export const startMcpServer = async (config: McpServerConfig): Promise<RunningMc
     // Only the MCP endpoint and the metadata exist; anything else is not a protected resource of this server.
     const response = served.has(reqPath)
       ? await protectedHandler(request)
-      : Response.json({ error: "not_found" }, { status: 404 })
+      : ((await connected?.connections.handle(request)) ?? Response.json({ error: "not_found" }, { status: 404 }))
     const challenge = response.headers.get("www-authenticate")
     const error = challenge === null ? "" : (/error="([^"]*)"/.exec(challenge)?.[1] ?? "no token")
     log(`${request.method} ${reqPath} ${response.status}${error === "" ? "" : ` (${error})`}`)
@@ -342,6 +367,7 @@ export const startMcpServer = async (config: McpServerConfig): Promise<RunningMc
         await metricsListener?.close()
         await mcp.close()
         await guard.close()
+        await connected?.close()
         log("stopped")
       })()
       return closing

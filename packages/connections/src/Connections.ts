@@ -26,8 +26,10 @@ import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import {
   clientOf,
@@ -102,6 +104,12 @@ export interface ConnectionsOptions {
   readonly flowTtl?: number
   /** What provider calls go through (default the global `fetch`). */
   readonly fetch?: ProviderFetch
+  /**
+   * Seconds between two purges of the vault's expired and used connect flows (default 300; the first runs at once),
+   * on the service's `Clock`; `false` for none (another instance on the same database purges). A failed purge is
+   * logged as a warning and tried again at the next interval.
+   */
+  readonly purgeEvery?: number | false
 }
 
 /**
@@ -138,6 +146,14 @@ export class Connections extends Context.Service<
     readonly handle: (request: Request) => Effect.Effect<Response | undefined>
     /** Registers a listener of completed flows; returns the function that removes it. */
     readonly onComplete: (listener: CompletionListener) => () => void
+    /**
+     * Waits for the connect flow of `elicitationId` (just elicited) to complete: true when its callback stored the
+     * tokens, false once the flow has expired (`flowTtl` on the service's `Clock`). Its listener is removed then, or
+     * when the wait is interrupted (the MCP session that would be told closed), so a flow never finished leaks none.
+     */
+    readonly completion: (elicitationId: string) => Effect.Effect<boolean>
+    /** How many completion listeners are registered now (those of `onComplete`, `completion`, `fetchWhenConnected`). */
+    readonly listenerCount: () => number
   }
 >()("@keyway/connections/Connections") {
   /** The service over the {@link Vault}; fails with {@link InvalidConnectionsConfig} for a configuration it cannot use. */
@@ -146,13 +162,30 @@ export class Connections extends Context.Service<
       Connections,
       Effect.gen(function* () {
         const vault = yield* Vault
-        return yield* Effect.try({
+        const service = yield* Effect.try({
           try: () => make(options, vault),
           catch: (e) =>
             e instanceof InvalidConnectionsConfig ? e : new InvalidConnectionsConfig({ message: String(e) }),
         })
+        if (options.purgeEvery !== false) yield* Effect.forkScoped(purgeJob(vault, options.purgeEvery ?? 300))
+        return service
       }),
     )
+}
+
+/**
+ * Purges the vault's expired and used connect flows now and then again every `every` seconds, forever, on the
+ * `Clock`. A failed round (the database briefly unreachable) is logged as a warning and the next round runs anyway.
+ */
+export const purgeJob = (vault: Vault["Service"], every: number): Effect.Effect<never> => {
+  const round = nowSeconds.pipe(
+    Effect.flatMap(vault.purgeFlows),
+    Effect.catch((error) => Effect.logWarning("connect flow purge failed; retrying at the next interval", error)),
+  )
+  return Effect.repeat(round, Schedule.spaced(Duration.seconds(every))).pipe(
+    Effect.andThen(Effect.never),
+    Effect.withLogSpan("keyway.connections.purge"),
+  )
 }
 
 const COOKIE = "keyway_connect"
@@ -199,6 +232,10 @@ export const make = (options: ConnectionsOptions, vault: Vault["Service"]): Conn
   if (options.flowTtl !== undefined && !(Number.isInteger(options.flowTtl) && options.flowTtl > 0)) {
     problems.push(`flowTtl must be a positive whole number of seconds, got ${options.flowTtl}`)
   }
+  const every = options.purgeEvery
+  if (every !== undefined && every !== false && !(Number.isInteger(every) && every > 0)) {
+    problems.push(`purgeEvery must be a positive whole number of seconds or false, got ${every}`)
+  }
   if (problems.length > 0 || base === null) throw new InvalidConnectionsConfig({ message: problems.join("; ") })
   const basePath = base.pathname.replace(/\/+$/u, "")
   const connectPath = `${basePath}/connect/`
@@ -218,6 +255,17 @@ export const make = (options: ConnectionsOptions, vault: Vault["Service"]): Conn
       listeners.delete(listener)
     }
   }
+  const completion = Effect.fn("Connections.completion")(function* (elicitationId: string) {
+    const done = yield* Deferred.make<void>()
+    const off = onComplete((id) => {
+      if (id === elicitationId) Deferred.doneUnsafe(done, Exit.void)
+    })
+    const completed = yield* Deferred.await(done).pipe(
+      Effect.timeoutOption(Duration.seconds(ttl)),
+      Effect.ensuring(Effect.sync(off)),
+    )
+    return Option.isSome(completed)
+  })
 
   const client = <A, E>(
     effect: Effect.Effect<A, E, ClientConfig.ClientConfig | DiscoveryCache.DiscoveryCache | TokenStore.TokenStore>,
@@ -609,6 +657,8 @@ export const make = (options: ConnectionsOptions, vault: Vault["Service"]): Conn
     handle,
     fetchWhenConnected,
     onComplete,
+    completion,
+    listenerCount: () => listeners.size,
   })
 }
 
@@ -629,7 +679,23 @@ export interface ConnectionsClient {
   readonly handle: (request: Request) => Promise<Response | undefined>
   /** Registers a listener of completed flows; returns the function that removes it. */
   readonly onComplete: (listener: CompletionListener) => () => void
+  /**
+   * See {@link Connections} `completion`: true when the flow completed, false once it expired or `signal` aborted
+   * (its listener is removed in every case).
+   */
+  readonly completion: (elicitationId: string, signal?: AbortSignal) => Promise<boolean>
+  /** How many completion listeners are registered now. */
+  readonly listenerCount: () => number
 }
+
+/** False as soon as `signal` aborts. */
+const aborted = (signal: AbortSignal): Effect.Effect<boolean> =>
+  Effect.callback<boolean>((resume) => {
+    if (signal.aborted) return resume(Effect.succeed(false))
+    const onAbort = () => resume(Effect.succeed(false))
+    signal.addEventListener("abort", onAbort, { once: true })
+    return Effect.sync(() => signal.removeEventListener("abort", onAbort))
+  })
 
 /**
  * The plain face of a service, its effects run by `run`: `Effect.runPromise` by default, or the `runPromise` of a
@@ -645,14 +711,37 @@ export const toClient = (
   disconnect: (user, provider) => run(service.disconnect(user, provider)),
   handle: (request) => run(service.handle(request)),
   onComplete: service.onComplete,
+  completion: (elicitationId, signal) =>
+    run(
+      signal === undefined
+        ? service.completion(elicitationId)
+        : Effect.raceFirst(service.completion(elicitationId), aborted(signal)),
+    ),
+  listenerCount: service.listenerCount,
 })
 
+/** What {@link createConnections} returns: the plain face, and `close` to stop its purge of expired flows. */
+export interface RunningConnections extends ConnectionsClient {
+  /** Stops the periodic purge (`purgeEvery`); the vault stays open (it is the caller's to close). */
+  readonly close: () => Promise<void>
+}
+
 /**
- * Connected accounts over a vault (`@keyway/connections/node` has SQLite and PostgreSQL ones); throws
- * {@link InvalidConnectionsConfig}.
+ * Connected accounts over a vault (`@keyway/connections/node` has SQLite and PostgreSQL ones), purging expired
+ * connect flows every `purgeEvery` seconds until `close`; throws {@link InvalidConnectionsConfig}.
  *
  * @see {@link https://modelcontextprotocol.io/specification/2025-11-25/client/elicitation#url-mode-elicitation-requests | MCP URL-mode elicitation}
  */
 export const createConnections = (
   options: ConnectionsOptions & { readonly vault: Vault["Service"] },
-): ConnectionsClient => toClient(make(options, options.vault))
+): RunningConnections => {
+  const client = toClient(make(options, options.vault))
+  const purge =
+    options.purgeEvery === false ? undefined : Effect.runFork(purgeJob(options.vault, options.purgeEvery ?? 300))
+  return {
+    ...client,
+    close: async () => {
+      if (purge !== undefined) await Effect.runPromise(Fiber.interrupt(purge))
+    },
+  }
+}

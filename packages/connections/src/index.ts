@@ -15,6 +15,7 @@ export {
   type ConnectionsOptions,
   createConnections,
   type ProviderFetch,
+  type RunningConnections,
   toClient,
   type User,
 } from "./Connections.js"

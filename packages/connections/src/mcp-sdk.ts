@@ -71,7 +71,8 @@ const unsupported = (provider: string): CallToolResult =>
  * Without a usable connection the answer follows the request's revision. 2025-11-25 (and 2025-06-18 clients that
  * declare `elicitation.url`): the `-32042` `URLElicitationRequiredError` with the elicitation, then
  * `notifications/elicitation/complete` through `server` when the callback finishes, which needs a sessionful
- * transport. 2026-07-28: an `InputRequiredResult` with the `elicitation/create` (mode `url`) input request and a
+ * transport; the server waits for that callback until the flow expires (`flowTtl`) or the session closes (its
+ * `onclose`, which it chains: set yours before). 2026-07-28: an `InputRequiredResult` with the `elicitation/create` (mode `url`) input request and a
  * `requestState`; its retry with `action: "accept"` waits up to `retryWait` for the callback, then answers the tool's
  * result or another input-required result. The `requestState` holds only the elicitation's ID: it decides nothing
  * but which completion a retry waits for, since the connection is looked up for the verified caller of the retry.
@@ -94,6 +95,13 @@ const unsupported = (provider: string): CallToolResult =>
 export const connectionTools = (connections: ConnectionsClient, options: ConnectionToolsOptions): ConnectionTools => {
   const server = "server" in options.server ? options.server.server : options.server
   const retryWait = options.retryWait ?? 30_000
+  // The session's end stops the waits for completions it can no longer be told of (an onclose set before is kept).
+  const closed = new AbortController()
+  const previousOnClose = server.onclose
+  server.onclose = () => {
+    closed.abort()
+    previousOnClose?.()
+  }
   const orRequired = (attempt: Promise<ProviderFetch>): Promise<ProviderFetch | ConnectionRequired> =>
     attempt.catch((e: unknown) => {
       if (e instanceof ConnectionRequired) return e
@@ -117,6 +125,12 @@ export const connectionTools = (connections: ConnectionsClient, options: Connect
       const modern = envelope?.[PROTOCOL_VERSION_META_KEY] !== undefined
       const retryOf = modern ? ctx.mcpReq.requestState<unknown>() : undefined
       const answer = (ctx.mcpReq.inputResponses?.[INPUT_KEY] ?? undefined) as { action?: unknown } | undefined
+      // A retry whose answer is decline or cancel ends the rounds: asking again would loop until the client gives up.
+      if (typeof retryOf === "string" && answer !== undefined && answer.action !== "accept") {
+        return toolError(
+          `Your ${provider} account was not connected (the elicitation was answered ${JSON.stringify(answer.action)}), so this tool cannot run. Call it again to connect.`,
+        )
+      }
       // A retry after the user accepted waits (a while) for the callback when it has not finished yet.
       const result = await orRequired(
         typeof retryOf === "string" && answer?.action === "accept"
@@ -137,10 +151,9 @@ export const connectionTools = (connections: ConnectionsClient, options: Connect
       }
       if (server.getClientCapabilities()?.elicitation?.url === undefined) return unsupported(provider)
       const notify = server.createElicitationCompletionNotifier(elicitation.elicitationId)
-      const off = connections.onComplete((id) => {
-        if (id !== elicitation.elicitationId) return
-        off()
-        notify().catch(() => undefined)
+      // Waits for the callback no longer than the flow lives, nor than the session that would be told.
+      void connections.completion(elicitation.elicitationId, closed.signal).then((completed) => {
+        if (completed) notify().catch(() => undefined)
       })
       throw new UrlElicitationRequiredError([elicitation], elicitation.message)
     }

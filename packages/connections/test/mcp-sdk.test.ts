@@ -174,6 +174,27 @@ describe("withConnection on MCP 2026-07-28 (input-required rounds)", () => {
     expect(second.requestState).not.toBe(first.requestState)
   })
 
+  it("answers a tool error, not another round, to a retry whose answer is decline", async () => {
+    const stack = await startStack(cleanups)
+    const client = await connect(stack.resource, "2026-07-28")
+    let asked = 0
+    client.setRequestHandler("elicitation/create", async () => {
+      asked++
+      return { action: "decline" }
+    })
+    expect(await client.callTool(TOOL)).toEqual({
+      ...SERVER_META,
+      content: [
+        {
+          type: "text",
+          text: 'Your codehost account was not connected (the elicitation was answered "decline"), so this tool cannot run. Call it again to connect.',
+        },
+      ],
+      isError: true,
+    })
+    expect(asked).toBe(1)
+  })
+
   it("answers a tool error to a client that declared no URL elicitation", async () => {
     const stack = await startStack(cleanups)
     const client = await connect(stack.resource, "2026-07-28", { url: false })

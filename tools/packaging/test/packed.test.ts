@@ -202,6 +202,7 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
   }
 
   beforeAll(async () => {
+    await newProject(projectDir("connections"))
     copyExample("packages/authorization-server/examples/embedded.ts", "authorization-server", "embedded.ts")
     copyExample("packages/authorization-server/examples/standalone.ts", "authorization-server", "standalone.ts")
     copyExample("packages/resource-server/examples/node.ts", "resource-server", "node.ts")
@@ -248,6 +249,7 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
       "resource-server",
       "token-exchange.ts",
     )
+    copyExample("packages/connections/examples/server.ts", "connections", "server.ts")
     copyFileSync(join(import.meta.dirname, "fixtures", "browser.mjs"), join(projectDir("client"), "browser.mjs"))
     // The second install: the frameworks the examples use, and @types/node for compiling them.
     await Promise.all([
@@ -275,6 +277,17 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
         ],
         cache,
       ),
+      // An MCP server with connected accounts: the connections, the MCP SDK adapter and the resource server.
+      npmInstall(
+        projectDir("connections"),
+        [
+          ...closure(["connections", "mcp-sdk-server", "resource-server"], publishable()).map((project) =>
+            tarball(project.manifest.name),
+          ),
+          devVersion("packages/connections", "@modelcontextprotocol/server"),
+        ],
+        cache,
+      ),
       npmInstall(
         projectDir("resource-server"),
         [
@@ -293,6 +306,7 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
     ])
     await Promise.all([
       npmInstall(projectDir("client"), [TYPES_NODE], cache, true),
+      npmInstall(projectDir("connections"), [TYPES_NODE], cache, true),
       npmInstall(
         projectDir("resource-server"),
         [TYPES_NODE, devVersion("packages/integrations/express", "@types/express")],
@@ -314,7 +328,7 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
     expect(keyway("authorization-server")).not.toContain("client")
   })
 
-  it.each(["client", "resource-server", "authorization-server"])(
+  it.each(["client", "resource-server", "authorization-server", "connections"])(
     "the %s examples compile against the installed declarations (module nodenext, strict)",
     async (project) => {
       const ran = await typecheck(projectDir(project))

@@ -32,7 +32,9 @@ export const startStack = async (
   extra:
     | Partial<AppConfig>
     | ((resources: { readonly resource: string; readonly other: string }) => Partial<AppConfig>) = {},
-  mcp: Partial<McpServerConfig> = {},
+  mcp:
+    | Partial<McpServerConfig>
+    | ((resource: string) => Partial<McpServerConfig> | Promise<Partial<McpServerConfig>>) = {},
 ): Promise<Stack> => {
   const [asPort, mcpPort, otherPort] = [await freePort(), await freePort(), await freePort()]
   const dataDir = await mkdtemp(join(tmpdir(), "keyway-mcp-server-test-"))
@@ -54,7 +56,7 @@ export const startStack = async (
     { log: (line) => asLog.push(line) },
   )
   const server = await startMcpServer({
-    ...mcp,
+    ...(typeof mcp === "function" ? await mcp(resource) : mcp),
     authorizationServer: as.issuer,
     port: mcpPort,
     log: (line) => mcpLog.push(line),
