@@ -35,12 +35,16 @@ export const CONNECTED_SECTIONS = {
 const NAME = "Keyway demo client"
 const TOOL = { name: "list_code_repositories", arguments: {} }
 
-/** The visible text of a page: its body without styles and scripts. */
+/** The visible text of a page: its body without styles and scripts, a space where a block (heading, paragraph...) ends. */
 const visibleText = (html: string): string =>
   textOf(
     (/<body[^>]*>([\s\S]*?)<\/body>/u.exec(html)?.[1] ?? html)
       .replace(/<style[\s\S]*?<\/style>/gu, "")
-      .replace(/<script[\s\S]*?<\/script>/gu, ""),
+      .replace(/<script[\s\S]*?<\/script>/gu, "")
+      .replace(
+        /<\/(?:h[1-6]|p|div|li|ul|ol|pre|section|header|footer|form|button|label|tr|td|th|br)\s*>|<br\s*\/?>/giu,
+        "$& ",
+      ),
   )
 
 /** The user's browser on the connect pages and at the code host: cookies, redirects, forms; every exchange narrated. */
