@@ -257,6 +257,45 @@ describe("device code grant (RFC 8628 §3.4-3.5)", () => {
   })
 })
 
+describe("the grant a device authorization opens", () => {
+  it("is revoked on the account page like a code flow's: the refresh token and the access token die with it", async () => {
+    const device = await authorizeDevice(server.url, { scope: "tools:read" })
+    const cookie = await signIn(server.url)
+    await decide(server.url, device.user_code, "approve", cookie)
+    const issued = await poll(server.url, device.device_code)
+    expect(issued.status).toBe(200)
+    const tokens = (await issued.json()) as { access_token: string; refresh_token: string }
+    const introspect = async () =>
+      (
+        await post(server.url, "/introspect", { token: tokens.access_token }, { authorization: basic("box", SECRET) })
+      ).json()
+    expect(await introspect()).toMatchObject({ active: true, client_id: "-tv", sub: "alice", scope: "tools:read" })
+
+    const account = await fetch(`${server.url}/account`, { headers: { cookie } })
+    const page = await account.text()
+    expect(page).toContain("Living Room TV")
+    const revoked = await post(
+      server.url,
+      "/account/revoke",
+      { client_id: "-tv", csrf_token: csrfOf(page) },
+      { cookie },
+    )
+    expect([revoked.status, revoked.headers.get("location")]).toEqual([303, "/account"])
+
+    const refreshed = await post(server.url, "/token", {
+      grant_type: "refresh_token",
+      refresh_token: tokens.refresh_token,
+      client_id: "-tv",
+    })
+    expect(refreshed.status).toBe(400)
+    expect(await refreshed.json()).toEqual({
+      error: "invalid_grant",
+      error_description: "the refresh token has been revoked",
+    })
+    expect(await introspect()).toEqual({ active: false })
+  })
+})
+
 describe("security events", () => {
   it("reports the sign-in, the consent and the token issued under the device code grant", async () => {
     const events: Array<Operations.SecurityEvent> = []

@@ -62,6 +62,8 @@ export const startDeviceServer = async (
       },
     ],
     users,
+    // `box` may introspect, to see what a revocation did to the access tokens.
+    introspectionClients: ["box"],
     clients: [
       {
         clientId: "-tv",
