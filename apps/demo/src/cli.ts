@@ -29,6 +29,7 @@ export const SCENARIOS = [
   "enterprise",
   "dpop",
   "downstream",
+  "device",
 ] as const
 
 /** One of {@link SCENARIOS}. */
@@ -53,7 +54,8 @@ Options:
                     at an enterprise identity provider; enterprise-managed authorization, no consent page); dpop (the
                     machine client's tokens bound to its key with DPoP, nonces at both servers); downstream (the
                     notes MCP server calls a calendar API for the signed-in user with a token it obtained by token
-                    exchange, RFC 8693; the client is the default run's, unchanged)
+                    exchange, RFC 8693; the client is the default run's, unchanged); device (the agent has no
+                    browser: it shows a code the demo user enters on the authorization server's page, RFC 8628)
   --serve           only start the two servers and keep them running until SIGINT or SIGTERM; prints one JSON line
                     on stdout: {"authorizationServer", "mcpServer", "users", "clients"}, and on stderr the
                     verdict of keyway-doctor on the stack for each MCP revision (the test user's login included)
@@ -113,7 +115,7 @@ export const parseCommandLine = (argv: ReadonlyArray<string>): Command => {
     if (values.scenario !== undefined) throw new UsageError("--scenario and --serve cannot be combined")
     return { kind: "serve", ...ports }
   }
-  if ((scenario === "enterprise" || scenario === "downstream") && values.browser === true) {
+  if ((scenario === "enterprise" || scenario === "downstream" || scenario === "device") && values.browser === true) {
     throw new UsageError(
       `--scenario ${scenario} signs the demo user in without a browser; it cannot be combined with --browser`,
     )

@@ -9,6 +9,7 @@ import "./requireNode.js"
  */
 import { isAuthError } from "@keyway/client"
 import { parseCommandLine, USAGE, UsageError } from "./cli.js"
+import { runDeviceDemo } from "./device.js"
 import { runDownstreamDemo } from "./downstream.js"
 import { runDpopDemo } from "./dpop.js"
 import { runEnterpriseDemo } from "./enterprise.js"
@@ -84,6 +85,7 @@ const main = async (): Promise<number> => {
     else if (command.scenario === "enterprise") await runEnterpriseDemo(options)
     else if (command.scenario === "dpop") await runDpopDemo(options)
     else if (command.scenario === "downstream") await runDownstreamDemo(options)
+    else if (command.scenario === "device") await runDeviceDemo(options)
     else await runMachineDemo(command.scenario, options)
     return 0
   } catch (error) {

@@ -20,6 +20,7 @@ describe("parseCommandLine", () => {
       scenario: "downstream",
       mcpPort: 9100,
     })
+    expect(parseCommandLine(["--scenario", "device"])).toEqual({ kind: "demo", browser: false, scenario: "device" })
     expect(parseCommandLine(["--serve", "--as-port", "9000", "--mcp-port", "9100"])).toEqual({
       kind: "serve",
       asPort: 9000,
@@ -47,7 +48,7 @@ describe("parseCommandLine", () => {
     [["--serve", "--browser"], "--browser and --serve cannot be combined"],
     [
       ["--scenario", "nope"],
-      '--scenario must be one of default, client-credentials, workload-identity, enterprise, dpop, downstream, got "nope"',
+      '--scenario must be one of default, client-credentials, workload-identity, enterprise, dpop, downstream, device, got "nope"',
     ],
     [
       ["--scenario", "dpop", "--browser"],
@@ -67,6 +68,10 @@ describe("parseCommandLine", () => {
       "--scenario downstream signs the demo user in without a browser; it cannot be combined with --browser",
     ],
     [["--scenario", "downstream", "--serve"], "--scenario and --serve cannot be combined"],
+    [
+      ["--scenario", "device", "--browser"],
+      "--scenario device signs the demo user in without a browser; it cannot be combined with --browser",
+    ],
     [["--verbose"], "Unknown option '--verbose'"],
     [["extra"], "Unexpected argument 'extra'. This command does not take positional arguments"],
   ])("refuses %j", (argv, message) => {
