@@ -46,7 +46,7 @@ const approveOnAnotherDevice = async (
   user: { readonly username: string; readonly password: string },
 ): Promise<void> => {
   const browser = visitor()
-  const expect = (page: VisitedPage, heading: string) => {
+  const expectPage = (page: VisitedPage, heading: string) => {
     if (headingOf(page) !== heading) {
       throw new Error(
         `the verification page showed "${headingOf(page)}" (HTTP ${page.status}) where the demo user expected "${heading}": ${paragraphOf(page)}`,
@@ -57,12 +57,12 @@ const approveOnAnotherDevice = async (
   transcript.step(DEVICE_STEPS.verification)
   transcript.line(`→ GET ${code.verificationUri}  (typed in by hand on a phone or another computer)`)
   const login = await browser.go(code.verificationUri)
-  expect(login, "Sign in")
+  expectPage(login, "Sign in")
   transcript.line(`  the browser shows "${headingOf(login)}": ${paragraphOf(login)}`)
 
   transcript.step(STEPS.login)
   const entry = await browser.submit(login, { username: user.username, password: user.password })
-  expect(entry, "Connect a device")
+  expectPage(entry, "Connect a device")
   transcript.line(`  ${user.username} signs in; the browser shows "${headingOf(entry)}": ${paragraphOf(entry)}`)
 
   transcript.step(DEVICE_STEPS.code)
@@ -71,7 +71,7 @@ const approveOnAnotherDevice = async (
     `  ${user.username} types "${typed}": the code ${code.userCode} in lower case and without its dash; the server compares codes without either`,
   )
   const consent = await browser.submit(entry, { user_code: typed })
-  expect(consent, `Authorize ${dataTexts(consent.html, "client-name")[0] ?? ""}?`)
+  expectPage(consent, `Authorize ${dataTexts(consent.html, "client-name")[0] ?? ""}?`)
 
   transcript.step(DEVICE_STEPS.consent)
   const first = (name: string) => dataTexts(consent.html, name)[0] ?? "(none)"
@@ -88,7 +88,7 @@ const approveOnAnotherDevice = async (
     8,
   )
   const done = await browser.submit(consent, { decision: "approve" })
-  expect(done, "Device connected")
+  expectPage(done, "Device connected")
   transcript.line(`  ${user.username} clicks Approve; the browser shows "${headingOf(done)}": ${paragraphOf(done)}`)
   transcript.note("the agent learns of the approval at its next poll")
 }
@@ -155,7 +155,8 @@ export const runDeviceDemo = (options: DemoOptions): Promise<DemoResult> =>
         }),
       ],
     })
-    let shown = 0
+    // How many device authorizations the agent asked for: the refresh must not ask again.
+    const asked = () => narrator.exchanges.filter((e) => e.url.href === `${issuer}/device_authorization`).length
     const mcp = new Client({ name: "keyway-demo-device", version: "1.0.0" }, { versionNegotiation: { mode: "auto" } })
     try {
       transcript.section(DEVICE_SECTIONS.connect)
@@ -165,7 +166,7 @@ export const runDeviceDemo = (options: DemoOptions): Promise<DemoResult> =>
         throw failure ?? error
       })
       await approval
-      shown = narrator.exchanges.filter((e) => e.url.href === `${issuer}/device_authorization`).length
+      const askedBefore = asked()
       const { tools } = await mcp.listTools()
       transcript.line(`tools: ${tools.map((tool) => tool.name).join(", ")}`)
 
@@ -190,7 +191,7 @@ export const runDeviceDemo = (options: DemoOptions): Promise<DemoResult> =>
       if (after === undefined || after.access_token === before.access_token) {
         throw new Error("the client did not refresh the access token")
       }
-      if (narrator.exchanges.filter((e) => e.url.href === `${issuer}/device_authorization`).length !== shown) {
+      if (asked() !== askedBefore) {
         throw new Error("the refresh asked the user again")
       }
 
