@@ -30,6 +30,7 @@ export const SCENARIOS = [
   "dpop",
   "downstream",
   "connected-account",
+  "device",
 ] as const
 
 /** One of {@link SCENARIOS}. */
@@ -56,7 +57,8 @@ Options:
                     notes MCP server calls a calendar API for the signed-in user with a token it obtained by token
                     exchange, RFC 8693; the client is the default run's, unchanged); connected-account (the
                     user's own account at a third-party code host, connected through URL-mode elicitation and
-                    kept in the notes server's encrypted vault)
+                    kept in the notes server's encrypted vault); device (the agent has no
+                    browser: it shows a code the demo user enters on the authorization server's page, RFC 8628)
   --serve           only start the two servers and keep them running until SIGINT or SIGTERM; prints one JSON line
                     on stdout: {"authorizationServer", "mcpServer", "users", "clients"}, and on stderr the
                     verdict of keyway-doctor on the stack for each MCP revision (the test user's login included)
@@ -117,7 +119,10 @@ export const parseCommandLine = (argv: ReadonlyArray<string>): Command => {
     return { kind: "serve", ...ports }
   }
   if (
-    (scenario === "enterprise" || scenario === "downstream" || scenario === "connected-account") &&
+    (scenario === "enterprise" ||
+      scenario === "downstream" ||
+      scenario === "connected-account" ||
+      scenario === "device") &&
     values.browser === true
   ) {
     throw new UsageError(

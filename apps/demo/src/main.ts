@@ -10,6 +10,7 @@ import "./requireNode.js"
 import { isAuthError } from "@keyway/client"
 import { parseCommandLine, USAGE, UsageError } from "./cli.js"
 import { runConnectedDemo } from "./connected.js"
+import { runDeviceDemo } from "./device.js"
 import { runDownstreamDemo } from "./downstream.js"
 import { runDpopDemo } from "./dpop.js"
 import { runEnterpriseDemo } from "./enterprise.js"
@@ -86,6 +87,7 @@ const main = async (): Promise<number> => {
     else if (command.scenario === "dpop") await runDpopDemo(options)
     else if (command.scenario === "downstream") await runDownstreamDemo(options)
     else if (command.scenario === "connected-account") await runConnectedDemo(options)
+    else if (command.scenario === "device") await runDeviceDemo(options)
     else await runMachineDemo(command.scenario, options)
     return 0
   } catch (error) {

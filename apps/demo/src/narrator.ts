@@ -89,6 +89,16 @@ export const CONNECTED_STEPS = {
     "Disconnect: the completion page's button; the notes server revokes at the code host (RFC 7009) and forgets",
 } as const
 
+/** Step titles of the device scenario: the device authorization grant (RFC 8628). */
+export const DEVICE_STEPS = {
+  deviceAuthorization:
+    "Device authorization request: client_id, resource and scope; the answer carries the codes (RFC 8628 §3.1, §3.2)",
+  poll: "Token request: the device code, polled every interval until the user decides (RFC 8628 §3.4, §3.5)",
+  verification: "The user opens the verification URI on another device (RFC 8628 §3.3)",
+  code: "Code entry: the user types the code the agent shows (RFC 8628 §3.3, §6.1)",
+  consent: "Consent: the page names the client, the resource and the scopes, and warns (RFC 8628 §5.4)",
+} as const
+
 const s256 = (verifier: string): string => createHash("sha256").update(verifier, "ascii").digest("base64url")
 
 const sameEndpoint = (a: URL, b: string | undefined): boolean => {
@@ -153,7 +163,7 @@ const rpcSummary = (body: string | undefined): string => {
 
 /** Narrates the flow. */
 export class Narrator {
-  private endpoints: { authorization?: string; token?: string; registration?: string } = {}
+  private endpoints: { authorization?: string; token?: string; registration?: string; device?: string } = {}
   private lastChallenge: string | undefined
   private readonly pendingLogs: Array<string> = []
   /** Every exchange seen, in order (for tests and the summary). */
@@ -220,6 +230,9 @@ export class Narrator {
           ...(str(metadata.registration_endpoint) === undefined
             ? {}
             : { registration: str(metadata.registration_endpoint) as string }),
+          ...(str(metadata.device_authorization_endpoint) === undefined
+            ? {}
+            : { device: str(metadata.device_authorization_endpoint) as string }),
         }
       }
       this.printExchange(exchange, { maxLines: 60 })
@@ -234,6 +247,9 @@ export class Narrator {
       }
     } else if (sameEndpoint(url, this.endpoints.registration)) {
       this.t.step(STEPS.registration)
+      this.printExchange(exchange)
+    } else if (sameEndpoint(url, this.endpoints.device)) {
+      this.t.step(DEVICE_STEPS.deviceAuthorization)
       this.printExchange(exchange)
     } else if (sameEndpoint(url, this.endpoints.token)) {
       this.tokenExchange(exchange)
@@ -304,7 +320,9 @@ export class Narrator {
             ? decodeJwt(form.get("assertion") ?? "")?.header.typ === "oauth-id-jag+jwt"
               ? ENTERPRISE_STEPS.jwtBearer
               : MACHINE_STEPS.jwtBearer
-            : STEPS.token
+            : grant === Grant.DEVICE_CODE
+              ? DEVICE_STEPS.poll
+              : STEPS.token
     this.t.step(title, `token ${grant}`)
     this.printExchange(exchange)
     const verifier = form.get("code_verifier")

@@ -71,6 +71,7 @@ export const SECRET_JSON_MEMBERS: ReadonlySet<string> = new Set([
   "id_token",
   "client_secret",
   "registration_access_token",
+  "device_code",
 ])
 
 /** Form and query parameters whose values are credentials. */
@@ -86,6 +87,7 @@ export const SECRET_PARAMETERS: ReadonlySet<string> = new Set([
   "password",
   "token",
   "access_token",
+  "device_code",
 ])
 
 /** Registers the credentials found in a JSON value (any depth). */

@@ -25,7 +25,7 @@ export interface Scripted {
  */
 export const runScripted = async (
   options: DemoOptions,
-  stackOptions: Pick<StackOptions, "machineClient" | "workloadIssuer" | "dpop" | "downstream" | "connected">,
+  stackOptions: Pick<StackOptions, "machineClient" | "workloadIssuer" | "dpop" | "downstream" | "connected" | "device">,
   script: (scripted: Scripted) => Promise<DemoResult>,
 ): Promise<DemoResult> => {
   const progress = new Progress(options.err, options.progress ?? "off")

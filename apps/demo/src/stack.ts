@@ -92,6 +92,11 @@ export interface StackOptions {
    * host through.
    */
   readonly connected?: { readonly clock?: Clock.Clock; readonly fetch?: FetchLike }
+  /**
+   * Turns the device authorization grant on (RFC 8628) with a polling interval of 1 second, so the demo does not wait
+   * the default 5, and pre-registers the public client {@link DEVICE_CLIENT_ID} for it.
+   */
+  readonly device?: boolean
 }
 
 /** The notes server's client at the code host of the connected-account scenario. */
@@ -110,6 +115,8 @@ export const PUBLIC_CLIENT_ID = "demo-public"
 export const MACHINE_CLIENT_ID = "demo-machine"
 /** The notes MCP server's own client at the authorization server, for token exchange (`client_secret_basic`). */
 export const NOTES_SERVER_CLIENT_ID = "notes-server"
+/** The public client of the device scenario: the device authorization and refresh grants, no redirect URI. */
+export const DEVICE_CLIENT_ID = "demo-device"
 /** The demo user's name. */
 export const DEMO_USERNAME = "alice"
 /** Loopback redirect without a port: any port matches (RFC 8252 §7.3). */
@@ -218,6 +225,17 @@ const startOn = async (options: StackOptions, asPort: number, mcpPort: number): 
                   grantTypes: ["client_credentials"],
                 },
               ]),
+          ...(options.device === true
+            ? [
+                {
+                  clientId: DEVICE_CLIENT_ID,
+                  clientName: "Demo terminal agent",
+                  redirectUris: [],
+                  grantTypes: [Grant.DEVICE_CODE, "refresh_token"],
+                  tokenEndpointAuthMethod: "none" as const,
+                },
+              ]
+            : []),
           ...(downstream === undefined
             ? []
             : [
@@ -243,6 +261,7 @@ const startOn = async (options: StackOptions, asPort: number, mcpPort: number): 
         ...(machineClient === undefined &&
         options.workloadIssuer === undefined &&
         options.dpop !== true &&
+        options.device !== true &&
         calendarUrl === undefined
           ? {}
           : {
@@ -271,6 +290,7 @@ const startOn = async (options: StackOptions, asPort: number, mcpPort: number): 
                       },
                     }),
                 ...(options.dpop === true ? { dpop: { nonce: true } } : {}),
+                ...(options.device === true ? { deviceAuthorization: { interval: 1 } } : {}),
                 ...(calendarUrl === undefined
                   ? {}
                   : {
@@ -358,6 +378,7 @@ const startOn = async (options: StackOptions, asPort: number, mcpPort: number): 
         client,
         publicClient,
         ...(machineClient === undefined ? [] : [machineClient]),
+        ...(options.device === true ? [{ client_id: DEVICE_CLIENT_ID, redirect_uris: [] }] : []),
         ...(downstream === undefined
           ? []
           : [{ client_id: NOTES_SERVER_CLIENT_ID, client_secret: downstream.clientSecret, redirect_uris: [] }]),

@@ -25,6 +25,7 @@ describe("parseCommandLine", () => {
       scenario: "downstream",
       mcpPort: 9100,
     })
+    expect(parseCommandLine(["--scenario", "device"])).toEqual({ kind: "demo", browser: false, scenario: "device" })
     expect(parseCommandLine(["--serve", "--as-port", "9000", "--mcp-port", "9100"])).toEqual({
       kind: "serve",
       asPort: 9000,
@@ -52,7 +53,7 @@ describe("parseCommandLine", () => {
     [["--serve", "--browser"], "--browser and --serve cannot be combined"],
     [
       ["--scenario", "nope"],
-      '--scenario must be one of default, client-credentials, workload-identity, enterprise, dpop, downstream, connected-account, got "nope"',
+      '--scenario must be one of default, client-credentials, workload-identity, enterprise, dpop, downstream, connected-account, device, got "nope"',
     ],
     [
       ["--scenario", "dpop", "--browser"],
@@ -75,6 +76,10 @@ describe("parseCommandLine", () => {
     [
       ["--scenario", "connected-account", "--browser"],
       "--scenario connected-account signs the demo user in without a browser; it cannot be combined with --browser",
+    ],
+    [
+      ["--scenario", "device", "--browser"],
+      "--scenario device signs the demo user in without a browser; it cannot be combined with --browser",
     ],
     [["--verbose"], "Unknown option '--verbose'"],
     [["extra"], "Unexpected argument 'extra'. This command does not take positional arguments"],

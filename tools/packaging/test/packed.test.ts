@@ -250,6 +250,12 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
       "token-exchange.ts",
     )
     copyExample("packages/connections/examples/server.ts", "connections", "server.ts")
+    copyExample("packages/extensions/device-authorization/examples/client.ts", "client", "device-authorization.ts")
+    copyExample(
+      "packages/extensions/device-authorization/examples/authorization-server.ts",
+      "authorization-server",
+      "device-authorization.ts",
+    )
     copyFileSync(join(import.meta.dirname, "fixtures", "browser.mjs"), join(projectDir("client"), "browser.mjs"))
     // The second install: the frameworks the examples use, and @types/node for compiling them.
     await Promise.all([
@@ -262,6 +268,7 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
           tarball("@keyway/ext-enterprise-managed"),
           // The extensions take the role packages as optional peers: a client project installs no server.
           tarball("@keyway/ext-dpop"),
+          tarball("@keyway/ext-device-authorization"),
           devVersion("packages/integrations/mcp-sdk-client", "@modelcontextprotocol/client"),
         ],
         cache,
@@ -274,6 +281,7 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
           tarball("@keyway/ext-enterprise-managed"),
           tarball("@keyway/ext-dpop"),
           tarball("@keyway/ext-token-exchange"),
+          tarball("@keyway/ext-device-authorization"),
         ],
         cache,
       ),
@@ -321,6 +329,7 @@ describe("the READMEs' examples, compiled and run from the installed tarballs", 
     const keyway = (project: string) => readdirSync(join(projectDir(project), "node_modules", "@keyway")).sort()
     expect(keyway("client")).not.toContain("authorization-server")
     expect(keyway("client")).toContain("ext-dpop")
+    expect(keyway("client")).toContain("ext-device-authorization")
     expect(keyway("resource-server")).not.toContain("authorization-server")
     expect(keyway("resource-server")).not.toContain("client")
     expect(keyway("resource-server")).toContain("ext-dpop")

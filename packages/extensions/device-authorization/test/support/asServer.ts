@@ -1,6 +1,6 @@
 import { AuthorizationServer, NodeServer, Operations, Storage, UserAuthenticator } from "@keyway/authorization-server"
 import { Grant } from "@keyway/core"
-import { Clock, Layer, ManagedRuntime } from "effect"
+import { Clock, type Effect, Layer, ManagedRuntime } from "effect"
 import { TestClock } from "effect/testing"
 import { type DeviceAuthorizationOptions, deviceAuthorization } from "../../src/authorization-server.js"
 
@@ -22,6 +22,8 @@ export interface DeviceServer {
   /** Moves the server's `TestClock` forward. */
   readonly adjust: (seconds: number) => Promise<void>
   readonly now: () => number
+  /** Runs an effect on the server's stores and clock (`Administration`, `GrantStore`). */
+  readonly run: <A, E>(effect: Effect.Effect<A, E, AuthorizationServer.StorageServices>) => Promise<A>
   readonly close: () => Promise<void>
 }
 
@@ -105,6 +107,7 @@ export const startDeviceServer = async (
     issuer: serverOptions.issuer,
     adjust: (seconds) => runtime.runPromise(TestClock.adjust(seconds * 1000)),
     now: () => Math.floor(runtime.runSync(Clock.currentTimeMillis) / 1000),
+    run: (effect) => runtime.runPromise(effect),
     close: async () => {
       await running.close()
       await runtime.dispose()
