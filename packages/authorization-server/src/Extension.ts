@@ -366,6 +366,15 @@ export interface GrantHandler {
    */
   readonly clientAuthentication: "required" | "optional"
   /**
+   * Whether a client may ask for this grant type when it registers itself (RFC 7591 §2 `grant_types`, dynamic
+   * registration); false by default, since most extension grants are for clients an operator registers and vouches
+   * for (client credentials, assertions). The device authorization grant allows it: a command-line client without a
+   * browser registers as any public client does.
+   *
+   * @see {@link https://www.rfc-editor.org/rfc/rfc7591.html#section-2 | RFC 7591 §2}
+   */
+  readonly dynamicRegistration?: boolean
+  /**
    * Several handlers may share a grant type (the JWT bearer grant carries workload assertions and identity
    * assertions): the first whose `accepts` is true for the form takes the request; one without `accepts` takes any.
    */

@@ -1,7 +1,8 @@
 import { expectOAuthError } from "@keyway/testing/oauth"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import type { AuthorizationServerExtension, GrantContext } from "../src/Extension.js"
 import { exampleExtension } from "./support/exampleExtension.js"
-import { basic, obtainCode, startServer, type TestServer, tokenRequest } from "./support/server.js"
+import { basic, MCP, obtainCode, startServer, type TestServer, tokenRequest } from "./support/server.js"
 
 let server: TestServer
 beforeAll(async () => {
@@ -362,5 +363,57 @@ describe("client metadata fields that extensions declare", () => {
     for (const [body, description] of cases) {
       await expectOAuthError(await registerWith(body), 400, "invalid_client_metadata", description)
     }
+  })
+})
+
+describe("extension grant types in dynamic registration", () => {
+  const answer = (context: GrantContext) =>
+    context.issue({ subject: "-", clientId: context.client?.client_id ?? "", resource: MCP, scope: "" })
+  const grants: AuthorizationServerExtension = {
+    id: "example.com/grants",
+    grants: [
+      { grantType: "urn:example:open", clientAuthentication: "required", dynamicRegistration: true, handle: answer },
+      { grantType: "urn:example:operator-only", clientAuthentication: "required", handle: answer },
+    ],
+  }
+  let served: TestServer
+  beforeAll(async () => {
+    served = await startServer({
+      registration: true,
+      rateLimits: { registration: { max: 1000 } },
+      extensions: [grants],
+    })
+  })
+  afterAll(async () => {
+    await served.close()
+  })
+  const registerWith = (grantTypes: ReadonlyArray<string>) =>
+    fetch(`${served.issuer}/register`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        redirect_uris: [],
+        response_types: [],
+        grant_types: grantTypes,
+        token_endpoint_auth_method: "none",
+      }),
+    })
+
+  it("are registered when the grant allows it, and refused when an operator must register the client", async () => {
+    const open = await registerWith(["urn:example:open", "refresh_token"])
+    expect(open.status).toBe(201)
+    expect(((await open.json()) as { grant_types: unknown }).grant_types).toEqual(["urn:example:open", "refresh_token"])
+    await expectOAuthError(
+      await registerWith(["urn:example:operator-only"]),
+      400,
+      "invalid_client_metadata",
+      /^grant_type urn:example:operator-only is not supported$/,
+    )
+    await expectOAuthError(
+      await registerWith(["client_credentials"]),
+      400,
+      "invalid_client_metadata",
+      /^grant_type client_credentials is not supported$/,
+    )
   })
 })

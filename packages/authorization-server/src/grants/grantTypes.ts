@@ -36,3 +36,20 @@ export const registrationProblem = (extensions: ReadonlyArray<AuthorizationServe
   }
   return undefined
 }
+
+/**
+ * The grant types a client may ask for when it registers itself (RFC 7591 §2): the built-in ones and those of
+ * extension grants that allow it ({@link GrantHandler.dynamicRegistration}).
+ *
+ * @see {@link https://www.rfc-editor.org/rfc/rfc7591.html#section-2 | RFC 7591 §2}
+ */
+export const registrableGrantTypes = (
+  extensions: ReadonlyArray<AuthorizationServerExtension>,
+): ReadonlyArray<string> => [
+  ...new Set([
+    ...BUILTIN_GRANT_TYPES,
+    ...extensionGrants(extensions)
+      .filter((g) => g.dynamicRegistration === true)
+      .map((g) => g.grantType),
+  ]),
+]

@@ -2,6 +2,7 @@ import { OAuthError, Scope, Wire } from "@keyway/core"
 import { PayloadTooLarge } from "@keyway/http"
 import { Effect, Result } from "effect"
 import type { ResolvedConfig } from "../Config.js"
+import { registrableGrantTypes } from "../grants/grantTypes.js"
 import type { StorageError } from "../storage/Errors.js"
 import { ClientStore, type NewClient, type TokenEndpointAuthMethod } from "../storage/Storage.js"
 import { isApplicationType, type JwkSetProblem, jwkSetProblem } from "./clientMetadata.js"
@@ -42,7 +43,6 @@ const METHODS: ReadonlyArray<TokenEndpointAuthMethod> = [
   "client_secret_post",
   "private_key_jwt",
 ]
-const GRANTS = ["authorization_code", "refresh_token"]
 
 const fail = (code: OAuthError.ErrorCode, description: string) => Effect.fail(OAuthError.make(code, description))
 
@@ -127,8 +127,11 @@ export const registerEndpoint = (
     const grantTypes = registration.grant_types ?? ["authorization_code"]
     const responseTypes = registration.response_types ?? ["code"]
 
+    const registrable = registrableGrantTypes(config.extensions)
     for (const g of grantTypes) {
-      if (!GRANTS.includes(g)) return yield* fail("invalid_client_metadata", `grant_type ${g} is not supported`)
+      if (!registrable.includes(g)) {
+        return yield* fail("invalid_client_metadata", `grant_type ${g} is not supported`)
+      }
     }
     for (const r of responseTypes) {
       if (r !== "code") return yield* fail("invalid_client_metadata", `response_type ${r} is not supported`)

@@ -39,7 +39,7 @@ interface Sent {
  * The authorization server (SQLite file, clients of `startDeviceServer`, the resource below) and Keyway's resource
  * server: `tools:read` for every request, `tools:call` more for the tool `run`.
  */
-const start = async () => {
+const start = async (options: { readonly registration?: boolean } = {}) => {
   const dir = await mkdtemp(join(tmpdir(), "keyway-device-"))
   cleanups.push(() => rm(dir, { recursive: true, force: true }))
   const rsServer = createServer()
@@ -48,6 +48,7 @@ const start = async () => {
   const as = await startDeviceServer({
     resource,
     storage: Storage.layerSqlite({ path: join(dir, "keyway.db") }),
+    ...options,
   })
   cleanups.push(as.close)
   const guard = createProtectedResource({
@@ -117,7 +118,7 @@ describe("Keyway's device authorization client, authorization server and resourc
     "authorizes on the page, steps up with a second device authorization, refreshes alone, and loses the grant to admin revocation",
     () =>
       Effect.gen(function* () {
-        const { as, resource, sent, fetch } = yield* Effect.promise(start)
+        const { as, resource, sent, fetch } = yield* Effect.promise(() => start())
         const shown: Array<DeviceCode> = []
         const extension = deviceAuthorization({ show: (code) => void shown.push(code) })
         const layer = AuthClient.AuthClient.layer.pipe(
@@ -243,5 +244,62 @@ describe("Keyway's device authorization client, authorization server and resourc
           yield* Fiber.interrupt(after)
         }).pipe(Effect.provide(layer))
       }),
+  )
+})
+
+describe("a device client that registers itself", () => {
+  it.effect("registers for the device and refresh grants only, then is authorized on the page", () =>
+    Effect.gen(function* () {
+      const { as, resource, sent, fetch } = yield* Effect.promise(() => start({ registration: true }))
+      const registrations: Array<Record<string, unknown>> = []
+      const recording = async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
+        const url = new URL(input instanceof Request ? input.url : input)
+        if (url.pathname === "/register" && typeof init?.body === "string") registrations.push(JSON.parse(init.body))
+        return fetch(input, init)
+      }
+      const shown: Array<DeviceCode> = []
+      const layer = AuthClient.AuthClient.layer.pipe(
+        Layer.provideMerge(
+          Layer.mergeAll(
+            ClientConfig.ClientConfig.layer({
+              clientName: "-device self-registered",
+              extensions: [deviceAuthorization({ show: (code) => void shown.push(code) })],
+              fetch: recording,
+            }),
+            TokenStore.TokenStore.layerMemory,
+            DiscoveryCache.DiscoveryCache.layerMemory,
+            UserAgent.UserAgent.layerHeadless(),
+          ),
+        ),
+      )
+      const adjust = (seconds: number) =>
+        TestClock.adjust(`${seconds} seconds`).pipe(Effect.andThen(Effect.promise(() => as.adjust(seconds))))
+      const alice = visitor()
+      yield* Effect.gen(function* () {
+        const client = yield* AuthClient.AuthClient
+        const first = yield* Effect.forkChild(call(client, resource, "tools/list"))
+        yield* until(() => shown.length === 1)
+        expect(registrations).toEqual([
+          expect.objectContaining({
+            client_name: "-device self-registered",
+            grant_types: [Grant.DEVICE_CODE, "refresh_token"],
+            redirect_uris: [],
+            response_types: [],
+            token_endpoint_auth_method: "none",
+          }),
+        ])
+        const login = yield* Effect.promise(() => alice.go(shown[0]?.verificationUriComplete ?? ""))
+        const entry = yield* Effect.promise(() => alice.submit(login, { username: "alice", password: PASSWORD }))
+        const consent = yield* Effect.promise(() => alice.submit(entry, { user_code: shown[0]?.userCode ?? "" }))
+        expect(consent.html).toContain("-device self-registered")
+        yield* Effect.promise(() => alice.submit(consent, { decision: "approve" }))
+        yield* adjust(5)
+        expect(yield* Fiber.join(first)).toEqual([
+          200,
+          { jsonrpc: "2.0", id: 1, result: { subject: "alice", scope: "tools:read" } },
+        ])
+        expect(sent.filter((s) => s.path === "/token").map((s) => [s.status, s.error])).toEqual([[200, undefined]])
+      }).pipe(Effect.provide(layer))
+    }),
   )
 })

@@ -267,6 +267,8 @@ export const deviceAuthorization = (
   const grant: Extension.GrantHandler = {
     grantType: Grant.DEVICE_CODE,
     clientAuthentication: "required",
+    // Command-line clients without a browser register themselves as any public client does.
+    dynamicRegistration: true,
     handle: (context) =>
       Effect.gen(function* () {
         const deviceCode = context.form.get("device_code")

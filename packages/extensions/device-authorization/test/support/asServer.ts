@@ -45,6 +45,8 @@ export const startDeviceServer = async (
     readonly startAt?: number
     /** Receives the server's security events. */
     readonly onSecurityEvent?: Operations.SecurityEventFn
+    /** Turns dynamic client registration on (RFC 7591). */
+    readonly registration?: boolean
   } = {},
 ): Promise<DeviceServer> => {
   let handler: (request: Request) => Promise<Response> = async () => new Response(null, { status: 503 })
@@ -85,6 +87,7 @@ export const startDeviceServer = async (
       { clientId: "narrow", redirectUris: [], grantTypes: [Grant.DEVICE_CODE], scope: "tools:read" },
     ],
     extensions: [deviceAuthorization(options.device)],
+    ...(options.registration === true ? { registration: true } : {}),
   }
   const runtime = ManagedRuntime.make(
     AuthorizationServer.AuthorizationServer.layer(serverOptions).pipe(
