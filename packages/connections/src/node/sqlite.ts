@@ -7,7 +7,7 @@
  * @see {@link https://sqlite.org/wal.html | SQLite write-ahead logging}
  * @module
  */
-import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite"
+import type { SQLInputValue, StatementSync } from "node:sqlite"
 import { Effect, Layer } from "effect"
 import type { KeyRing } from "../KeyRing.js"
 import { Vault, type VaultError } from "../Vault.js"
@@ -55,7 +55,12 @@ const MIGRATIONS: ReadonlyArray<string> = [
    CREATE INDEX ${FLOWS}_expires_at ON ${FLOWS} (expires_at);`,
 ]
 
-const open = (options: SqliteVaultOptions) => {
+// Loaded on first use, so that importing `/node` for the PostgreSQL vault (or on a Node.js without node:sqlite) never
+// loads node:sqlite.
+const loadSqlite = () => import("node:sqlite")
+
+const open = async (options: SqliteVaultOptions) => {
+  const { DatabaseSync } = await loadSqlite()
   const db = new DatabaseSync(options.path)
   db.exec(`PRAGMA busy_timeout = ${options.busyTimeoutMillis ?? 5000}`)
   db.exec("PRAGMA journal_mode = WAL")
@@ -90,16 +95,16 @@ const open = (options: SqliteVaultOptions) => {
 }
 
 const acquire = (options: SqliteVaultOptions) =>
-  Effect.try({ try: () => open(options), catch: (error) => storageError("open", error) })
+  Effect.tryPromise({ try: () => open(options), catch: (error) => storageError("open", error) })
 
 /**
  * Opens (and creates or migrates) the vault in a SQLite file; fails with `VaultError` `storage` when the file cannot
  * be opened. Several instances may open one file.
  */
 export const sqliteVault = async (options: SqliteVaultOptions): Promise<VaultHandle> => {
-  let opened: ReturnType<typeof open>
+  let opened: Awaited<ReturnType<typeof open>>
   try {
-    opened = open(options)
+    opened = await open(options)
   } catch (error) {
     throw storageError("open", error)
   }
