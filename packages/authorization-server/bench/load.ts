@@ -30,7 +30,7 @@ let input = ""
 for await (const chunk of process.stdin) input += (chunk as Buffer).toString("utf8")
 const s = JSON.parse(input) as Scenario
 
-const serverCpu = async () => ((await (await fetch(s.cpu)).json()) as { cpu: number }).cpu
+const serverCpu = async () => (await (await fetch(s.cpu)).json()) as { cpu: number; thread: number }
 
 const post = async (body: Record<string, string>) => {
   const response = await fetch(s.token, {
@@ -111,7 +111,10 @@ await Promise.all(
   }),
 )
 const elapsedMs = performance.now() - started
-const cpuMicros = (await serverCpu()) - cpuBefore
+const cpuAfter = await serverCpu()
+const cpuMicros = cpuAfter.cpu - cpuBefore.cpu
+// The server's main thread alone (its JavaScript, and what runs on it): the rest is libuv's pool, GC helpers, the JIT.
+const threadMicros = cpuAfter.thread - cpuBefore.thread
 latencies.sort((a, b) => a - b)
 const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? 0
-process.stdout.write(JSON.stringify({ ok, failed, firstFailure, elapsedMs, cpuMicros, p50: at(0.5), p99: at(0.99) }))
+process.stdout.write(JSON.stringify({ ok, failed, firstFailure, elapsedMs, cpuMicros, threadMicros, p50: at(0.5), p99: at(0.99) }))

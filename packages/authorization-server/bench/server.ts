@@ -54,7 +54,10 @@ const listenOn = async (handler: (req: IncomingMessage, res: ServerResponse) => 
 
 const control = await listenOn((_req, res) => {
   const { user, system } = process.cpuUsage()
-  res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ cpu: user + system }))
+  const thread = process.threadCpuUsage()
+  res
+    .writeHead(200, { "content-type": "application/json" })
+    .end(JSON.stringify({ cpu: user + system, thread: thread.user + thread.system }))
 })
 
 const keyway = async (): Promise<Endpoints> => {

@@ -244,6 +244,7 @@ const signIn = async (running: Running): Promise<string> => {
 // --- Load ------------------------------------------------------------------------------------------------------------
 
 type Kind = "refresh" | "reauth"
+const KINDS = (arg("scenarios")?.split(",") ?? ["refresh", "reauth"]) as ReadonlyArray<Kind>
 
 interface LoadResult {
   readonly ok: number
@@ -251,6 +252,7 @@ interface LoadResult {
   readonly firstFailure?: string
   readonly elapsedMs: number
   readonly cpuMicros: number
+  readonly threadMicros: number
   readonly p50: number
   readonly p99: number
 }
@@ -301,17 +303,18 @@ try {
   for (const target of targets) servers.push(await start(target))
   // Warm-up: JIT, page cache, key import, pool connections.
   for (const running of servers) {
-    for (const kind of ["refresh", "reauth"] as const) await load(running, kind, WARMUP_SECONDS)
+    for (const kind of KINDS) await load(running, kind, WARMUP_SECONDS)
   }
   for (let round = 0; round < ROUNDS; round++) {
     const order = servers.map((_, i) => servers[(i + round) % servers.length]!)
     for (const running of order) {
-      for (const kind of ["refresh", "reauth"] as const) {
+      for (const kind of KINDS) {
         const result = await load(running, kind, SECONDS)
         const key = `${running.target.id}/${kind}`
         results.set(key, [...(results.get(key) ?? []), result])
         process.stderr.write(
-          `round ${round + 1} ${key}: ${rate(result).toFixed(0)}/s, ${cpuPerOp(result).toFixed(0)} µs/op, ` +
+          `round ${round + 1} ${key}: ${rate(result).toFixed(0)}/s, ${cpuPerOp(result).toFixed(0)} µs/op ` +
+            `(main thread ${(result.threadMicros / result.ok).toFixed(0)}), ` +
             `load ${loadavg()[0]?.toFixed(2)}\n`,
         )
       }
