@@ -6,22 +6,60 @@
  * @see {@link https://www.rfc-editor.org/rfc/rfc7517.html#section-5 | RFC 7517 §5}
  * @module
  */
+import { constants, createPrivateKey, type KeyObject, sign as signWith } from "node:crypto"
 import { Context, Effect, Layer } from "effect"
-import {
-  type CryptoKey,
-  calculateJwkThumbprint,
-  exportJWK,
-  generateKeyPair,
-  importJWK,
-  type JWTPayload,
-  SignJWT,
-} from "jose"
+import { calculateJwkThumbprint, exportJWK, generateKeyPair, type JWTPayload } from "jose"
 import { nowSeconds } from "./internal/clock.js"
 import type { NoSigningKey, StorageError } from "./storage/Errors.js"
 import { type Jwk, type JwkSet, KeyStore, type SigningKey } from "./storage/Storage.js"
 
 /** Signature algorithms the server can sign access tokens with. */
 export type SigningAlgorithm = "ES256" | "ES384" | "EdDSA" | "RS256" | "PS256"
+
+/**
+ * An ECDSA signature in DER (`ECDSA-Sig-Value`, RFC 3279 §2.2.3), as OpenSSL makes it, as the R || S of `size` bytes
+ * each that JWS requires (RFC 7518 §3.4): each INTEGER (X.690 §8.3) without its sign byte, left-padded with zeros.
+ * node:crypto's own conversion (`dsaEncoding: "ieee-p1363"`) goes through a slower path than signing with the key
+ * object alone, which costs about as much again as the signature.
+ */
+const derToJose = (der: Buffer, size: number): Buffer => {
+  const out = Buffer.alloc(2 * size)
+  // SEQUENCE, its length in one byte (P-256) or two (0x81 n, P-384), then two INTEGERs.
+  let o = der[1] === 0x81 ? 3 : 2
+  for (let half = 0; half < 2; half++) {
+    const length = der[o + 1] as number
+    const start = o + 2
+    const end = start + length
+    const from = Math.max(start, end - size)
+    der.copy(out, half * size + size - (end - from), from, end)
+    o = end
+  }
+  return out
+}
+
+/**
+ * A compact JWS signer for one key, signing synchronously with node:crypto (no Web Crypto job handed to the thread
+ * pool and awaited per token): the digest and options of each algorithm (RFC 7518 §3.1; EdDSA: RFC 8037 §3.1).
+ */
+const jwsSigner = (alg: string, key: KeyObject): ((input: Buffer) => Buffer) => {
+  switch (alg) {
+    case "ES256":
+      return (input) => derToJose(signWith("sha256", input, key), 32)
+    case "ES384":
+      return (input) => derToJose(signWith("sha384", input, key), 48)
+    case "EdDSA":
+      return (input) => signWith(null, input, key)
+    case "RS256":
+      return (input) => signWith("sha256", input, key)
+    case "PS256":
+      // RFC 7518 §3.5: MGF1 with SHA-256 and a salt as long as the hash.
+      return (input) => signWith("sha256", input, { key, padding: constants.RSA_PKCS1_PSS_PADDING, saltLength: 32 })
+    default:
+      throw new Error(`unsupported signing algorithm ${alg}`)
+  }
+}
+
+const base64url = (value: unknown): string => Buffer.from(JSON.stringify(value), "utf8").toString("base64url")
 
 /**
  * Creates a key pair for `alg` with a thumbprint `kid`, ready for {@link KeyStore} `add`, created and active from `at`
@@ -79,16 +117,20 @@ export class TokenSigner extends Context.Service<
           const key = yield* Effect.promise(() => generateSigningKey(alg, startedAt))
           yield* keys.add(key).pipe(Effect.catchTag("KeyAlreadyExists", () => Effect.void))
         }
-        const imported = new Map<string, CryptoKey>()
-        const importKey = (key: SigningKey) =>
-          Effect.promise(async () => {
-            let cryptoKey = imported.get(key.kid)
-            if (cryptoKey === undefined) {
-              cryptoKey = (await importJWK(key.private_jwk as Parameters<typeof importJWK>[0], key.alg)) as CryptoKey
-              imported.set(key.kid, cryptoKey)
-            }
-            return cryptoKey
-          })
+        // One signer per key, made on its first use; the protected header of each `typ` encoded once.
+        const signers = new Map<
+          string,
+          { readonly sign: (input: Buffer) => Buffer; readonly headers: Map<string, string> }
+        >()
+        const signerOf = (key: SigningKey) => {
+          let signer = signers.get(key.kid)
+          if (signer === undefined) {
+            const keyObject = createPrivateKey({ key: key.private_jwk as Record<string, string>, format: "jwk" })
+            signer = { sign: jwsSigner(key.alg, keyObject), headers: new Map() }
+            signers.set(key.kid, signer)
+          }
+          return signer
+        }
         // The signing key as read in one second of the clock: read again at most once a second, so a rotation or a
         // revocation by another process (the admin CLI, another instance) takes effect here within a second, and a
         // token request reads no key from the store.
@@ -103,13 +145,18 @@ export class TokenSigner extends Context.Service<
               )
         return TokenSigner.of({
           sign: (payload, typ) =>
-            Effect.gen(function* () {
-              const key = yield* current(yield* nowSeconds)
-              const cryptoKey = yield* importKey(key)
-              return yield* Effect.promise(() =>
-                new SignJWT(payload).setProtectedHeader({ alg: key.alg, kid: key.kid, typ }).sign(cryptoKey),
-              )
-            }),
+            Effect.flatMap(nowSeconds, (now) =>
+              Effect.map(current(now), (key) => {
+                const signer = signerOf(key)
+                let header = signer.headers.get(typ)
+                if (header === undefined) {
+                  header = base64url({ alg: key.alg, kid: key.kid, typ })
+                  signer.headers.set(typ, header)
+                }
+                const input = `${header}.${base64url(payload)}`
+                return `${input}.${signer.sign(Buffer.from(input, "ascii")).toString("base64url")}`
+              }),
+            ),
           jwks: Effect.flatMap(nowSeconds, keys.published).pipe(
             Effect.map((list) => ({ keys: list.map((k) => k.public_jwk) })),
           ),

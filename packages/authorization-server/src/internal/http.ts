@@ -30,7 +30,7 @@ export const json = (
     headers.set("Cache-Control", "no-store")
     headers.set("Pragma", "no-cache")
   }
-  return new Response(JSON.stringify(body), { status: init.status ?? 200, headers })
+  return Body.wholeResponse(JSON.stringify(body), { status: init.status ?? 200, headers })
 }
 
 /** An OAuth error as a JSON response with CORS headers (token and registration endpoints). */

@@ -1,11 +1,12 @@
-import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto"
+import { createHmac, hash, timingSafeEqual } from "node:crypto"
+import { randomToken } from "../../internal/crypto.js"
 import type { Client, ClientMetadata, Consent } from "../Storage.js"
 
 /**
  * The stored form of a server-generated secret (code, refresh token, client secret, registration access token):
  * SHA-256, base64url. Unsalted on purpose: the values carry 256 bits of entropy, and the hash doubles as the lookup key.
  */
-export const hashSecret = (raw: string): string => createHash("sha256").update(raw, "utf8").digest("base64url")
+export const hashSecret = (raw: string): string => hash("sha256", raw, "base64url")
 
 /**
  * The successor of a rotated refresh token: HMAC-SHA-256 keyed with the presented token over the salt stored with it
@@ -16,7 +17,7 @@ export const successorOf = (token: string, salt: string): string =>
   createHmac("sha256", token).update(`keyway refresh-token successor\0${salt}`, "utf8").digest("base64url")
 
 /** A fresh salt for {@link successorOf}. */
-export const newSalt = (): string => randomBytes(16).toString("base64url")
+export const newSalt = (): string => randomToken(16)
 
 /** Whether `presented` hashes to `storedHash`, compared in constant time. */
 export const matchesHash = (presented: string, storedHash: string | undefined): boolean => {
