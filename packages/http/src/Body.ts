@@ -6,6 +6,7 @@
  * @module
  */
 import { Schema } from "effect"
+import { wholeRequests, wholeResponses } from "./internal/whole.js"
 
 /** The default body limit of Keyway's servers: 4 MiB. */
 export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -113,6 +114,13 @@ export const limitRequest = (request: Request, limit: number, onExceeded?: () =>
 export const readBytes = async (request: Request, limit: number): Promise<Uint8Array> => {
   const declared = declaredLength(request.headers)
   if (declared !== undefined && declared > limit) throw new PayloadTooLarge({ limit })
+  // A body the node:http bridge read whole before making the request (its length is the declared one, checked above):
+  // the bytes themselves, once, rather than read back through the request's stream.
+  const whole = wholeRequests.get(request)
+  if (whole !== undefined) {
+    wholeRequests.delete(request)
+    if (!request.bodyUsed && whole.byteLength <= limit) return whole
+  }
   if (request.body === null) return new Uint8Array(0)
   const reader = request.body.getReader()
   return collect(
@@ -179,4 +187,21 @@ const collect = async (
  * @see {@link https://encoding.spec.whatwg.org/#utf-8-decode | Encoding Standard (UTF-8 decode)}
  */
 export const readText = async (request: Request, limit: number, options: { readonly fatal?: boolean } = {}) =>
-  new TextDecoder("utf-8", { fatal: options.fatal === true }).decode(await readBytes(request, limit))
+  (options.fatal === true ? strictUtf8 : lenientUtf8).decode(await readBytes(request, limit))
+
+// Decoders without `stream` keep no state between calls: one of each serves every body.
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true })
+const lenientUtf8 = new TextDecoder("utf-8")
+
+/**
+ * A `Response` whose body is `text` (UTF-8), which Keyway's node:http bridge writes as it is, in one write with the
+ * head, without reading it back through the response's stream; any other consumer reads it as from `new
+ * Response(text, init)`, which it is.
+ *
+ * @see {@link https://fetch.spec.whatwg.org/#response-class | Fetch Standard (Response)}
+ */
+export const wholeResponse = (text: string, init?: ResponseInit): Response => {
+  const response = new Response(text, init)
+  wholeResponses.set(response, text)
+  return response
+}

@@ -13,6 +13,7 @@ import type { AddressInfo, Socket } from "node:net"
 import { admit, announcesBody, prepare, readWhole, toRequest } from "./internal/admit.js"
 import { DEFAULT_ALLOW, type Resolved, resolveOptions } from "./internal/options.js"
 import { refuse, writeResponse } from "./internal/respond.js"
+import { wholeRequests } from "./internal/whole.js"
 
 export { announcesBody, BUFFERED_BODY_BYTES, clientAddress } from "./internal/admit.js"
 export { writeResponse } from "./internal/respond.js"
@@ -223,7 +224,9 @@ const webListenerFor =
       }
       prepared.init.body = body as Uint8Array<ArrayBuffer>
       const request = toRequest(req, res, prepared)
-      if (request !== undefined) run(request)
+      if (request === undefined) return
+      wholeRequests.set(request, body)
+      run(request)
     })
   }
 

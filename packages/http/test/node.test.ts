@@ -3,6 +3,7 @@ import { connect } from "node:net"
 import { deferred } from "@keyway/testing"
 import { rawRequest } from "@keyway/testing/raw"
 import { afterEach, describe, expect, it } from "vitest"
+import { Body } from "../src/index.js"
 import {
   BUFFERED_BODY_BYTES,
   clientAddress,
@@ -353,6 +354,68 @@ describe("the node:http bridge", () => {
     // Nothing delimits a HEAD answer's (absent) body: the server closing the connection ends the read.
     const answer = await rawRequest(server.port, "HEAD / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
     expect([answer.status, answer.headers["x-h"], answer.body]).toEqual([200, "1", ""])
+  })
+
+  it("writes a whole response (Body.wholeResponse) as its text with its length, for GET and HEAD", async () => {
+    const text = '{"é":"ü","n":1}'
+    const server = await start(async () => Body.wholeResponse(text, { status: 201, headers: { "x-h": "1" } }))
+    const answer = await rawRequest(server.port, "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+    expect([answer.status, answer.headers["x-h"], answer.headers["content-length"], answer.body]).toEqual([
+      201,
+      "1",
+      String(Buffer.byteLength(text)),
+      // The raw answer's body is read byte for byte (latin1): the UTF-8 bytes of the text.
+      Buffer.from(text, "utf8").toString("latin1"),
+    ])
+    const head = await rawRequest(server.port, "HEAD / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+    expect([head.status, head.headers["content-length"], head.body]).toEqual([201, undefined, ""])
+  })
+
+  it("a whole response whose body a handler already read, or replaced, is written from its stream as any other", async () => {
+    const errors: Array<unknown> = []
+    const server = await start(
+      async (request) => {
+        const response = Body.wholeResponse("original")
+        if (new URL(request.url).pathname === "/read") {
+          await response.text()
+          return response
+        }
+        return new Response(response.body, { headers: { "x-wrapped": "1" } })
+      },
+      { onError: (error) => errors.push(error) },
+    )
+    const wrapped = await rawRequest(server.port, "GET /wrapped HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+    expect([wrapped.status, wrapped.headers["x-wrapped"], wrapped.body]).toEqual([200, "1", "original"])
+    const read = await rawRequest(server.port, "GET /read HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+    // As for any response whose body was read: the stream cannot be read again, the answer is the bridge's 500.
+    expect(read.status).toBe(500)
+    expect(String(errors[0])).toBe("TypeError [ERR_INVALID_STATE]: Invalid state: ReadableStream is locked")
+  })
+
+  it("Body.readText gets a small body the bridge read whole, and the request's own stream still has it", async () => {
+    const seen: Array<string> = []
+    const server = await start(async (request) => {
+      seen.push(await Body.readText(request, 100, { fatal: true }))
+      seen.push(await request.text())
+      return new Response(null, { status: 204 })
+    })
+    const body = "grant_type=x&é=1"
+    const answer = await rawRequest(
+      server.port,
+      `POST / HTTP/1.1\r\nHost: a\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    )
+    expect(answer.status).toBe(204)
+    expect(seen).toEqual([body, body])
+  })
+
+  it("Body.readBytes refuses a small body the bridge read whole when it is over the reader's own limit", async () => {
+    const outcomes: Array<string> = []
+    const server = await start(async (request) => {
+      outcomes.push(await Body.readBytes(request, 3).then(String, (e: unknown) => (e as Error).message))
+      return new Response(null, { status: 204 })
+    })
+    await rawRequest(server.port, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nConnection: close\r\n\r\nabcde")
+    expect(outcomes).toEqual(["the request body exceeds the limit of 3 bytes"])
   })
 
   it("streams a response with back-pressure, and a client that leaves cancels the stream and aborts the request", async () => {

@@ -1,5 +1,6 @@
 // Response writing: a Web `Response` onto a node:http response, and the bridge's own short refusals.
 import type { ServerResponse } from "node:http"
+import { wholeResponses } from "./whole.js"
 
 const REASONS: Readonly<Record<number, string>> = {
   400: "Bad Request",
@@ -62,6 +63,22 @@ export const writeResponse = async (response: Response, res: ServerResponse, hea
   const writeHead = () => {
     if (response.statusText === "") res.writeHead(response.status, headers)
     else res.writeHead(response.status, response.statusText, headers)
+  }
+  // A body known whole (`Body.wholeResponse`) that nobody has read: its text, without reading the stream.
+  const whole = wholeResponses.get(response)
+  if (whole !== undefined && !response.bodyUsed && !response.body?.locked) {
+    if (res.destroyed) return
+    if (head) {
+      writeHead()
+      res.end()
+      return
+    }
+    if (!noContent(response.status) && !("content-length" in headers) && !("transfer-encoding" in headers)) {
+      headers["content-length"] = String(Buffer.byteLength(whole, "utf8"))
+    }
+    writeHead()
+    res.end(whole, "utf8")
+    return
   }
   const body = response.body
   if (body === null || head) {
