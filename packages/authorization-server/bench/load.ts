@@ -117,4 +117,6 @@ const cpuMicros = cpuAfter.cpu - cpuBefore.cpu
 const threadMicros = cpuAfter.thread - cpuBefore.thread
 latencies.sort((a, b) => a - b)
 const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? 0
-process.stdout.write(JSON.stringify({ ok, failed, firstFailure, elapsedMs, cpuMicros, threadMicros, p50: at(0.5), p99: at(0.99) }))
+process.stdout.write(
+  JSON.stringify({ ok, failed, firstFailure, elapsedMs, cpuMicros, threadMicros, p50: at(0.5), p99: at(0.99) }),
+)
