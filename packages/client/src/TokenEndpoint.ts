@@ -9,7 +9,6 @@ import { ClientAuth, TokenResponse, type Wire } from "@keyway/core"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
-import { SignJWT } from "jose/jwt/sign"
 import { AuthError, fromTokenResponseProblem, type Step } from "./AuthError.js"
 import { ClientConfig, type ClientInformation } from "./ClientConfig.js"
 import type { DiscoveredAuthorizationServer } from "./Discovery.js"
@@ -67,8 +66,10 @@ export const authenticate = Effect.fnUntraced(function* (
       }
       // jose would read the system time itself; the assertion's lifetime follows the Effect clock instead.
       const issuedAt = Math.floor((yield* Clock.currentTimeMillis) / 1000)
-      const assertion = yield* Effect.promise(() =>
-        new SignJWT(
+      const assertion = yield* Effect.promise(async () => {
+        // Loaded here, on the one path that signs: a client that never uses private_key_jwt does not load jose.
+        const { SignJWT } = await import("jose/jwt/sign")
+        return new SignJWT(
           ClientAuth.clientAssertionClaims(
             client.client_id,
             options.assertionAudience === "token_endpoint" ? url : server.issuer,
@@ -77,8 +78,8 @@ export const authenticate = Effect.fnUntraced(function* (
           ),
         )
           .setProtectedHeader({ alg: key.alg, ...(key.kid !== undefined ? { kid: key.kid } : {}) })
-          .sign(key.key),
-      )
+          .sign(key.key)
+      })
       return ClientAuth.addTo(
         ClientAuth.apply("private_key_jwt", { clientId: client.client_id, clientAssertion: assertion }),
         headers,

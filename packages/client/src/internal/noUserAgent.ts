@@ -7,13 +7,16 @@ import { UserAgent } from "../UserAgent.js"
  * user, so an authorization fails at once and says which agent to pass.
  */
 export const noUserAgent: UserAgent["Service"] = UserAgent.of({
-  open: Effect.fail(
-    new AuthError({
-      step: "authorization",
-      reason: "user-agent-failed",
-      url: "about:blank",
-      message:
-        'no user agent is configured: in a web app pass userAgent: UserAgent.redirect({ redirectUri }); on Node.js import createAuthClient from "@keyway/client/node" for the system browser with a loopback listener; in automation pass UserAgent.headless()',
-    }),
+  // Built when an authorization asks for it, not when the module loads: the first error made costs Schema's
+  // constructor machinery, which a client given a user agent never needs.
+  open: Effect.failSync(
+    () =>
+      new AuthError({
+        step: "authorization",
+        reason: "user-agent-failed",
+        url: "about:blank",
+        message:
+          'no user agent is configured: in a web app pass userAgent: UserAgent.redirect({ redirectUri }); on Node.js import createAuthClient from "@keyway/client/node" for the system browser with a loopback listener; in automation pass UserAgent.headless()',
+      }),
   ),
 })

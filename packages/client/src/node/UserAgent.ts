@@ -5,7 +5,6 @@
  * @see {@link https://www.rfc-editor.org/rfc/rfc8252.html | RFC 8252 (OAuth 2.0 for native apps)}
  * @module
  */
-import { spawn } from "node:child_process"
 import { accessSync, constants } from "node:fs"
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
@@ -44,8 +43,10 @@ export interface BrowserOptions {
  *
  * @see {@link https://www.rfc-editor.org/rfc/rfc8252.html#section-4.1 | RFC 8252 §4.1}
  */
-export const openSystemBrowser = (url: string): Promise<void> =>
-  new Promise<void>((resolve, reject) => {
+export const openSystemBrowser = async (url: string): Promise<void> => {
+  // Loaded when a browser is opened: node:child_process is not needed to load the client or to run it otherwise.
+  const { spawn } = await import("node:child_process")
+  return new Promise<void>((resolve, reject) => {
     const [program, args] = openerCommand(url)
     const child = spawn(program, [...args], { stdio: "ignore", detached: true })
     child.on("error", (error) => reject(new Error(`could not start ${program}: ${error.message}`)))
@@ -54,6 +55,7 @@ export const openSystemBrowser = (url: string): Promise<void> =>
       resolve()
     })
   })
+}
 
 /**
  * A system browser plus a loopback redirect listener on 127.0.0.1 (an ephemeral port by default). The listener
