@@ -238,11 +238,18 @@ export const builtinMethods: ReadonlyArray<Method> = [
   privateKeyJwt,
 ]
 
+// The methods of each configuration, listed once rather than on every request.
+const methodsCache = new WeakMap<ResolvedConfig, ReadonlyArray<Method>>()
+
 /** Every client-authentication method: the built-in ones, then those the extensions register. */
-export const authenticationMethods = (config: ResolvedConfig): ReadonlyArray<Method> => [
-  ...builtinMethods,
-  ...config.extensions.flatMap((e) => e.clientAuthenticationMethods ?? []),
-]
+export const authenticationMethods = (config: ResolvedConfig): ReadonlyArray<Method> => {
+  let methods = methodsCache.get(config)
+  if (methods === undefined) {
+    methods = [...builtinMethods, ...config.extensions.flatMap((e) => e.clientAuthenticationMethods ?? [])]
+    methodsCache.set(config, methods)
+  }
+  return methods
+}
 
 /** Whether the request carries client credentials or names a client (`client_id`). */
 export const identifiesClient = (config: ResolvedConfig, request: Request, form: ReadonlyMap<string, string>) =>
