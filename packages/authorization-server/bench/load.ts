@@ -10,65 +10,10 @@
  *   then rotates it as fast as it can. One operation = one token request.
  */
 
-interface Scenario {
-  readonly kind: "reauth" | "refresh"
-  readonly authorization: string
-  readonly token: string
-  readonly cpu: string
-  readonly cookie: string
-  readonly clientId: string
-  readonly redirectUri: string
-  readonly resource: string
-  readonly scope: string
-  readonly verifier: string
-  readonly challenge: string
-  readonly concurrency: number
-  readonly durationMs: number
-}
+import { readScenario, refresh, requests } from "./requests.ts"
 
-let input = ""
-for await (const chunk of process.stdin) input += (chunk as Buffer).toString("utf8")
-const s = JSON.parse(input) as Scenario
-
-const serverCpu = async () => (await (await fetch(s.cpu)).json()) as { cpu: number; thread: number }
-
-const post = async (body: Record<string, string>) => {
-  const response = await fetch(s.token, {
-    method: "POST",
-    headers: { "content-type": "application/x-www-form-urlencoded" },
-    body: new URLSearchParams(body).toString(),
-  })
-  const json = (await response.json()) as { access_token?: string; refresh_token?: string; error?: string }
-  return { ok: response.status === 200 && typeof json.access_token === "string", json, status: response.status }
-}
-
-let n = 0
-/** One warm re-authorization: the code from the redirect, redeemed. */
-const reauth = async () => {
-  const query = new URLSearchParams({
-    response_type: "code",
-    client_id: s.clientId,
-    redirect_uri: s.redirectUri,
-    scope: s.scope,
-    state: `s${++n}`,
-    code_challenge: s.challenge,
-    code_challenge_method: "S256",
-    resource: s.resource,
-  })
-  const answer = await fetch(`${s.authorization}?${query}`, { headers: { cookie: s.cookie }, redirect: "manual" })
-  await answer.arrayBuffer()
-  const location = answer.headers.get("location")
-  const code = location === null ? null : new URL(location, s.authorization).searchParams.get("code")
-  if (code === null) return { ok: false, status: answer.status, json: { location } as { refresh_token?: string } }
-  return post({
-    grant_type: "authorization_code",
-    code,
-    code_verifier: s.verifier,
-    redirect_uri: s.redirectUri,
-    client_id: s.clientId,
-    resource: s.resource,
-  })
-}
+const s = await readScenario()
+const { serverCpu, post, reauth } = requests(s)
 
 const latencies: Array<number> = []
 let ok = 0
@@ -103,9 +48,7 @@ await Promise.all(
         continue
       }
       if (token === undefined) return
-      const result = await timed(() =>
-        post({ grant_type: "refresh_token", refresh_token: token!, client_id: s.clientId, resource: s.resource }),
-      )
+      const result = await timed(() => post(refresh(s, token!)))
       token = result.json.refresh_token
     }
   }),

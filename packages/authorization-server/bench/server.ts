@@ -17,10 +17,12 @@ import Provider from "oidc-provider"
 import type * as Keyway from "../dist/index.js"
 
 export interface Settings {
-  readonly target: "keyway" | "oidc-provider"
+  /** Keyway's library on its Web handler, Keyway's runnable app (apps/authorization-server), or oidc-provider. */
+  readonly target: "keyway" | "app" | "oidc-provider"
   /** Keyway's storage: a SQLite file (`groupCommit` as given), its in-memory store, or a PostgreSQL database. */
   readonly storage?:
     | { readonly type: "sqlite"; readonly path: string; readonly groupCommit: boolean }
+    | { readonly type: "app"; readonly dataDir: string; readonly password: string }
     | { readonly type: "memory" }
     | { readonly type: "postgres"; readonly connectionString: string }
   readonly clientId: string
@@ -163,7 +165,38 @@ const oidcProvider = async (): Promise<Endpoints> => {
   return { authorization: `${url}/auth`, token: `${url}/token`, cpu: `${control.url}/cpu`, flavour: "oidc-provider" }
 }
 
-const endpoints = settings.target === "keyway" ? await keyway() : await oidcProvider()
+/**
+ * The runnable app as its users start it (`startAuthorizationServer` of apps/authorization-server, built), on its
+ * default storage (SQLite in its data directory) with its own users: the bench's user with the bench's password.
+ */
+const app = async (): Promise<Endpoints> => {
+  const s = settings.storage
+  if (s?.type !== "app") throw new Error("the app target needs its data directory and password")
+  const { startAuthorizationServer } = (await import("../../../apps/authorization-server/dist/index.js")) as {
+    startAuthorizationServer: (config: object, options: object) => Promise<{ readonly issuer: string }>
+  }
+  const running = await startAuthorizationServer(
+    {
+      port: 0,
+      dataDir: s.dataDir,
+      users: [{ username: "bench-user", password: s.password }],
+      resources: [{ uri: settings.resource, scopes: { [settings.scope]: "Read" } }],
+      clients: [{ clientId: settings.clientId, redirectUris: [settings.redirectUri] }],
+      // One client sends every request here, far over the per-client and per-family limits a real client would meet.
+      rateLimits: false,
+    },
+    { log: () => undefined },
+  )
+  return {
+    authorization: `${running.issuer}/authorize`,
+    token: `${running.issuer}/token`,
+    cpu: `${control.url}/cpu`,
+    flavour: "keyway",
+  }
+}
+
+const endpoints =
+  settings.target === "keyway" ? await keyway() : settings.target === "app" ? await app() : await oidcProvider()
 process.stdout.write(`${JSON.stringify(endpoints)}\n`)
 // A normal exit on SIGTERM, so that a `--cpu-prof` run writes its profile.
 process.on("SIGTERM", () => process.exit(0))

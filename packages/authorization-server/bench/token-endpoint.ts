@@ -7,7 +7,8 @@
  * (`npm run build`, or `npx tsc -b tsconfig.json` in this package):
  *
  *     node packages/authorization-server/bench/token-endpoint.ts [--write] [--rounds=3] [--seconds=8]
- *       [--connections=16] [--only=sqlite,sqlite-each,memory,postgres,oidc-provider,previous-sqlite,previous-memory]
+ *       [--connections=16] [--only=sqlite,sqlite-each,memory,postgres,app,oidc-provider,previous-sqlite,previous-memory]
+ *       [--scenarios=refresh,reauth] [--generator=fetch|autocannon]
  *       [--previous=<dir>/index.js]
  *
  * PostgreSQL is a throw-away cluster started from the machine's binaries (`startPostgres` of @keyway/testing; the
@@ -25,6 +26,7 @@ import { fileURLToPath } from "node:url"
 import { Pkce } from "@keyway/core"
 import { startPostgres } from "@keyway/testing"
 import pg from "pg"
+import type { LoadResult } from "./requests.ts"
 import type { Endpoints, Settings } from "./server.ts"
 
 const here = dirname(fileURLToPath(import.meta.url))
@@ -38,6 +40,11 @@ const CLIENT = "bench"
 const REDIRECT = "https://app.example.com/callback"
 const RESOURCE = "https://mcp.example.com/mcp"
 const SCOPE = "read"
+// The bench's user's password: the runnable app checks it; the library's bench authenticator accepts anyone.
+const PASSWORD = "the bench user's password"
+// The load generator: Node's fetch in a process of its own (bench/load.ts), or autocannon (bench/load-autocannon.ts).
+const GENERATOR = arg("generator") ?? "fetch"
+if (GENERATOR !== "fetch" && GENERATOR !== "autocannon") throw new Error("--generator is fetch or autocannon")
 
 const loadAtStart = loadavg()
 const pkce = await Pkce.generate()
@@ -75,6 +82,15 @@ const all: Array<Target> = [
     settings: { target: "keyway", storage: { type: "memory" }, ...common },
   },
   { id: "postgres", label: "Keyway, PostgreSQL", settings: { target: "keyway", ...common } },
+  {
+    id: "app",
+    label: "Keyway's runnable app (apps/authorization-server: SQLite file in its data directory, group commit)",
+    settings: {
+      target: "app",
+      storage: { type: "app", dataDir: join(dir, "app"), password: PASSWORD },
+      ...common,
+    },
+  },
   {
     id: "oidc-provider",
     label: "oidc-provider 9.13.3, memory adapter",
@@ -213,7 +229,7 @@ const signIn = async (running: Running): Promise<string> => {
       csrf_token: field(login, "csrf_token"),
       request: field(login, "request"),
       username: "bench-user",
-      password: "unused: the bench's authenticator accepts anyone",
+      password: PASSWORD,
     })
     await response.arrayBuffer()
     response = await get(`${authorization}?${authorizationQuery()}`)
@@ -246,17 +262,6 @@ const signIn = async (running: Running): Promise<string> => {
 type Kind = "refresh" | "reauth"
 const KINDS = (arg("scenarios")?.split(",") ?? ["refresh", "reauth"]) as ReadonlyArray<Kind>
 
-interface LoadResult {
-  readonly ok: number
-  readonly failed: number
-  readonly firstFailure?: string
-  readonly elapsedMs: number
-  readonly cpuMicros: number
-  readonly threadMicros: number
-  readonly p50: number
-  readonly p99: number
-}
-
 /**
  * One load run. The user signs in again first: oidc-provider's memory adapter keeps 1000 entries, so the tokens of a
  * run push the session and the grant of the last sign-in out of it (Keyway gets the same steps, for the same work).
@@ -277,7 +282,8 @@ const load = async (running: Running, kind: Kind, seconds: number): Promise<Load
       concurrency: CONNECTIONS,
       durationMs: seconds * 1000,
     }
-    const child = spawn(process.execPath, [join(here, "load.ts")], { stdio: ["pipe", "pipe", "inherit"] })
+    const generator = GENERATOR === "autocannon" ? "load-autocannon.ts" : "load.ts"
+    const child = spawn(process.execPath, [join(here, generator)], { stdio: ["pipe", "pipe", "inherit"] })
     child.stdin.end(JSON.stringify(scenario))
     let out = ""
     child.stdout.on("data", (chunk: Buffer) => {
@@ -395,8 +401,10 @@ const output = `
 ## @keyway/authorization-server: token endpoint beside oidc-provider
 
 \`${command}\` (${date}, after \`npm run build\`). Each server runs in a process of its own (node:http; Keyway through
-its Web handler), the load comes from another Node process over loopback with ${CONNECTIONS} concurrent connections
-(the same load generator for every server), ${ROUNDS} interleaved rounds of ${SECONDS} s per server and scenario after a
+its Web handler; the runnable app as it starts itself), the load comes from another Node process over loopback with
+${CONNECTIONS} concurrent connections (the same load generator for every server: ${
+  GENERATOR === "autocannon" ? "autocannon 9, bench/load-autocannon.ts" : "Node's fetch, bench/load.ts"
+}), ${ROUNDS} interleaved rounds of ${SECONDS} s per server and scenario after a
 ${WARMUP_SECONDS} s warm-up, and every figure is the median of the rounds. Server CPU is the server process's
 \`process.cpuUsage()\` (user + system) over the measured window divided by the operations completed in it; for PostgreSQL
 the database server's own CPU is not in it.

@@ -13,7 +13,25 @@ declare module "autocannon" {
     headers?: Record<string, string>
     method?: string
     body?: string
-    requests?: Array<{ setupRequest?: (request: RequestParams) => RequestParams }>
+    requests?: Array<Request>
+  }
+  /**
+   * One request of a connection's sequence; `context` is the connection's own object, kept across its requests
+   * (autocannon's `setupRequest` and `onResponse` hooks).
+   */
+  interface Request {
+    method?: string
+    path?: string
+    headers?: Record<string, string>
+    body?: string
+    // Method syntax: each bench gives the connection's context a shape of its own.
+    setupRequest?(request: RequestParams, context: unknown): RequestParams
+    onResponse?(
+      status: number,
+      body: string,
+      context: unknown,
+      headers: Record<string, string | Array<string> | undefined>,
+    ): void
   }
   interface Histogram {
     average: number
@@ -29,6 +47,7 @@ declare module "autocannon" {
     non2xx: number
     timeouts: number
     "2xx": number
+    statusCodeStats: Readonly<Record<string, { readonly count: number }>>
   }
   function autocannon(options: Options): Promise<Result>
   export default autocannon
