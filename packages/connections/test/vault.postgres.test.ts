@@ -1,8 +1,9 @@
 import { type PostgresServer, startPostgres } from "@keyway/testing"
-import { Effect, Option } from "effect"
+import { Context, Effect, Exit, Layer, Option, Scope } from "effect"
 import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { postgresVault } from "../src/node/postgres.js"
+import { layerPostgresVault, postgresVault } from "../src/node/postgres.js"
+import { Vault } from "../src/Vault.js"
 import { sqlStore } from "../src/vault/sql.js"
 import { ringA, tokens, user, vaultContract } from "./vaultContract.js"
 
@@ -90,6 +91,49 @@ describe("PostgreSQL vault at rest", () => {
       connectionString: `postgres://${server.user}@127.0.0.1:1/postgres`,
       keyRing: ringA,
     }).catch((e) => e)
+    expect([error._tag, error.reason, error.message]).toEqual([
+      "VaultError",
+      "storage",
+      "vault storage failed (open): connect ECONNREFUSED 127.0.0.1:1",
+    ])
+  })
+
+  it("as a layer: serves the database while its scope is open, ends its own pool with the scope, and fails typed when the server cannot be reached", async () => {
+    const connectionString = freshDatabase()
+    const raw = new pg.Pool({ connectionString })
+    const sessions = async () =>
+      Number(
+        (
+          await raw.query(
+            "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+          )
+        ).rows[0]?.n,
+      )
+    try {
+      const scope = await Effect.runPromise(Scope.make())
+      const context = await Effect.runPromise(
+        Layer.buildWithScope(layerPostgresVault({ connectionString, keyRing: ringA }), scope),
+      )
+      const vault = Context.get(context, Vault)
+      await Effect.runPromise(vault.put(user, tokens("layer"), 1_000))
+      expect(await sessions()).toBeGreaterThan(0)
+      await Effect.runPromise(Scope.close(scope, Exit.void))
+      // The pool the layer made is ended with its scope: no session of it is left on the server.
+      expect(await sessions()).toBe(0)
+      const again = await postgresVault({ connectionString, keyRing: ringA })
+      const read = Option.getOrThrow(await Effect.runPromise(again.get(user)))
+      expect(read.tokens.accessToken).toBe(tokens("layer").accessToken)
+      await again.close()
+    } finally {
+      await raw.end()
+    }
+    const error = await Effect.runPromise(
+      Effect.flip(
+        Layer.build(
+          layerPostgresVault({ connectionString: `postgres://${server.user}@127.0.0.1:1/postgres`, keyRing: ringA }),
+        ).pipe(Effect.scoped),
+      ),
+    )
     expect([error._tag, error.reason, error.message]).toEqual([
       "VaultError",
       "storage",

@@ -2,9 +2,10 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { DatabaseSync } from "node:sqlite"
-import { Effect, Option } from "effect"
+import { Context, Effect, Exit, Layer, Option, Scope } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
-import { sqliteVault } from "../src/node/sqlite.js"
+import { layerSqliteVault, sqliteVault } from "../src/node/sqlite.js"
+import { Vault } from "../src/Vault.js"
 import { sqlStore } from "../src/vault/sql.js"
 import { ringA, tokens, user, vaultContract } from "./vaultContract.js"
 
@@ -89,6 +90,37 @@ describe("SQLite vault at rest", () => {
   it("refuses to open what is not a database with a typed error", async () => {
     const path = tempFile()
     const error = await sqliteVault({ path: join(path, "missing-dir", "x.db"), keyRing: ringA }).catch((e) => e)
+    expect([error._tag, error.reason, error.message]).toEqual([
+      "VaultError",
+      "storage",
+      "vault storage failed (open): unable to open database file",
+    ])
+  })
+
+  it("as a layer: serves the file while its scope is open, closes it with the scope, and fails typed when it cannot open", async () => {
+    const path = tempFile()
+    const scope = await Effect.runPromise(Scope.make())
+    const context = await Effect.runPromise(Layer.buildWithScope(layerSqliteVault({ path, keyRing: ringA }), scope))
+    const vault = Context.get(context, Vault)
+    await Effect.runPromise(vault.put(user, tokens("layer"), 1_000))
+    await Effect.runPromise(Scope.close(scope, Exit.void))
+    // Closed with its scope: the connection is gone (a closed node:sqlite database refuses statements).
+    const afterClose = await Effect.runPromise(Effect.flip(vault.get(user)))
+    expect([afterClose._tag, afterClose.reason, afterClose.message]).toEqual([
+      "VaultError",
+      "storage",
+      "vault storage failed (get): database is not open",
+    ])
+    // What it wrote is in the file for the next opener.
+    const again = await sqliteVault({ path, keyRing: ringA })
+    const read = Option.getOrThrow(await Effect.runPromise(again.get(user)))
+    expect(read.tokens.accessToken).toBe(tokens("layer").accessToken)
+    await again.close()
+    const error = await Effect.runPromise(
+      Effect.flip(
+        Layer.build(layerSqliteVault({ path: join(path, "missing-dir", "x.db"), keyRing: ringA })).pipe(Effect.scoped),
+      ),
+    )
     expect([error._tag, error.reason, error.message]).toEqual([
       "VaultError",
       "storage",
