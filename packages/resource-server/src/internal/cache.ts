@@ -68,10 +68,11 @@ export class ExpiringCache<A> {
     return this.#entries.size
   }
 
-  get(key: string): A | undefined {
+  /** The live value under `key`; `at` is the owner's clock read, when it read it already. */
+  get(key: string, at?: number): A | undefined {
     const entry = this.#entries.get(key)
     if (entry === undefined) return undefined
-    if (entry.expiresAt <= this.#now()) {
+    if (entry.expiresAt <= (at ?? this.#now())) {
       this.#entries.delete(key)
       return undefined
     }
