@@ -179,10 +179,11 @@ export const makePipeline = (config: Config, refusals: Refusals, verify: Verify,
       (request.method === "GET" || !isForm(request.contentType))
     ) {
       const accessToken = authorization.slice(7)
-      looked = { token: accessToken, key: tokenKey(accessToken) }
+      const key = tokenKey(accessToken)
       const at = now()
-      const hit = cache.get(looked.key, at)
+      const hit = cache.get(key, at)
       if (hit !== undefined && live(hit, at)) return authorize(request, extra, hit, accessToken)
+      looked = { token: accessToken, key }
     }
     const credentials: BearerCredentials = parseAuthorization(authorization)
     if (credentials._tag === "Malformed") {
