@@ -154,18 +154,20 @@ const nodeListenerFor =
         return
       }
     }
-    const failed = (error: unknown) => {
-      resolved.onError(error)
-      if (res.headersSent) res.destroy()
-      else refuse(res, 500, "the server could not answer this request", { close: true })
-    }
     try {
       const done = handler(req, res, target)
-      if (done !== undefined) done.then(undefined, failed)
+      if (done !== undefined) done.then(undefined, (error: unknown) => handlerFailed(resolved, res, error))
     } catch (error) {
-      failed(error)
+      handlerFailed(resolved, res, error)
     }
   }
+
+// A node:http handler threw or rejected: reported once, and a 500 unless its answer had begun.
+const handlerFailed = (resolved: Resolved, res: ServerResponse, error: unknown): void => {
+  resolved.onError(error)
+  if (res.headersSent) res.destroy()
+  else refuse(res, 500, "the server could not answer this request", { close: true })
+}
 
 const webListenerFor =
   (handler: WebHandler, resolved: Resolved) =>

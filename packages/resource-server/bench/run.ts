@@ -12,7 +12,7 @@
  *   node bench/run.ts [--duration 10] [--connections 32] [--rounds 3] [--tokens 60000] [--no-write]
  *                     [--previous <dir>/index.js]
  *
- * `--previous` adds the two Keyway rows for an older build of this package (e.g. `dist` of another commit copied
+ * `--previous` adds the four Keyway rows (protect() twice, protectNode() and check()) for an older build of this package (e.g. `dist` of another commit copied
  * next to this package's node_modules, so its imports resolve), interleaved with the others: a before/after
  * comparison on the same machine in the same run.
  */
@@ -141,6 +141,18 @@ if (previous !== "") {
   scenarios.push(
     { id: "prevSame", label: "(b) previous build, same token (cache)", mode: "keyway-previous", tokens: "same" },
     { id: "prevDistinct", label: "(b) previous build, distinct tokens", mode: "keyway-previous", tokens: "distinct" },
+    {
+      id: "prevNodeCached",
+      label: "previous build, `protectNode()`, same token (cache)",
+      mode: "keyway-node-previous",
+      tokens: "same",
+    },
+    {
+      id: "prevCheck",
+      label: "previous build, `check()`, distinct tokens",
+      mode: "check-previous",
+      tokens: "distinct",
+    },
   )
 }
 
@@ -255,7 +267,7 @@ signature). (c) is \`requireBearerAuth\` of \`@modelcontextprotocol/server\` 2.4
 anchor, since the SDK has no cache.
 
 Run: \`${command}\` in \`packages/resource-server\` (after \`tsc -b\`), unattended; \`--previous <dir>/index.js\` adds the
-two Keyway rows of another build.
+four Keyway rows of another build.
 
 Machine: ${availableParallelism()} CPUs (${cpuModel}), Node ${process.version}, ${new Date().toISOString().slice(0, 16).replace("T", " ")} UTC;
 1-minute load average ${loadAtStart.toFixed(2)} when the run started and ${loadAtEnd.toFixed(2)} when it ended. Server CPU time

@@ -13,7 +13,8 @@
  *   can reach on this machine;
  * - "floor-sync": "floor" with the verification on the event loop;
  * - "sdk": the MCP SDK's `requireBearerAuth` with a jose verifier, through the adapter;
- * - "keyway-previous": "keyway" with the build whose index.js is the third argument, for before/after rows.
+ * - "keyway-previous", "keyway-node-previous", "check-previous": "keyway", "keyway-node" and "check" with the build
+ *   whose index.js is the third argument, for before/after rows.
  * Reads the public key from the setup file written by run.ts, prints one JSON line {port} once listening, and
  * answers every line on stdin with its CPU usage so far (process.cpuUsage, microseconds).
  */
@@ -28,12 +29,14 @@ import { type AuthInfo, requireBearerAuth } from "@modelcontextprotocol/server"
 import { createRemoteJWKSet, jwtVerify } from "jose"
 import { ISSUER, RESOURCE, type Setup } from "./setup.ts"
 
-const mode = process.argv[2] ?? "none"
+const requested = process.argv[2] ?? "none"
 const setup = JSON.parse(readFileSync(process.argv[3]!, "utf8")) as Setup
-const loaded =
-  mode === "keyway-previous"
-    ? ((await import(pathToFileURL(process.argv[4]!).href)) as Partial<typeof current>)
-    : current
+const previousBuild = requested.endsWith("-previous")
+// The Keyway modes of another build run as the same modes of this one, with that build's functions.
+const mode = requested === "keyway-previous" || !previousBuild ? requested : requested.slice(0, -"-previous".length)
+const loaded = previousBuild
+  ? ((await import(pathToFileURL(process.argv[4]!).href)) as Partial<typeof current>)
+  : current
 const { createProtectedResource, jwt } = loaded as typeof current
 // Builds from before the node:http server moved to `/node` export it from their main entry; later ones do not, and
 // the bridge is the same `@keyway/http/node` listener either way.
@@ -117,7 +120,8 @@ if (mode === "bare") {
 } else if (mode === "keyway-node") {
   handler = async () => ok()
   const protectedResource = keywayResource()
-  listener = current.toNodeListener(current.protectNode(protectedResource, (_req, res) => answer(res)))
+  const protectNode = loaded.protectNode ?? current.protectNode
+  listener = toNodeListener(protectNode(protectedResource, (_req, res) => answer(res)))
 } else if (mode === "floor" || mode === "floor-sync") {
   handler = async () => ok()
   const key = createPublicKey({ key: jwk as import("node:crypto").JsonWebKey, format: "jwk" })

@@ -7,8 +7,9 @@
  */
 import { CanonicalUri, ClientAuth, Metadata, SecureUrl, WellKnown, Wire } from "@keyway/core"
 import { Cache, Clock, Context, Duration, Effect, Exit, Layer, Result, Schema } from "effect"
-import { type CompactJWSHeaderParameters, createRemoteJWKSet, errors, type JWTVerifyGetKey } from "jose"
+import { type CompactJWSHeaderParameters, createRemoteJWKSet, customFetch, errors, type JWTVerifyGetKey } from "jose"
 import { audiencesOf, namesResource } from "./internal/audience.js"
+import { claimsProblem, claimTypesHold, typeMatches } from "./internal/claims.js"
 import { withDirect } from "./internal/direct.js"
 import * as Jws from "./internal/jws.js"
 import { invalid } from "./internal/reasons.js"
@@ -201,6 +202,72 @@ interface RemoteOptions {
   readonly timeoutDuration: number
 }
 
+/** A key selection: jose's key function, always asynchronous. */
+type SelectKey = (...args: Parameters<JWTVerifyGetKey>) => Promise<Awaited<ReturnType<JWTVerifyGetKey>>>
+
+/** Most keys a {@link KeySet} remembers: as many as a JWKS holds, times the algorithms each may verify. */
+const REMEMBERED_KEYS = 256
+
+/**
+ * A remote JWKS (jose's fetching, caching and cooldown), and the keys jose selected from its current fetch by the
+ * header's `alg` and `kid`, remembered so that the next token with the same header parameters gets its key without
+ * a promise. Each fetch forgets them: a key removed from the set is never used after the fetch that removed it.
+ */
+interface KeySet {
+  /** The key jose would select for `header` now, when it selected one before from the same fetch. */
+  readonly remembered: (header: Readonly<Record<string, unknown>>) => CryptoKey | undefined
+  /** jose's selection, fetching the set when it is stale or the `kid` unknown. */
+  readonly select: SelectKey
+}
+
+// jose selects by `alg` and `kid` only (a string `kid`, or none).
+const slotOf = (header: Readonly<Record<string, unknown>>): string | undefined => {
+  const { alg, kid } = header
+  if (typeof alg !== "string") return undefined
+  if (kid === undefined) return alg
+  return typeof kid === "string" ? `${alg}\n${kid}` : undefined
+}
+
+const remoteKeySet = (url: URL, options: RemoteOptions): KeySet => {
+  const keys = new Map<string, CryptoKey>()
+  let fetches = 0
+  const remote = createRemoteJWKSet(url, {
+    ...options,
+    // Every fetch of the set starts here: the keys remembered from the previous one are forgotten.
+    [customFetch]: (input, init) => {
+      fetches++
+      keys.clear()
+      return globalThis.fetch(input, init)
+    },
+  })
+  const guarded = guard(remote)
+  return {
+    // jose uses its current set without fetching while it is fresh: the remembered key is the one it would select.
+    remembered: (header) => {
+      const slot = slotOf(header)
+      return slot === undefined || !remote.fresh ? undefined : keys.get(slot)
+    },
+    select: (header, token) => {
+      const before = fetches
+      return guarded(header, token).then((key) => {
+        const slot = slotOf(header as Readonly<Record<string, unknown>>)
+        // Remembered only when selected from the set still current, with no fetch since or under way.
+        if (
+          slot !== undefined &&
+          before === fetches &&
+          !remote.reloading &&
+          remote.fresh &&
+          keys.size < REMEMBERED_KEYS &&
+          key instanceof CryptoKey
+        ) {
+          keys.set(slot, key)
+        }
+        return key
+      })
+    },
+  }
+}
+
 /** The JWT verifier's options, checked, with the key sets that need no discovery. */
 interface JwtSetup {
   readonly algorithms: ReadonlySet<string>
@@ -208,8 +275,8 @@ interface JwtSetup {
   readonly audience: CanonicalUri.CanonicalUri
   readonly issuers: ReadonlyArray<string>
   readonly remoteOptions: RemoteOptions
-  readonly shared: JWTVerifyGetKey | undefined
-  readonly perIssuer: ReadonlyMap<string, JWTVerifyGetKey>
+  readonly shared: KeySet | undefined
+  readonly perIssuer: ReadonlyMap<string, KeySet>
   readonly typ: string | undefined
   readonly allowInsecureHttp: boolean | undefined
 }
@@ -225,20 +292,17 @@ const prepareJwt = (options: JwtVerifierOptions): JwtSetup => {
     cacheMaxAge: options.jwksCacheMaxAgeMs ?? 600_000,
     timeoutDuration: options.jwksTimeoutMs ?? 5_000,
   }
-  const perIssuer = new Map<string, JWTVerifyGetKey>()
+  const perIssuer = new Map<string, KeySet>()
   const jwksUri = options.jwksUri
   const shared =
     typeof jwksUri === "string"
-      ? guard(createRemoteJWKSet(checkEndpoint("jwksUri", jwksUri, options.allowInsecureHttp), remoteOptions))
+      ? remoteKeySet(checkEndpoint("jwksUri", jwksUri, options.allowInsecureHttp), remoteOptions)
       : undefined
   if (typeof jwksUri === "object") {
     for (const issuer of issuers) {
       const uri = jwksUri[issuer]
       if (uri === undefined) throw refuse("jwksUri", `no jwksUri for issuer ${issuer}`)
-      perIssuer.set(
-        issuer,
-        guard(createRemoteJWKSet(checkEndpoint("jwksUri", uri, options.allowInsecureHttp), remoteOptions)),
-      )
+      perIssuer.set(issuer, remoteKeySet(checkEndpoint("jwksUri", uri, options.allowInsecureHttp), remoteOptions))
     }
   }
   return {
@@ -254,22 +318,6 @@ const prepareJwt = (options: JwtVerifierOptions): JwtSetup => {
   }
 }
 
-/**
- * RFC 9068 §2.2 as the verifier applies it: every claim it reads has its RFC type; `sub`, `client_id`, `iat` and
- * `jti` stay optional, as tokens of authorization servers that omit them were always accepted, and scope-like claims
- * are read leniently by {@link fromClaims} (`scope` or `scp`, string or array).
- */
-const VerifiedClaims = Wire.JwtAccessTokenClaims.pick({
-  iss: true,
-  exp: true,
-  aud: true,
-  sub: true,
-  client_id: true,
-  iat: true,
-  nbf: true,
-  jti: true,
-}).partial({ sub: true, client_id: true, iat: true, jti: true })
-
 /** A JWT read up to its issuer: the encoded parts and the decoded claims. */
 interface Read {
   readonly token: string
@@ -277,6 +325,20 @@ interface Read {
   readonly claims: Record<string, unknown>
   readonly iss: string
 }
+
+/** What a protected header allows, decided once per distinct header (see `headerOf` below). */
+interface HeaderInfo {
+  readonly header: Readonly<Record<string, unknown>>
+  /** The header's algorithm, or why the header is refused. */
+  readonly algorithm: Jws.SignatureAlgorithm | InvalidTokenReason
+  /** Whether its `typ` is the one required. */
+  readonly typed: boolean
+}
+
+/** Most distinct protected headers a verifier remembers; an authorization server signs with a handful. */
+const REMEMBERED_HEADERS = 64
+
+type Verified = Result.Result<VerifiedToken, VerificationError>
 
 const makeJwtVerifier = (setup: JwtSetup): Effect.Effect<TokenVerifier["Service"]> =>
   Effect.gen(function* () {
@@ -293,8 +355,8 @@ const makeJwtVerifier = (setup: JwtSetup): Effect.Effect<TokenVerifier["Service"
       },
     )
     // Discovered key sets, for the direct form (the Effect form reads them from the cache above).
-    const found = new Map<string, JWTVerifyGetKey>()
-    const keysOf = (iss: string): JWTVerifyGetKey | undefined => shared ?? perIssuer.get(iss) ?? found.get(iss)
+    const found = new Map<string, KeySet>()
+    const keysOf = (iss: string): KeySet | undefined => shared ?? perIssuer.get(iss) ?? found.get(iss)
 
     // Each part is decoded once: the claims first, so that the key set is chosen by issuer and a token from an
     // unknown issuer never triggers a JWKS fetch.
@@ -307,37 +369,81 @@ const makeJwtVerifier = (setup: JwtSetup): Effect.Effect<TokenVerifier["Service"
       return { token, parts, claims, iss }
     }
 
-    // The rest of the verification, one code for both forms; fails with the VerificationError.
-    const finish = async ({ token, parts, claims }: Read, keys: JWTVerifyGetKey, now: number) => {
-      const header = Jws.decodeObject(parts[0])
-      if (header === undefined) throw invalid("malformed")
-      const algorithm = Jws.algorithmOf(header, algorithms)
-      if (typeof algorithm === "string") throw invalid(algorithm)
-      let key: unknown
-      try {
-        key = await keys(header as CompactJWSHeaderParameters, {
+    // The tokens of one authorization server share a few protected headers: what each allows is decided once, from
+    // the header exactly as encoded. Emptied when full, so headers sent to fill it cost only their own decoding.
+    const headers = new Map<string, HeaderInfo>()
+    const headerOf = (encoded: string): HeaderInfo | undefined => {
+      const known = headers.get(encoded)
+      if (known !== undefined) return known
+      const header = Jws.decodeObject(encoded)
+      if (header === undefined) return undefined
+      const info: HeaderInfo = {
+        header: Object.freeze(header),
+        algorithm: Jws.algorithmOf(header, algorithms),
+        typed: typeMatches(header, typ),
+      }
+      if (headers.size >= REMEMBERED_HEADERS) headers.clear()
+      headers.set(encoded, info)
+      return info
+    }
+
+    const refused = (reason: InvalidTokenReason): Verified => Result.fail(invalid(reason))
+
+    // The signed claims' checks, in the order jose's `jwtVerify` made them for this verifier.
+    const accept = (info: HeaderInfo, claims: Record<string, unknown>, now: number): Verified => {
+      if (!info.typed) return refused("wrong-type")
+      const problem = claimsProblem(claims, Math.floor(now / 1000), clockTolerance)
+      if (problem !== undefined) return refused(problem)
+      if (!claimTypesHold(claims)) return refused("malformed")
+      if (!namesResource(audiencesOf(claims.aud), audience)) return refused("wrong-audience")
+      return Result.succeed(fromClaims(claims))
+    }
+
+    // The rest of the verification, one code for both forms, handing its result to `settle` once. A key remembered
+    // from the current JWKS and `node:crypto`'s callback leave the caller's promise the only one of a verification.
+    const finish = ({ token, parts, claims }: Read, keys: KeySet, now: number, settle: (r: Verified) => void) => {
+      const failed = (error: unknown) => settle(Result.fail(toVerificationError(error, "jwt")))
+      const info = headerOf(parts[0])
+      if (info === undefined) return settle(refused("malformed"))
+      const algorithm = info.algorithm
+      if (typeof algorithm === "string") return settle(refused(algorithm))
+      const withKey = (key: unknown): void => {
+        try {
+          const signature = Jws.decodeSignature(parts[2])
+          if (!Jws.fits(key, algorithm) || signature === undefined) {
+            settle(refused("malformed"))
+            return
+          }
+          const signingInput = token.slice(0, parts[0].length + 1 + parts[1].length)
+          Jws.verifySignatureThen(algorithm, key, signingInput, signature, (verified) => {
+            try {
+              settle(verified ? accept(info, claims, now) : refused("bad-signature"))
+            } catch (error) {
+              failed(error)
+            }
+          })
+        } catch (error) {
+          failed(error)
+        }
+      }
+      const key = keys.remembered(info.header)
+      if (key !== undefined) return withKey(key)
+      keys
+        .select(info.header as CompactJWSHeaderParameters, {
           protected: parts[0],
           payload: parts[1],
           signature: parts[2],
         })
-      } catch (error) {
-        throw toVerificationError(mapJoseError(error), "jwks")
-      }
-      const signature = Jws.decodeSignature(parts[2])
-      if (!Jws.fits(key, algorithm) || signature === undefined) throw invalid("malformed")
-      const signingInput = token.slice(0, parts[0].length + 1 + parts[1].length)
-      if (!(await Jws.verifySignature(algorithm, key, signingInput, signature))) throw invalid("bad-signature")
-      const problem = claimsProblem(header, claims, typ, Math.floor(now / 1000), clockTolerance)
-      if (problem !== undefined) throw invalid(problem)
-      const checked = Wire.validate(VerifiedClaims, claims, Wire.Documents.jwtAccessTokenClaims)
-      if (Result.isFailure(checked)) {
-        const claim = checked.failure.path.split(".")[0]!
-        throw invalid(claims[claim] === undefined ? "missing-claim" : "malformed")
-      }
-      if (!namesResource(audiencesOf(claims.aud), audience)) throw invalid("wrong-audience")
-      return fromClaims(claims)
+        .then(withKey, (error: unknown) => settle(Result.fail(toVerificationError(mapJoseError(error), "jwks"))))
     }
-    const settle = (error: unknown): VerificationError => toVerificationError(error, "jwt")
+    const run = (reading: Read, keys: KeySet, now: number): Promise<Verified> =>
+      new Promise((resolve) => {
+        try {
+          finish(reading, keys, now, resolve)
+        } catch (error) {
+          resolve(Result.fail(toVerificationError(error, "jwt")))
+        }
+      })
 
     const verify = Effect.fnUntraced(function* (token: string) {
       const reading = read(token)
@@ -349,49 +455,17 @@ const makeJwtVerifier = (setup: JwtSetup): Effect.Effect<TokenVerifier["Service"
       }
       const now = yield* Clock.currentTimeMillis
       const using = keys
-      return yield* Effect.tryPromise({ try: () => finish(reading, using, now), catch: settle })
+      return yield* Effect.fromResult(yield* Effect.promise(() => run(reading, using, now)))
     })
     const direct = (token: string, now: number) => {
       const reading = read(token)
       if (reading instanceof InvalidToken) return Promise.resolve(Result.fail(reading))
       const keys = keysOf(reading.iss)
       if (keys === undefined) return undefined
-      return finish(reading, keys, now).then(Result.succeed, (error: unknown) => Result.fail(settle(error)))
+      return run(reading, keys, now)
     }
     return TokenVerifier.of({ verify: withDirect(verify, direct) })
   })
-
-// RFC 8725 §3.11 and RFC 9068 §2.1: the media type in `typ`, compared without its "application/" prefix and case.
-const normalizeType = (value: string): string => {
-  const lower = value.toLowerCase()
-  return lower.includes("/") ? lower : `application/${lower}`
-}
-
-/**
- * The checks of a signed claims set besides issuer and audience, as jose's `jwtVerify` made them for this verifier:
- * `typ` (RFC 9068 §2.1), `iss`, `aud` and `exp` present (RFC 9068 §2.2), `iat` and `nbf` numbers, `nbf` reached and
- * `exp` not passed within the clock skew (RFC 7519 §4.1.4, §4.1.5). `now` in seconds.
- */
-const claimsProblem = (
-  header: Readonly<Record<string, unknown>>,
-  claims: Readonly<Record<string, unknown>>,
-  typ: string | undefined,
-  now: number,
-  skew: number,
-): InvalidTokenReason | undefined => {
-  if (typ !== undefined && (typeof header.typ !== "string" || normalizeType(header.typ) !== normalizeType(typ))) {
-    return "wrong-type"
-  }
-  if (!Object.hasOwn(claims, "iss") || !Object.hasOwn(claims, "aud") || !Object.hasOwn(claims, "exp")) {
-    return "missing-claim"
-  }
-  const { iat, nbf, exp } = claims
-  if (iat !== undefined && typeof iat !== "number") return "not-yet-valid"
-  if (nbf !== undefined && (typeof nbf !== "number" || nbf > now + skew)) return "not-yet-valid"
-  if (typeof exp !== "number") return "malformed"
-  if (exp <= now - skew) return "expired"
-  return undefined
-}
 
 /**
  * Finds an issuer's `jwks_uri` in its authorization server metadata, trying the well-known locations in the MCP
@@ -432,13 +506,13 @@ const discoverJwks = Effect.fnUntraced(function* (
       try: () => checkEndpoint("jwks_uri", jwksUri, allowInsecure),
       catch: (error) => unavailable(error instanceof Error ? error.message : "invalid jwks_uri"),
     })
-    return guard(createRemoteJWKSet(url, remoteOptions))
+    return remoteKeySet(url, remoteOptions)
   }
   return yield* unavailable(`no authorization server metadata found for ${issuer}`)
 })
 
 const guard =
-  (keys: JWTVerifyGetKey): JWTVerifyGetKey =>
+  (keys: JWTVerifyGetKey): SelectKey =>
   async (header, token) => {
     try {
       return await keys(header, token)

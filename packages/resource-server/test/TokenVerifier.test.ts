@@ -112,6 +112,20 @@ describe("JWT verifier", () => {
     expect(error).toEqual(new InvalidToken({ reason: "unknown-key", description: descriptions["unknown-key"] }))
   })
 
+  it("a key selected before is forgotten when a later fetch of the key set no longer has it", async () => {
+    jwks = await startJwks([k1])
+    const l = layer({ jwksCooldownMs: 0 })
+    for (let i = 0; i < 3; i++) expect(Result.isSuccess(await verifyWith(l, await mint(k1, claims())))).toBe(true)
+    expect(jwks.state.hits).toBe(1)
+    const k3 = await makeKey("k3")
+    jwks.state.keys = [k3]
+    // An unknown kid makes jose fetch the set again, while the one fetched first is still fresh.
+    expect(Result.isSuccess(await verifyWith(l, await mint(k3, claims())))).toBe(true)
+    expect(jwks.state.hits).toBe(2)
+    const error = failure(await verifyWith(l, await mint(k1, claims())))
+    expect(error).toEqual(new InvalidToken({ reason: "unknown-key", description: descriptions["unknown-key"] }))
+  })
+
   it("unknown kid: exactly one refetch, then invalid_token", async () => {
     jwks = await startJwks([k1])
     const l = layer({ jwksCooldownMs: 0 })

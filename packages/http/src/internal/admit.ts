@@ -14,7 +14,7 @@ const hostProblem = (req: IncomingMessage): string | undefined => {
   let count = 0
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i]!
-    if (name.length === 4 && name.toLowerCase() === "host") {
+    if (name.length === 4 && (name === "Host" || name.toLowerCase() === "host")) {
       count++
       host = raw[i + 1]!
     }
@@ -205,7 +205,8 @@ export const admit = (req: IncomingMessage, res: ServerResponse, options: Resolv
     } else refuse(res, 400, "the request-target * is only for OPTIONS", { close: true })
     return undefined
   }
-  const kind = classifyMethod(method)
+  // The usual methods skip the classification's case folding and lookups.
+  const kind = method === "GET" || method === "POST" ? "handled" : classifyMethod(method)
   if (kind !== "handled") {
     if (kind === "unknown") {
       refuse(res, 501, `the method ${method} is not implemented`, { close: true })

@@ -215,40 +215,59 @@ export type VerifySignature = (
 ) => boolean | Promise<boolean>
 
 /**
+ * {@link VerifySignature} handing its answer to `done` instead of a promise, so that a caller that makes a promise of
+ * its own (one per verification) needs no second one.
+ */
+export type VerifySignatureThen = (
+  algorithm: SignatureAlgorithm,
+  key: CryptoKey,
+  signingInput: string,
+  signature: Uint8Array<ArrayBuffer>,
+  done: (verified: boolean) => void,
+) => void
+
+/**
  * Signature verification through `crypto` when given, and through Web Crypto otherwise or for a key `crypto` cannot
  * take. `node:crypto` verifies on the thread pool, as Web Crypto does, so that the event loop serves other requests
  * meanwhile: in the benchmark that answered more requests per second than verifying on the event loop, for some more
  * CPU per request (the hand-over, docs/benchmarks.md). A verification that fails (a signature of the wrong length for
  * the key) is a wrong signature.
  */
-export const signatureVerifier =
-  (crypto: typeof NodeCrypto | undefined): VerifySignature =>
-  (algorithm, key, signingInput, signature) => {
+export const signatureVerifierThen =
+  (crypto: typeof NodeCrypto | undefined): VerifySignatureThen =>
+  (algorithm, key, signingInput, signature, done) => {
     const data = encoder.encode(signingInput)
     const object = crypto === undefined ? null : keyObjectOf(crypto, key)
     if (crypto !== undefined && object !== null) {
       let input: Uint8Array = signature
       if (algorithm.ecdsa !== undefined) {
         const der = ecdsaToDer(signature, algorithm.ecdsa)
-        if (der === undefined) return false
+        if (der === undefined) {
+          done(false)
+          return
+        }
         input = der
       }
       const options =
         algorithm.saltLength !== undefined
           ? { key: object, padding: crypto.constants.RSA_PKCS1_PSS_PADDING, saltLength: algorithm.saltLength }
           : object
-      return new Promise<boolean>((resolve) => {
-        try {
-          crypto.verify(algorithm.digest, data, options, input, (error, verified) =>
-            resolve(error === null && verified),
-          )
-        } catch {
-          resolve(false)
-        }
-      })
+      try {
+        crypto.verify(algorithm.digest, data, options, input, (error, verified) => done(error === null && verified))
+      } catch {
+        done(false)
+      }
+      return
     }
-    return globalThis.crypto.subtle.verify(algorithm.webCrypto, key, signature, data).catch(() => false)
+    globalThis.crypto.subtle.verify(algorithm.webCrypto, key, signature, data).then(done, () => done(false))
   }
 
+/** {@link signatureVerifierThen} as a promise. */
+export const signatureVerifier = (crypto: typeof NodeCrypto | undefined): VerifySignature => {
+  const verify = signatureVerifierThen(crypto)
+  return (algorithm, key, signingInput, signature) =>
+    new Promise<boolean>((resolve) => verify(algorithm, key, signingInput, signature, resolve))
+}
+
 /** Signature verification with `node:crypto` where the runtime has it, Web Crypto elsewhere. */
-export const verifySignature: VerifySignature = signatureVerifier(nodeCrypto)
+export const verifySignatureThen: VerifySignatureThen = signatureVerifierThen(nodeCrypto)

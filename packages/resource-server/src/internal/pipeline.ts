@@ -179,9 +179,11 @@ export const makePipeline = (config: Config, refusals: Refusals, verify: Verify,
       (request.method === "GET" || !isForm(request.contentType))
     ) {
       const accessToken = authorization.slice(7)
-      looked = { token: accessToken, key: tokenKey(accessToken) }
-      const hit = cache.get(looked.key)
-      if (hit !== undefined && live(hit, now())) return authorize(request, extra, hit, accessToken)
+      const key = tokenKey(accessToken)
+      const at = now()
+      const hit = cache.get(key, at)
+      if (hit !== undefined && live(hit, at)) return authorize(request, extra, hit, accessToken)
+      looked = { token: accessToken, key }
     }
     const credentials: BearerCredentials = parseAuthorization(authorization)
     if (credentials._tag === "Malformed") {
@@ -298,6 +300,10 @@ export const makePipeline = (config: Config, refusals: Refusals, verify: Verify,
     return confirmed(verified)
   }
 
+  // Scope.containsAll, without its set for the usual single required scope.
+  const grants = (granted: ReadonlyArray<string>, needed: ReadonlyArray<string>): boolean =>
+    needed.length === 1 ? granted.includes(needed[0]!) : Scope.containsAll(granted, needed)
+
   const tooLong = (contentLength: string): boolean =>
     /^\d+$/.test(contentLength) && Number(contentLength) > config.maxBodyBytes
 
@@ -334,7 +340,7 @@ export const makePipeline = (config: Config, refusals: Refusals, verify: Verify,
         return { ok: false, rejection: badJsonRpc(required as ScanFailure, request.origin) }
       }
       const needed = required as ReadonlyArray<string>
-      if (needed.length > 0 && !Scope.containsAll(token.scopes, needed)) {
+      if (needed.length > 0 && !grants(token.scopes, needed)) {
         return {
           ok: false,
           rejection: reject(
