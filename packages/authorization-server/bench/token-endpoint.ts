@@ -396,9 +396,30 @@ const table = (kind: Kind, unit: string) => {
 ${rows.filter((r) => r !== "").join("\n")}`
 }
 
+// How the SQLite rows keep their file, in the first section only.
+const DURABILITY = `How the SQLite file is kept (\`journal_mode = WAL\` in both Keyway SQLite rows). The default, group commit: the
+changes asked for in one turn of the event loop run together at its end in one \`BEGIN IMMEDIATE\` transaction, each in
+its own savepoint (one that fails rolls back alone), then one \`COMMIT\`; the store's connection runs at
+\`synchronous = NORMAL\` and Keyway flushes the WAL file itself (\`fdatasync\`, on libuv's thread pool, so the event loop
+goes on serving) before it answers any change of the group, or any read made while such a flush is under way (reads
+run between groups on the same connection, so they see committed data only). What is
+answered is on disk, as with \`synchronous = FULL\`; a crash or power loss can only take back a group nobody was
+answered for. One difference with \`FULL\`: another process sharing the file can read a group between its commit and
+its flush. \`groupCommit: false\` (the "one commit per change" row, the behaviour before group commit) commits every
+change on its own at \`synchronous = FULL\`, SQLite flushing the WAL inside each \`COMMIT\` on the event loop. What the
+other settings would risk: \`synchronous = NORMAL\` without that flush of Keyway's loses nothing when the process
+crashes but, on a power loss or an operating-system crash, the last commits, answered ones among them (a redeemed code
+redeemable again, a rotated refresh token live again beside its successor); \`synchronous = OFF\` hands even the
+ordering of writes to the operating system, so a power loss may also corrupt the file; \`journal_mode = DELETE\` or
+\`TRUNCATE\` (a rollback journal) keeps the durability of \`FULL\` for more flushes per commit (journal, then database
+file) and lets no reader run beside a writer; \`journal_mode = MEMORY\` or \`OFF\` may leave a corrupt file after any
+crash in the middle of a transaction. Earlier figures of this endpoint (codes written beforehand and redeemed, three
+transactions per request, then one) are in this file's history.
+`
+
 const date = new Date().toISOString().slice(0, 10)
 const output = `
-## @keyway/authorization-server: token endpoint beside oidc-provider
+${GENERATOR === "autocannon" ? "### The same with autocannon as the load generator" : "## @keyway/authorization-server: token endpoint beside oidc-provider"}
 
 \`${command}\` (${date}, after \`npm run build\`). Each server runs in a process of its own (node:http; Keyway through
 its Web handler; the runnable app as it starts itself), the load comes from another Node process over loopback with
@@ -430,31 +451,15 @@ Machine: ${nproc} CPUs (nproc), ${cpuModel}, Node ${process.version}, ${process.
 (1 / 5 / 15 min) ${load3(loadAtStart)} at the start and ${load3(loadAtEnd)} at the end. The machine may be shared with
 other work: throughput moves with it, the CPU per operation and the ratios within one run much less.
 
-How the SQLite file is kept (\`journal_mode = WAL\` in both Keyway SQLite rows). The default, group commit: the
-changes asked for in one turn of the event loop run together at its end in one \`BEGIN IMMEDIATE\` transaction, each in
-its own savepoint (one that fails rolls back alone), then one \`COMMIT\`; the store's connection runs at
-\`synchronous = NORMAL\` and Keyway flushes the WAL file itself (\`fdatasync\`, on libuv's thread pool, so the event loop
-goes on serving) before it answers any change of the group, or any read made while such a flush is under way (reads
-run between groups on the same connection, so they see committed data only). What is
-answered is on disk, as with \`synchronous = FULL\`; a crash or power loss can only take back a group nobody was
-answered for. One difference with \`FULL\`: another process sharing the file can read a group between its commit and
-its flush. \`groupCommit: false\` (the "one commit per change" row, the behaviour before group commit) commits every
-change on its own at \`synchronous = FULL\`, SQLite flushing the WAL inside each \`COMMIT\` on the event loop. What the
-other settings would risk: \`synchronous = NORMAL\` without that flush of Keyway's loses nothing when the process
-crashes but, on a power loss or an operating-system crash, the last commits, answered ones among them (a redeemed code
-redeemable again, a rotated refresh token live again beside its successor); \`synchronous = OFF\` hands even the
-ordering of writes to the operating system, so a power loss may also corrupt the file; \`journal_mode = DELETE\` or
-\`TRUNCATE\` (a rollback journal) keeps the durability of \`FULL\` for more flushes per commit (journal, then database
-file) and lets no reader run beside a writer; \`journal_mode = MEMORY\` or \`OFF\` may leave a corrupt file after any
-crash in the middle of a transaction. Earlier figures of this endpoint (codes written beforehand and redeemed, three
-transactions per request, then one) are in this file's history.
-`
+${GENERATOR === "autocannon" ? "" : DURABILITY}`
 process.stdout.write(output)
 if (process.argv.includes("--write")) {
   const file = join(here, "..", "..", "..", "docs", "benchmarks.md")
   const current = readFileSync(file, "utf8")
-  const open = "<!-- authorization-server:start -->"
-  const close = "<!-- authorization-server:end -->"
+  // Each load generator's figures have a section of their own.
+  const section = GENERATOR === "autocannon" ? "authorization-server:autocannon" : "authorization-server"
+  const open = `<!-- ${section}:start -->`
+  const close = `<!-- ${section}:end -->`
   const start = current.indexOf(open)
   const end = current.indexOf(close, start)
   if (start < 0 || end < 0) throw new Error(`docs/benchmarks.md has no ${open} ... ${close} section`)
