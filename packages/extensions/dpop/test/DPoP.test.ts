@@ -390,7 +390,8 @@ describe("the resource server refuses bad presentations (RFC 9449 §7)", () => {
     const s = await stack({ schemes: [dpopScheme({ now: () => now })] })
     const token = await boundToken(s)
     const at = seconds()
-    now += 61_000
+    // 61 s after the proof's iat by the injected clock, however long the token took to get.
+    now = (at + 61) * 1000
     const late = await call(fetch, s.mcp, {
       authorization: `DPoP ${token}`,
       dpop: await proof({ htm: "POST", htu: s.mcp, ath: await ath(token), iat: at }),
